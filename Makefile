@@ -1,0 +1,64 @@
+# cotal-deliveryd: the two commands a new user runs are `make demo` and
+# `make check`. Everything else here wraps CMake and ctest.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+BROKERS    := $(CURDIR)/build/brokers
+NATS_210   := $(BROKERS)/nats-server-2.10/usr/sbin/nats-server
+NATS_29    ?= /usr/sbin/nats-server
+DEMO_ROOT  ?= $(CURDIR)/demo-mesh
+DEMO_SPACE ?= demo
+DEMO_PORT  ?= 4333
+
+.PHONY: all build asan deps check check-unit demo demo-stop clean fuzz
+
+all: build
+
+deps:
+	@COTAL_BROKER_DIR=$(BROKERS) sh cmake/deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+asan:
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCOTAL_SANITIZE=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j$(JOBS)
+
+# All tests: the release build, then the ASan+UBSan build (LeakSanitizer
+# on), each through ctest. The e2e tests run against nats-server 2.10, and
+# their core subset also against Debian 12's 2.9.10 (tests labelled "nats29").
+check: deps build asan
+	@echo "• tests of the release build"
+	@cd $(BUILD) && COTAL_TEST_NATS_SERVER=$(NATS_210) COTAL_TEST_NATS_SERVER_29=$(NATS_29) \
+	    ctest --output-on-failure -j$(JOBS)
+	@echo "• tests of the ASan+UBSan build"
+	@cd $(ASAN_BUILD) && COTAL_TEST_NATS_SERVER=$(NATS_210) COTAL_TEST_NATS_SERVER_29=$(NATS_29) \
+	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure -j$(JOBS)
+
+check-unit: build
+	@cd $(BUILD) && ctest --output-on-failure -L unit
+
+# Fuzz the parsers for a minute each (clang, libFuzzer).
+fuzz:
+	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON >/dev/null
+	@cmake --build build-fuzz -j$(JOBS)
+	@for t in build-fuzz/tests/fuzz/fuzz_*; do \
+	    [ -x "$$t" ] || continue; n=$$(basename $$t); \
+	    mkdir -p build-fuzz/corpus/$$n; \
+	    $$t -max_total_time=60 build-fuzz/corpus/$$n tests/fuzz/corpus/$$n || exit 1; \
+	done
+
+# A local authenticated dev mesh with one provisioned space and two agents.
+demo: deps build
+	@COTAL_NATS_SERVER=$(NATS_210) COTAL_HOME=$(DEMO_ROOT)/home BUILD=$(BUILD) \
+	    DEMO_ROOT=$(DEMO_ROOT) DEMO_SPACE=$(DEMO_SPACE) DEMO_PORT=$(DEMO_PORT) \
+	    sh dist/demo.sh
+
+demo-stop:
+	@$(BUILD)/cli/cotal mesh stop --root $(DEMO_ROOT)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -1,0 +1,523 @@
+/*
+ * `cotal mesh init --dev | start | stop`: a local authenticated dev mesh.
+ *
+ * init makes the operator, the system account and one account per space
+ * (each with its own signing key), a nats-server config in operator mode
+ * with a MEMORY resolver, the per-space credentials of WIRE.md §8 and the
+ * mesh registry record. Running it again keeps every key and credential it
+ * already made and adds the spaces that are new.
+ */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/dev_signer.h"
+#include "cli/mint.h"
+#include "lib/creds.h"
+#include "lib/log.h"
+#include "lib/tokens.h"
+
+#define MESH_MAX_SPACES 64
+#define CONF_MAX (1024 * 1024)
+#define START_WAIT_MS 10000
+#define STOP_WAIT_MS 10000
+
+/* The credentials init makes for every space (WIRE.md §8 and the CLI). */
+static const enum profile space_creds[] = {
+	PROFILE_DELIVERY, PROFILE_SYS_OBSERVER, PROFILE_SYS_EVICTOR,
+	PROFILE_PROVISIONER, PROFILE_SUPERVISOR,
+};
+
+static int
+sign_account(const char *name, const struct nkey *id, const struct nkey *signing,
+	     const struct nkey *op, bool jetstream, char **jwt, char *err, size_t errlen)
+{
+	char idpub[NKEY_PUBLIC_LEN + 1], skpub[NKEY_PUBLIC_LEN + 1], why[256];
+	const char *sks[1] = { skpub };
+	json_t *claims;
+
+	nkey_public(id, idpub);
+	nkey_public(signing, skpub);
+	claims = dev_account_claims(name, idpub, sks, 1, jetstream);
+	*jwt = claims ? dev_jwt_sign(claims, op, why, sizeof(why)) : NULL;
+	json_decref(claims);
+	if (*jwt == NULL) {
+		snprintf(err, errlen, "sign account %s: %s", name, claims ? why : "no claims");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+write_conf(const struct workspace *ws, const char *listen, int port,
+	   const char *sys_pub, json_t *preload, char *err, size_t errlen)
+{
+	char path[WS_FILE_MAX];
+	size_t cap = CONF_MAX, n = 0;
+	char *buf = malloc(cap);
+	const char *acct;
+	json_t *jwt;
+	int rc;
+
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+#define EMIT(...) do { \
+	int w_ = snprintf(buf + n, cap - n, __VA_ARGS__); \
+	if (w_ < 0 || (size_t)w_ >= cap - n) { free(buf); \
+		snprintf(err, errlen, "nats-server.conf over %d bytes", CONF_MAX); return -1; } \
+	n += (size_t)w_; } while (0)
+	EMIT("# Written by `cotal mesh init --dev`: a local broker in operator mode.\n");
+	EMIT("server_name: cotal_dev\n");
+	EMIT("listen: \"%s:%d\"\n", listen, port);
+	/* The delivery credential's grants ride the CONNECT line (WIRE.md §7). */
+	EMIT("max_control_line: 65536\n");
+	EMIT("operator: \"%s/operator.jwt\"\n", ws->mesh);
+	EMIT("system_account: %s\n", sys_pub);
+	EMIT("resolver: MEMORY\n");
+	EMIT("resolver_preload: {\n");
+	json_object_foreach(preload, acct, jwt)
+		EMIT("  %s: \"%s\"\n", acct, json_string_value(jwt));
+	EMIT("}\n");
+	EMIT("jetstream: {\n  store_dir: \"%s/jetstream\"\n"
+	    "  max_memory_store: 256MB\n  max_file_store: 2GB\n}\n", ws->mesh);
+	EMIT("pid_file: \"%s/nats-server.pid\"\n", ws->mesh);
+#undef EMIT
+	snprintf(path, sizeof(path), "%s/nats-server.conf", ws->mesh);
+	rc = ws_write_file(path, buf, n, 0600, err, errlen);
+	free(buf);
+	return rc;
+}
+
+static int
+write_registry(const char *space, const char *url, const char *root, char *err,
+	       size_t errlen)
+{
+	char path[WS_PATH_MAX], dir[WS_PATH_MAX];
+	json_t *doc;
+	int rc;
+
+	if (ws_registry_path(space, path, sizeof(path), err, errlen) != 0)
+		return -1;
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	if (ws_mkdirs(dir, err, errlen) != 0)
+		return -1;
+	doc = json_pack("{s:s, s:b, s:s}", "server", url, "tlsRequired", 0, "root", root);
+	rc = ws_write_json(path, doc, 0600, err, errlen);
+	json_decref(doc);
+	return rc;
+}
+
+/* Mint one of a space's standing credentials unless it exists already. */
+static int
+ensure_creds(const struct workspace *ws, const char *space, enum profile p,
+	     char *err, size_t errlen)
+{
+	char dir[WS_PATH_MAX], path[WS_FILE_MAX];
+	struct mint_req req = { .profile = p, .space = space };
+	struct minted m;
+	int rc;
+
+	if (ws_space_dir(ws, space, true, dir, sizeof(dir), err, errlen) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/%s.creds", dir, profile_name(p));
+	if (access(path, F_OK) == 0)
+		return 0;
+	if (mint_user(ws, &req, &m, err, errlen) != 0)
+		return -1;
+	rc = ws_write_file(path, m.creds, strlen(m.creds), 0600, err, errlen);
+	if (rc == 0)
+		log_ok("minted %s (user %.12s…) for space %s", path, m.user_pub, space);
+	minted_free(&m);
+	return rc;
+}
+
+int
+cmd_mesh_init(int argc, char **argv)
+{
+	const char *root = NULL, *listen = "127.0.0.1", *spaces[MESH_MAX_SPACES];
+	char err[1024], path[WS_FILE_MAX], url[256], key[SPACE_KEY_MAX + 1];
+	char pub[NKEY_PUBLIC_LEN + 1], skpub[NKEY_PUBLIC_LEN + 1];
+	size_t nspaces = 0;
+	int port = 4222, dev = 0, rc = 1;
+	struct workspace ws;
+	struct nkey op = { 0 }, sys = { 0 }, syssk = { 0 };
+	json_t *mesh = NULL, *preload = json_object(), *jspaces;
+	char *jwt = NULL;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--dev") == 0)
+			dev = 1;
+		else if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
+			root = argv[++i];
+		else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
+			listen = argv[++i];
+		else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
+			if (cli_parse_port(argv[++i], &port) != 0)
+				goto out;
+		} else if (strcmp(argv[i], "--space") == 0 && i + 1 < argc) {
+			if (nspaces == MESH_MAX_SPACES) {
+				log_errx("mesh init: at most %d spaces", MESH_MAX_SPACES);
+				goto out;
+			}
+			spaces[nspaces++] = argv[++i];
+		} else {
+			log_errx("mesh init: unknown or incomplete argument \"%s\"", argv[i]);
+			goto usage;
+		}
+	}
+	if (!dev) {
+		log_errx("mesh init: only --dev meshes are made by this command "
+		    "(a production mesh's keys are not kept on this host)");
+		goto usage;
+	}
+	if (nspaces == 0) {
+		log_errx("mesh init: name at least one --space");
+		goto usage;
+	}
+	for (size_t i = 0; i < nspaces; i++)
+		if (strlen(spaces[i]) == 0 || strlen(spaces[i]) > SPACE_NAME_MAX) {
+			log_errx("mesh init: --space must be 1 to %d bytes", SPACE_NAME_MAX);
+			goto out;
+		}
+	if (strcmp(listen, "127.0.0.1") != 0 && strcmp(listen, "::1") != 0 &&
+	    strcmp(listen, "localhost") != 0) {
+		log_errx("mesh init: --listen %s: a dev mesh listens on loopback only", listen);
+		goto out;
+	}
+	if (ws_create(root, &ws, err, sizeof(err)) != 0) {
+		log_errx("mesh init: %s", err);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/keys", ws.mesh);
+	if (ws_mkdirs(path, err, sizeof(err)) != 0) {
+		log_errx("mesh init: %s", err);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/dev-mesh.json", ws.mesh);
+	if (access(path, F_OK) == 0) {
+		if ((mesh = ws_dev_mesh(&ws, err, sizeof(err))) == NULL) {
+			log_errx("mesh init: %s", err);
+			goto out;
+		}
+		/* An existing mesh keeps its port unless one is named. */
+		int given = 0;
+		for (int i = 0; i < argc; i++)
+			given |= strcmp(argv[i], "--port") == 0;
+		if (!given && json_integer_value(json_object_get(mesh, "port")) > 0)
+			port = (int)json_integer_value(json_object_get(mesh, "port"));
+	} else
+		mesh = json_object();
+	if (!json_is_object(json_object_get(mesh, "spaces")))
+		json_object_set_new(mesh, "spaces", json_object());
+	jspaces = json_object_get(mesh, "spaces");
+
+	snprintf(path, sizeof(path), "%s/keys/operator.nk", ws.mesh);
+	if (devkey_load(path, NKEY_OPERATOR, 1, &op, err, sizeof(err)) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/keys/system.nk", ws.mesh);
+	if (devkey_load(path, NKEY_ACCOUNT, 1, &sys, err, sizeof(err)) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/keys/system-signing.nk", ws.mesh);
+	if (devkey_load(path, NKEY_ACCOUNT, 1, &syssk, err, sizeof(err)) != 0)
+		goto fail;
+	nkey_public(&sys, pub);
+	nkey_public(&syssk, skpub);
+	json_object_set_new(mesh, "systemAccount", json_string(pub));
+	json_object_set_new(mesh, "systemSigningKey", json_string(skpub));
+
+	/* Operator JWT, naming the system account. */
+	{
+		char oppub[NKEY_PUBLIC_LEN + 1], why[256];
+		nkey_public(&op, oppub);
+		json_t *claims = dev_operator_claims("cotal-dev", oppub, pub);
+		jwt = claims ? dev_jwt_sign(claims, &op, why, sizeof(why)) : NULL;
+		json_decref(claims);
+		if (jwt == NULL) {
+			snprintf(err, sizeof(err), "sign operator: %s", why);
+			goto fail;
+		}
+		snprintf(path, sizeof(path), "%s/operator.jwt", ws.mesh);
+		if (ws_write_file(path, jwt, strlen(jwt), 0600, err, sizeof(err)) != 0)
+			goto fail;
+		free(jwt);
+		jwt = NULL;
+		json_object_set_new(mesh, "operator", json_string(oppub));
+	}
+	if (sign_account("SYS", &sys, &syssk, &op, false, &jwt, err, sizeof(err)) != 0)
+		goto fail;
+	json_object_set_new(preload, pub, json_string(jwt));
+	free(jwt);
+	jwt = NULL;
+
+	/* Every space of the mesh, old and new. */
+	for (size_t i = 0; i < nspaces; i++)
+		if (json_object_get(jspaces, spaces[i]) == NULL)
+			json_object_set_new(jspaces, spaces[i], json_object());
+	const char *sname;
+	json_t *sp;
+	json_object_foreach(jspaces, sname, sp) {
+		struct nkey acc = { 0 }, sk = { 0 };
+		if (!space_key(sname, key, sizeof(key))) {
+			snprintf(err, sizeof(err), "space name too long");
+			goto fail;
+		}
+		snprintf(path, sizeof(path), "%s/keys/space.%s.nk", ws.mesh, key);
+		if (devkey_load(path, NKEY_ACCOUNT, 1, &acc, err, sizeof(err)) != 0)
+			goto fail;
+		snprintf(path, sizeof(path), "%s/keys/space.%s-signing.nk", ws.mesh, key);
+		if (devkey_load(path, NKEY_ACCOUNT, 1, &sk, err, sizeof(err)) != 0) {
+			nkey_wipe(&acc);
+			goto fail;
+		}
+		int r = sign_account(sname, &acc, &sk, &op, true, &jwt, err, sizeof(err));
+		nkey_public(&acc, pub);
+		nkey_public(&sk, skpub);
+		nkey_wipe(&acc);
+		nkey_wipe(&sk);
+		if (r != 0)
+			goto fail;
+		json_object_set_new(sp, "account", json_string(pub));
+		json_object_set_new(sp, "signingKey", json_string(skpub));
+		json_object_set_new(preload, pub, json_string(jwt));
+		free(jwt);
+		jwt = NULL;
+	}
+
+	snprintf(url, sizeof(url), strchr(listen, ':') ? "nats://[%s]:%d" : "nats://%s:%d",
+	    listen, port);
+	json_object_set_new(mesh, "server", json_string(url));
+	json_object_set_new(mesh, "listen", json_string(listen));
+	json_object_set_new(mesh, "port", json_integer(port));
+	snprintf(path, sizeof(path), "%s/dev-mesh.json", ws.mesh);
+	if (ws_write_json(path, mesh, 0600, err, sizeof(err)) != 0)
+		goto fail;
+	nkey_public(&sys, pub);
+	if (write_conf(&ws, listen, port, pub, preload, err, sizeof(err)) != 0)
+		goto fail;
+	json_object_foreach(jspaces, sname, sp) {
+		for (size_t k = 0; k < sizeof(space_creds) / sizeof(space_creds[0]); k++)
+			if (ensure_creds(&ws, sname, space_creds[k], err, sizeof(err)) != 0)
+				goto fail;
+		if (write_registry(sname, url, ws.root, err, sizeof(err)) != 0)
+			goto fail;
+	}
+	log_ok("dev mesh ready in %s/.cotal (broker %s, %zu space%s) — start it with: "
+	    "cotal mesh start --root %s", ws.root, url, json_object_size(jspaces),
+	    json_object_size(jspaces) == 1 ? "" : "s", ws.root);
+	rc = 0;
+	goto out;
+fail:
+	log_errx("mesh init: %s", err);
+	goto out;
+usage:
+	fprintf(stderr, "usage: cotal mesh init --dev [--root DIR] [--port N] --space S [--space S2 ...]\n");
+out:
+	free(jwt);
+	nkey_wipe(&op);
+	nkey_wipe(&sys);
+	nkey_wipe(&syssk);
+	json_decref(preload);
+	json_decref(mesh);
+	return rc;
+}
+
+/* The broker pid from its pid file, when that process still runs nats-server. */
+static pid_t
+mesh_pid(const struct workspace *ws)
+{
+	char path[WS_FILE_MAX], err[256], *text;
+	size_t len;
+	long pid;
+
+	snprintf(path, sizeof(path), "%s/nats-server.pid", ws->mesh);
+	text = ws_read_file(path, 64, &len, err, sizeof(err));
+	if (text == NULL)
+		return 0;
+	pid = strtol(text, NULL, 10);
+	free(text);
+	if (pid <= 1 || kill((pid_t)pid, 0) != 0)
+		return 0;
+	/* /proc files report size 0: read until end of file. */
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return (pid_t)pid; /* unreadable: trust the record (only downgrade on proof) */
+	char cmd[4096];
+	ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
+		return (pid_t)pid;
+	len = (size_t)n;
+	cmd[len] = '\0';
+	for (size_t i = 0; i < len; i++)
+		if (cmd[i] == '\0')
+			cmd[i] = ' ';
+	int ours = strstr(cmd, "nats-server") != NULL;
+	return ours ? (pid_t)pid : 0;
+}
+
+static int
+port_open(const char *host, int port)
+{
+	struct sockaddr_in6 a6 = { 0 };
+	struct sockaddr_in a4 = { 0 };
+	int fd, rc;
+
+	if (strchr(host, ':') != NULL) {
+		a6.sin6_family = AF_INET6;
+		a6.sin6_port = htons((uint16_t)port);
+		inet_pton(AF_INET6, host, &a6.sin6_addr);
+		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a6, sizeof(a6));
+	} else {
+		a4.sin_family = AF_INET;
+		a4.sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, strcmp(host, "localhost") == 0 ? "127.0.0.1" : host,
+		    &a4.sin_addr);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a4, sizeof(a4));
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc == 0;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+int
+cmd_mesh_start(int argc, char **argv)
+{
+	const char *root = NULL, *bin = NULL;
+	char err[1024], conf[WS_FILE_MAX], logp[WS_FILE_MAX];
+	struct workspace ws;
+	json_t *mesh;
+	pid_t pid;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
+			root = argv[++i];
+		else if (strcmp(argv[i], "--nats-server") == 0 && i + 1 < argc)
+			bin = argv[++i];
+		else {
+			log_errx("mesh start: unknown or incomplete argument \"%s\"", argv[i]);
+			fprintf(stderr, "usage: cotal mesh start [--root DIR] [--nats-server PATH]\n");
+			return 1;
+		}
+	}
+	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
+	    (mesh = ws_dev_mesh(&ws, err, sizeof(err))) == NULL) {
+		log_errx("mesh start: %s", err);
+		return 1;
+	}
+	const char *listen = json_string_value(json_object_get(mesh, "listen"));
+	int port = (int)json_integer_value(json_object_get(mesh, "port"));
+	char url[256];
+	snprintf(url, sizeof(url), "%s", json_string_value(json_object_get(mesh, "server")));
+	char host[64];
+	snprintf(host, sizeof(host), "%s", listen ? listen : "127.0.0.1");
+	json_decref(mesh);
+	if ((pid = mesh_pid(&ws)) > 0) {
+		log_info("broker already running (pid %ld) at %s", (long)pid, url);
+		return 0;
+	}
+	if (port_open(host, port)) {
+		log_errx("mesh start: %s:%d is already in use by another program", host, port);
+		return 1;
+	}
+	if (bin == NULL)
+		bin = cli_nats_server_path();
+	snprintf(conf, sizeof(conf), "%s/nats-server.conf", ws.mesh);
+	snprintf(logp, sizeof(logp), "%s/nats-server.log", ws.mesh);
+
+	pid = fork();
+	if (pid < 0) {
+		log_warn("mesh start: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		/* Detach: own session, stdio onto the log, no inherited fds. */
+		setsid();
+		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || nul < 0)
+			_exit(127);
+		dup2(nul, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		closefrom(3);
+		if (fork() != 0)
+			_exit(0);
+		execl(bin, bin, "-c", conf, (char *)NULL);
+		fprintf(stderr, "cotal mesh start: exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	waitpid(pid, NULL, 0);
+	for (int waited = 0; waited < START_WAIT_MS; waited += 50) {
+		if (port_open(host, port) && mesh_pid(&ws) > 0) {
+			log_ok("broker up at %s (pid %ld, log %s)", url, (long)mesh_pid(&ws), logp);
+			return 0;
+		}
+		sleep_ms(50);
+	}
+	log_errx("mesh start: the broker (%s) did not come up within %d ms; see %s",
+	    bin, START_WAIT_MS, logp);
+	return 1;
+}
+
+int
+cmd_mesh_stop(int argc, char **argv)
+{
+	const char *root = NULL;
+	char err[1024];
+	struct workspace ws;
+	pid_t pid;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
+			root = argv[++i];
+		else {
+			log_errx("mesh stop: unknown or incomplete argument \"%s\"", argv[i]);
+			return 1;
+		}
+	}
+	if (ws_locate(root, &ws, err, sizeof(err)) != 0) {
+		log_errx("mesh stop: %s", err);
+		return 1;
+	}
+	if ((pid = mesh_pid(&ws)) <= 0) {
+		log_info("broker not running in %s", ws.root);
+		return 0;
+	}
+	kill(pid, SIGTERM);
+	for (int waited = 0; waited < STOP_WAIT_MS; waited += 50) {
+		if (kill(pid, 0) != 0) {
+			log_ok("broker stopped (pid %ld)", (long)pid);
+			return 0;
+		}
+		sleep_ms(50);
+	}
+	log_warnx("broker pid %ld ignored SIGTERM for %d ms; sending SIGKILL",
+	    (long)pid, STOP_WAIT_MS);
+	kill(pid, SIGKILL);
+	return 0;
+}

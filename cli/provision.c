@@ -1,0 +1,872 @@
+/*
+ * Space provisioning: creates the streams, KV buckets and per-lifecycle DLV
+ * durables of WIRE.md §3 through the JetStream API, idempotently, and refuses
+ * (never rewrites) an existing asset whose config differs from the contract.
+ */
+#include "cli/provision.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NS_PER_US INT64_C(1000)
+#define NS_PER_MS INT64_C(1000000)
+#define NS_PER_SEC INT64_C(1000000000)
+#define NS_PER_MIN (60 * NS_PER_SEC)
+#define NS_PER_HOUR (60 * NS_PER_MIN)
+
+/* Server default duplicate window; the contract's "2 min". */
+#define DUP_WINDOW_DEFAULT (2 * NS_PER_MIN)
+/* INBOX and DLV dedup across a long redelivery horizon. */
+#define DUP_WINDOW_LONG (2 * NS_PER_HOUR)
+#define PER_SUBJECT_MAX 1000
+#define PER_SUBJECT_UNLIMITED (-1)
+#define KV_HISTORY 1
+#define PRESENCE_TTL (6 * NS_PER_SEC)
+#define DELIVERY_TTL (30 * NS_PER_SEC)
+#define DLV_ACK_WAIT (60 * NS_PER_SEC)
+/* Wait for each JetStream API answer (nats.c default). */
+#define JS_API_WAIT_MS 5000
+/* One "field have (want want)" item; subjects may be long lists. */
+#define DIFF_VALUE_MAX (PROV_STREAM_SUBJECTS_MAX * PROV_SUBJECT_MAX + 16)
+#define API_SUBJECT_MAX (PROV_NAME_MAX * 2 + 64)
+#define STREAM_ERR_MAX 2048
+/* nats.c keeps the connection's last error text in a 256-byte buffer. */
+#define ASYNC_ERR_MAX 256
+
+/*
+ * The table of WIRE.md §3. A KV row names its bucket prefix; its stream is
+ * "KV_<bucket>" on "$KV.<bucket>.>" with the settings nats.c and the Go client
+ * give a bucket of history 1, so that js_KeyValue() binds it.
+ */
+struct stream_row {
+	const char *prefix;			       /* stream name prefix, or KV bucket prefix */
+	bool kv;
+	const char *subjects[PROV_STREAM_SUBJECTS_MAX]; /* after "cotal.<s>." */
+	int64_t per_subject;
+	int64_t duplicates; /* non-KV only; KV derives it from the TTL */
+	int64_t max_age;
+	bool allow_direct;
+};
+
+static const struct stream_row stream_table[PROV_STREAM_KINDS] = {
+	[PROV_CHAT] = {"CHAT_", false, {"chat.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_DEFAULT, 0, true},
+	[PROV_INBOX] = {"INBOX_", false, {"dinbox.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_LONG, 0, false},
+	[PROV_DLV] = {"DLV_", false, {"dlv.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_LONG, 0, false},
+	[PROV_EPT_REQ] = {"EPT_REQ_", false, {"ept.*.*.*.*.schedule", NULL}, PER_SUBJECT_UNLIMITED,
+			  DUP_WINDOW_DEFAULT, 0, false},
+	[PROV_EPT] = {"EPT_", false, {"ept.*.*.*.*.armed", "ept.*.*.*.*.fire"}, PER_SUBJECT_UNLIMITED,
+		      DUP_WINDOW_DEFAULT, 0, false},
+	[PROV_KV_CHANNELS] = {"cotal_channels_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
+	[PROV_KV_ACL] = {"cotal_acl_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
+	[PROV_KV_MEMBERS] = {"cotal_members_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
+	[PROV_KV_PRESENCE] = {"cotal_presence_", true, {NULL, NULL}, KV_HISTORY, 0, PRESENCE_TTL, true},
+	[PROV_KV_DELIVERY] = {"cotal_delivery_", true, {NULL, NULL}, KV_HISTORY, 0, DELIVERY_TTL, true},
+	[PROV_KV_RECORDS] = {"cotal_records_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Appends to a bounded buffer; output past the end is dropped, never overrun. */
+struct sbuf {
+	char *p;
+	size_t cap;
+	size_t len;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->p == NULL || b->cap == 0 || b->len + 1 >= b->cap)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	b->len += (size_t)n;
+	if (b->len >= b->cap)
+		b->len = b->cap - 1;
+}
+
+/* Local copy of lib/tokens.h space_token() (WIRE §1) until that lands. */
+static bool
+prov_space_token(const char *name, char *out, size_t outlen)
+{
+	size_t i, n = strlen(name);
+
+	if (n == 0) {
+		if (outlen < 2)
+			return false;
+		memcpy(out, "_", 2);
+		return true;
+	}
+	if (n + 1 > outlen)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			    (c >= '0' && c <= '9') || c == '_' || c == '-';
+		out[i] = keep ? (char)c : '_';
+	}
+	out[n] = '\0';
+	return true;
+}
+
+/* ^[A-Za-z0-9_]+$, bounded by PROV_IDENTITY_MAX. */
+static bool
+prov_identity_valid(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > PROV_IDENTITY_MAX)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return false;
+	}
+	return true;
+}
+
+/* ^[a-z0-9]{26,32}$ */
+static bool
+prov_uid_valid(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n < 26 || n > PROV_UID_MAX)
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+			return false;
+	}
+	return true;
+}
+
+static int
+space_token_checked(const char *space_name, char *tok, size_t toklen, char *err, size_t errlen)
+{
+	if (space_name == NULL) {
+		seterr(err, errlen, "space: name missing");
+		return -1;
+	}
+	if (strlen(space_name) > SPACE_NAME_MAX) {
+		seterr(err, errlen, "space: name longer than %d bytes", SPACE_NAME_MAX);
+		return -1;
+	}
+	if (!prov_space_token(space_name, tok, toklen)) {
+		seterr(err, errlen, "space: name does not fit the token buffer");
+		return -1;
+	}
+	return 0;
+}
+
+int
+provision_stream_expected(enum prov_stream_kind kind, const char *space_name,
+			  struct prov_stream *out, char *err, size_t errlen)
+{
+	char tok[SPACE_TOKEN_MAX + 1];
+	const struct stream_row *row;
+	jsStreamConfig *c;
+	int i, n = 0;
+
+	if ((unsigned)kind >= PROV_STREAM_KINDS || out == NULL) {
+		seterr(err, errlen, "provision: no such stream kind");
+		return -1;
+	}
+	if (space_token_checked(space_name, tok, sizeof(tok), err, errlen) != 0)
+		return -1;
+	row = &stream_table[kind];
+	memset(out, 0, sizeof(*out));
+	c = &out->cfg;
+	jsStreamConfig_Init(c);
+
+	/* Sizes are fixed by PROV_NAME_MAX/PROV_SUBJECT_MAX over a bounded token,
+	 * so these never truncate. */
+	if (row->kv) {
+		snprintf(out->bucket, sizeof(out->bucket), "%s%s", row->prefix, tok);
+		snprintf(out->name, sizeof(out->name), "KV_%s%s", row->prefix, tok);
+		snprintf(out->subjects[n++], sizeof(out->subjects[0]), "$KV.%s.>", out->bucket);
+	} else {
+		snprintf(out->name, sizeof(out->name), "%s%s", row->prefix, tok);
+		for (i = 0; i < PROV_STREAM_SUBJECTS_MAX && row->subjects[i] != NULL; i++)
+			snprintf(out->subjects[n++], sizeof(out->subjects[0]), "cotal.%s.%s", tok,
+				 row->subjects[i]);
+	}
+	for (i = 0; i < n; i++)
+		out->subjv[i] = out->subjects[i];
+
+	c->Name = out->name;
+	c->Subjects = out->subjv;
+	c->SubjectsLen = n;
+	c->Retention = js_LimitsPolicy;
+	c->Storage = js_FileStorage;
+	c->Replicas = 1;
+	c->MaxMsgsPerSubject = row->per_subject;
+	c->MaxAge = row->max_age;
+	c->AllowDirect = row->allow_direct;
+	if (row->kv) {
+		/* What js_CreateKeyValue() would send for history 1. The duplicate
+		 * window is set explicitly (as the Go client does) because the
+		 * server refuses one longer than the max age. */
+		c->Discard = js_DiscardNew;
+		c->AllowRollup = true;
+		c->DenyDelete = true;
+		c->DenyPurge = false;
+		c->Duplicates = (row->max_age > 0 && row->max_age < DUP_WINDOW_DEFAULT)
+					? row->max_age
+					: DUP_WINDOW_DEFAULT;
+	} else {
+		c->Discard = js_DiscardOld;
+		c->Duplicates = row->duplicates;
+	}
+	return 0;
+}
+
+int
+provision_member_durable_expected(const char *space_name, const char *owner, const char *actor,
+				  const char *uid, struct prov_consumer *out, char *err,
+				  size_t errlen)
+{
+	char tok[SPACE_TOKEN_MAX + 1];
+	jsConsumerConfig *c;
+
+	if (out == NULL) {
+		seterr(err, errlen, "provision: no output");
+		return -1;
+	}
+	if (space_token_checked(space_name, tok, sizeof(tok), err, errlen) != 0)
+		return -1;
+	if (owner == NULL || !prov_identity_valid(owner)) {
+		seterr(err, errlen, "owner: must match ^[A-Za-z0-9_]+$ (at most %d bytes)",
+		       PROV_IDENTITY_MAX);
+		return -1;
+	}
+	if (actor == NULL || !prov_identity_valid(actor)) {
+		seterr(err, errlen, "actor: must match ^[A-Za-z0-9_]+$ (at most %d bytes)",
+		       PROV_IDENTITY_MAX);
+		return -1;
+	}
+	if (uid == NULL || !prov_uid_valid(uid)) {
+		seterr(err, errlen, "uid: must match ^[a-z0-9]{26,32}$");
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	snprintf(out->stream, sizeof(out->stream), "DLV_%s", tok);
+	snprintf(out->durable, sizeof(out->durable), "dlv_%s-%s-%s", owner, actor, uid);
+	snprintf(out->filter, sizeof(out->filter), "cotal.%s.dlv.%s.%s.%s", tok, owner, actor, uid);
+	c = &out->cfg;
+	jsConsumerConfig_Init(c);
+	c->Durable = out->durable;
+	c->DeliverPolicy = js_DeliverAll;
+	c->AckPolicy = js_AckExplicit;
+	c->AckWait = DLV_ACK_WAIT;
+	c->FilterSubject = out->filter;
+	return 0;
+}
+
+/* Go's time.Duration.String(), the notation operators know from the nats CLI. */
+static void
+fmt_duration(char *out, size_t outlen, int64_t d)
+{
+	struct sbuf b = {out, outlen, 0};
+	uint64_t u;
+	uint64_t unit;
+	const char *suffix;
+	uint64_t whole, frac;
+	int digits;
+
+	out[0] = '\0';
+	if (d == 0) {
+		sb_printf(&b, "0s");
+		return;
+	}
+	if (d < 0) {
+		sb_printf(&b, "-");
+		u = (uint64_t)0 - (uint64_t)d;
+	} else {
+		u = (uint64_t)d;
+	}
+	if (u < (uint64_t)NS_PER_SEC) {
+		if (u < (uint64_t)NS_PER_US) {
+			sb_printf(&b, "%" PRIu64 "ns", u);
+			return;
+		}
+		unit = u < (uint64_t)NS_PER_MS ? (uint64_t)NS_PER_US : (uint64_t)NS_PER_MS;
+		suffix = u < (uint64_t)NS_PER_MS ? "\xc2\xb5s" : "ms";
+		digits = u < (uint64_t)NS_PER_MS ? 3 : 6;
+	} else {
+		uint64_t h = u / (uint64_t)NS_PER_HOUR;
+		uint64_t m = (u / (uint64_t)NS_PER_MIN) % 60;
+
+		if (h > 0)
+			sb_printf(&b, "%" PRIu64 "h%" PRIu64 "m", h, m);
+		else if (m > 0)
+			sb_printf(&b, "%" PRIu64 "m", m);
+		u %= (uint64_t)NS_PER_MIN;
+		unit = (uint64_t)NS_PER_SEC;
+		suffix = "s";
+		digits = 9;
+	}
+	whole = u / unit;
+	frac = u % unit;
+	sb_printf(&b, "%" PRIu64, whole);
+	if (frac != 0) {
+		while (frac % 10 == 0) {
+			frac /= 10;
+			digits--;
+		}
+		sb_printf(&b, ".%0*" PRIu64, digits, frac);
+	}
+	sb_printf(&b, "%s", suffix);
+}
+
+static const char *
+retention_str(jsRetentionPolicy r)
+{
+	switch (r) {
+	case js_LimitsPolicy:
+		return "limits";
+	case js_InterestPolicy:
+		return "interest";
+	case js_WorkQueuePolicy:
+		return "workqueue";
+	}
+	return "unknown";
+}
+
+static const char *
+storage_str(jsStorageType s)
+{
+	return s == js_FileStorage ? "file" : s == js_MemoryStorage ? "memory" : "unknown";
+}
+
+static const char *
+discard_str(jsDiscardPolicy d)
+{
+	return d == js_DiscardOld ? "old" : d == js_DiscardNew ? "new" : "unknown";
+}
+
+static const char *
+deliver_str(jsDeliverPolicy p)
+{
+	switch (p) {
+	case js_DeliverAll:
+		return "all";
+	case js_DeliverLast:
+		return "last";
+	case js_DeliverNew:
+		return "new";
+	case js_DeliverByStartSequence:
+		return "by start sequence";
+	case js_DeliverByStartTime:
+		return "by start time";
+	case js_DeliverLastPerSubject:
+		return "last per subject";
+	}
+	return "unknown";
+}
+
+static const char *
+ack_str(jsAckPolicy p)
+{
+	switch (p) {
+	case js_AckExplicit:
+		return "explicit";
+	case js_AckNone:
+		return "none";
+	case js_AckAll:
+		return "all";
+	}
+	return "unknown";
+}
+
+static const char *
+bool_str(bool v)
+{
+	return v ? "true" : "false";
+}
+
+static void
+diff_item(struct sbuf *b, int *n, const char *field, const char *have, const char *want)
+{
+	sb_printf(b, "%s%s %s (want %s)", *n > 0 ? "; " : "", field, have, want);
+	(*n)++;
+}
+
+static void
+diff_str(struct sbuf *b, int *n, const char *field, const char *have, const char *want)
+{
+	if (strcmp(have, want) != 0)
+		diff_item(b, n, field, have, want);
+}
+
+static void
+diff_int(struct sbuf *b, int *n, const char *field, int64_t have, int64_t want)
+{
+	char hs[32], ws[32];
+
+	if (have == want)
+		return;
+	snprintf(hs, sizeof(hs), "%" PRId64, have);
+	snprintf(ws, sizeof(ws), "%" PRId64, want);
+	diff_item(b, n, field, hs, ws);
+}
+
+static void
+diff_dur(struct sbuf *b, int *n, const char *field, int64_t have, int64_t want)
+{
+	char hs[48], ws[48];
+
+	if (have == want)
+		return;
+	fmt_duration(hs, sizeof(hs), have);
+	fmt_duration(ws, sizeof(ws), want);
+	diff_item(b, n, field, hs, ws);
+}
+
+static bool
+subject_in(const char *s, const char **list, int len)
+{
+	int i;
+
+	for (i = 0; i < len; i++)
+		if (list[i] != NULL && strcmp(list[i], s) == 0)
+			return true;
+	return false;
+}
+
+/* Same subjects regardless of order (duplicates within one list do not
+ * occur: the server refuses them). */
+static bool
+subjects_equal(const jsStreamConfig *a, const jsStreamConfig *b)
+{
+	int i;
+
+	if (a->SubjectsLen != b->SubjectsLen)
+		return false;
+	for (i = 0; i < a->SubjectsLen; i++)
+		if (a->Subjects[i] == NULL || !subject_in(a->Subjects[i], b->Subjects, b->SubjectsLen))
+			return false;
+	return true;
+}
+
+static void
+subjects_str(char *out, size_t outlen, const jsStreamConfig *c)
+{
+	struct sbuf b = {out, outlen, 0};
+	int i;
+
+	out[0] = '\0';
+	sb_printf(&b, "[");
+	for (i = 0; i < c->SubjectsLen; i++)
+		sb_printf(&b, "%s%s", i > 0 ? " " : "", c->Subjects[i] ? c->Subjects[i] : "");
+	sb_printf(&b, "]");
+}
+
+int
+provision_stream_diff(const jsStreamConfig *have, const jsStreamConfig *want, char *out,
+		      size_t outlen)
+{
+	struct sbuf b = {out, outlen, 0};
+	int n = 0;
+
+	if (out != NULL && outlen > 0)
+		out[0] = '\0';
+	if (!subjects_equal(have, want)) {
+		char *hs = malloc(DIFF_VALUE_MAX), *ws = malloc(DIFF_VALUE_MAX);
+
+		if (hs != NULL && ws != NULL) {
+			subjects_str(hs, DIFF_VALUE_MAX, have);
+			subjects_str(ws, DIFF_VALUE_MAX, want);
+			diff_item(&b, &n, "subjects", hs, ws);
+		} else {
+			diff_item(&b, &n, "subjects", "(differ)", "(out of memory)");
+		}
+		free(hs);
+		free(ws);
+	}
+	diff_str(&b, &n, "retention", retention_str(have->Retention), retention_str(want->Retention));
+	diff_str(&b, &n, "storage", storage_str(have->Storage), storage_str(want->Storage));
+	diff_str(&b, &n, "discard", discard_str(have->Discard), discard_str(want->Discard));
+	diff_dur(&b, &n, "duplicate window", have->Duplicates, want->Duplicates);
+	diff_int(&b, &n, "max messages per subject", have->MaxMsgsPerSubject,
+		 want->MaxMsgsPerSubject);
+	diff_dur(&b, &n, "max age", have->MaxAge, want->MaxAge);
+	diff_str(&b, &n, "allow direct", bool_str(have->AllowDirect), bool_str(want->AllowDirect));
+	diff_str(&b, &n, "allow rollup", bool_str(have->AllowRollup), bool_str(want->AllowRollup));
+	diff_str(&b, &n, "deny delete", bool_str(have->DenyDelete), bool_str(want->DenyDelete));
+	diff_str(&b, &n, "deny purge", bool_str(have->DenyPurge), bool_str(want->DenyPurge));
+	diff_int(&b, &n, "replicas", have->Replicas, want->Replicas);
+	return n;
+}
+
+int
+provision_consumer_diff(const jsConsumerConfig *have, const jsConsumerConfig *want, char *out,
+			size_t outlen)
+{
+	struct sbuf b = {out, outlen, 0};
+	const char *hd = have->DeliverSubject != NULL ? have->DeliverSubject : "";
+	const char *wd = want->DeliverSubject != NULL ? want->DeliverSubject : "";
+	int n = 0;
+
+	if (out != NULL && outlen > 0)
+		out[0] = '\0';
+	if ((hd[0] == '\0') != (wd[0] == '\0'))
+		diff_item(&b, &n, "mode", hd[0] ? "push" : "pull", wd[0] ? "push" : "pull");
+	diff_str(&b, &n, "deliver policy", deliver_str(have->DeliverPolicy),
+		 deliver_str(want->DeliverPolicy));
+	diff_str(&b, &n, "ack policy", ack_str(have->AckPolicy), ack_str(want->AckPolicy));
+	diff_dur(&b, &n, "ack wait", have->AckWait, want->AckWait);
+	diff_str(&b, &n, "filter subject", have->FilterSubject ? have->FilterSubject : "",
+		 want->FilterSubject ? want->FilterSubject : "");
+	return n;
+}
+
+/* The connection's last asynchronous error, copied so a later comparison can
+ * tell whether a request caused a new one. */
+struct async_err {
+	natsStatus s;
+	char text[ASYNC_ERR_MAX];
+};
+
+static void
+async_err_snapshot(natsConnection *nc, struct async_err *ae)
+{
+	const char *txt = NULL;
+
+	ae->s = natsConnection_GetLastError(nc, &txt);
+	snprintf(ae->text, sizeof(ae->text), "%s", txt != NULL ? txt : "");
+}
+
+/*
+ * Words for a failed JetStream API request. A broker refusal carries its own
+ * description and err_code. A publish the credential may not make gets no
+ * answer at all: the broker only sends an asynchronous permissions
+ * violation, which nats.c records as the connection's last error.
+ */
+static void
+api_failure(char *err, size_t errlen, natsConnection *nc, const char *op, const char *api_subject,
+	    natsStatus s, jsErrCode jerr, const struct async_err *before)
+{
+	const char *last = nats_GetLastError(NULL);
+	struct async_err now;
+
+	if (jerr != 0) {
+		seterr(err, errlen, "%s: %s (err_code %d)", op,
+		       last != NULL && last[0] != '\0' ? last : natsStatus_GetText(s), (int)jerr);
+		return;
+	}
+	async_err_snapshot(nc, &now);
+	if (now.s == NATS_NOT_PERMITTED &&
+	    (strstr(now.text, api_subject) != NULL || before->s != NATS_NOT_PERMITTED ||
+	     strcmp(before->text, now.text) != 0)) {
+		seterr(err, errlen, "%s: permission denied by the broker: %s", op, now.text);
+		return;
+	}
+	if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS) {
+		seterr(err, errlen,
+		       "%s: no answer from JetStream (is JetStream enabled for this account, and "
+		       "may this credential publish to %s?)",
+		       op, api_subject);
+		return;
+	}
+	if (last != NULL && last[0] != '\0' && strcmp(last, natsStatus_GetText(s)) != 0)
+		seterr(err, errlen, "%s: %s (%s)", op, natsStatus_GetText(s), last);
+	else
+		seterr(err, errlen, "%s: %s", op, natsStatus_GetText(s));
+}
+
+static int
+js_context(natsConnection *nc, jsCtx **js, char *err, size_t errlen)
+{
+	jsOptions jo;
+	natsStatus s;
+
+	if (nc == NULL) {
+		seterr(err, errlen, "provision: no broker connection");
+		return -1;
+	}
+	jsOptions_Init(&jo);
+	jo.Wait = JS_API_WAIT_MS;
+	s = natsConnection_JetStream(js, nc, &jo);
+	if (s != NATS_OK) {
+		seterr(err, errlen, "provision: JetStream context: %s", natsStatus_GetText(s));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+report_line(FILE *report, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+report_line(FILE *report, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (report == NULL)
+		return;
+	va_start(ap, fmt);
+	vfprintf(report, fmt, ap);
+	va_end(ap);
+	fputc('\n', report);
+	fflush(report);
+}
+
+static void
+report_exists(FILE *report, const struct prov_stream *w)
+{
+	if (w->bucket[0] != '\0')
+		report_line(report, "• exists KV bucket %s (stream %s)", w->bucket, w->name);
+	else
+		report_line(report, "• exists stream %s", w->name);
+}
+
+static void
+report_created(FILE *report, const struct prov_stream *w)
+{
+	if (w->bucket[0] != '\0')
+		report_line(report, "✓ created KV bucket %s (stream %s)", w->bucket, w->name);
+	else
+		report_line(report, "✓ created stream %s", w->name);
+}
+
+enum stream_state { STREAM_MATCHES, STREAM_MISSING, STREAM_CONFLICTS, STREAM_ERROR };
+
+/* Look one stream up and compare; a conflict or an error fills msg. */
+static enum stream_state
+stream_check(natsConnection *nc, jsCtx *js, const struct prov_stream *w, char *msg, size_t msglen)
+{
+	char subj[API_SUBJECT_MAX], op[PROV_NAME_MAX + 32];
+	char diff[STREAM_ERR_MAX];
+	struct async_err before;
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	async_err_snapshot(nc, &before);
+	s = js_GetStreamInfo(&si, js, w->name, NULL, &jerr);
+	if (s == NATS_NOT_FOUND)
+		return STREAM_MISSING;
+	if (s != NATS_OK) {
+		snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", w->name);
+		snprintf(op, sizeof(op), "stream info %s", w->name);
+		api_failure(msg, msglen, nc, op, subj, s, jerr, &before);
+		return STREAM_ERROR;
+	}
+	if (si == NULL || si->Config == NULL) {
+		jsStreamInfo_Destroy(si);
+		seterr(msg, msglen, "stream info %s: answer without a config", w->name);
+		return STREAM_ERROR;
+	}
+	if (provision_stream_diff(si->Config, &w->cfg, diff, sizeof(diff)) == 0) {
+		jsStreamInfo_Destroy(si);
+		return STREAM_MATCHES;
+	}
+	jsStreamInfo_Destroy(si);
+	seterr(msg, msglen, "stream %s exists with a conflicting config: %s", w->name, diff);
+	return STREAM_CONFLICTS;
+}
+
+/* Create one missing stream. A create that lost a race to another
+ * provisioner is re-checked, so an identical stream still counts as made. */
+static int
+stream_create(natsConnection *nc, jsCtx *js, struct prov_stream *w, FILE *report, char *err,
+	      size_t errlen)
+{
+	char subj[API_SUBJECT_MAX], op[PROV_NAME_MAX + 32];
+	struct async_err before;
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	async_err_snapshot(nc, &before);
+	s = js_AddStream(&si, js, &w->cfg, NULL, &jerr);
+	jsStreamInfo_Destroy(si);
+	if (s == NATS_OK) {
+		report_created(report, w);
+		return 0;
+	}
+	if (jerr == JSStreamNameExistErr) {
+		switch (stream_check(nc, js, w, err, errlen)) {
+		case STREAM_MATCHES:
+			report_exists(report, w);
+			return 0;
+		case STREAM_CONFLICTS:
+			report_line(report, "✗ %s", err);
+			return -1;
+		default:
+			break;
+		}
+	}
+	snprintf(subj, sizeof(subj), "$JS.API.STREAM.CREATE.%s", w->name);
+	snprintf(op, sizeof(op), "create stream %s", w->name);
+	api_failure(err, errlen, nc, op, subj, s, jerr, &before);
+	report_line(report, "✗ %s", err);
+	return -1;
+}
+
+int
+space_provision(natsConnection *nc, const char *space_name, FILE *report, char *err,
+		size_t errlen)
+{
+	enum stream_state state[PROV_STREAM_KINDS];
+	struct prov_stream *want = NULL;
+	char *msg = NULL;
+	jsCtx *js = NULL;
+	int conflicts = 0, rc = -1, k;
+	struct sbuf more;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	/* Validate before touching the broker. */
+	want = calloc(PROV_STREAM_KINDS, sizeof(*want));
+	msg = malloc(STREAM_ERR_MAX);
+	if (want == NULL || msg == NULL) {
+		seterr(err, errlen, "provision: out of memory");
+		goto out;
+	}
+	for (k = 0; k < PROV_STREAM_KINDS; k++)
+		if (provision_stream_expected((enum prov_stream_kind)k, space_name, &want[k], err,
+					      errlen) != 0)
+			goto out;
+	if (js_context(nc, &js, err, errlen) != 0)
+		goto out;
+
+	/* Look everything up first, so a conflict anywhere leaves the space as it
+	 * was instead of half-provisioned around a stream nobody may change. */
+	for (k = 0; k < PROV_STREAM_KINDS; k++) {
+		state[k] = stream_check(nc, js, &want[k], msg, STREAM_ERR_MAX);
+		switch (state[k]) {
+		case STREAM_MATCHES:
+			report_exists(report, &want[k]);
+			break;
+		case STREAM_MISSING:
+			break;
+		case STREAM_CONFLICTS:
+			report_line(report, "✗ %s", msg);
+			if (conflicts++ == 0)
+				seterr(err, errlen, "%s", msg);
+			break;
+		case STREAM_ERROR:
+			/* Every later request would hit the same wall (no JetStream,
+			 * no permission, no connection). */
+			report_line(report, "✗ %s", msg);
+			seterr(err, errlen, "%s", msg);
+			goto out;
+		}
+	}
+	if (conflicts > 0) {
+		if (conflicts > 1 && err != NULL) {
+			more = (struct sbuf){err, errlen, strlen(err)};
+			sb_printf(&more, " (and %d more conflicting:", conflicts - 1);
+			for (k = 0; k < PROV_STREAM_KINDS; k++)
+				if (state[k] == STREAM_CONFLICTS && strstr(err, want[k].name) == NULL)
+					sb_printf(&more, " %s", want[k].name);
+			sb_printf(&more, ")");
+		}
+		goto out;
+	}
+	for (k = 0; k < PROV_STREAM_KINDS; k++)
+		if (state[k] == STREAM_MISSING && stream_create(nc, js, &want[k], report, err, errlen) != 0)
+			goto out;
+	rc = 0;
+out:
+	jsCtx_Destroy(js);
+	free(msg);
+	free(want);
+	return rc;
+}
+
+int
+provision_member_durable(natsConnection *nc, const char *space_name, const char *owner,
+			 const char *actor, const char *uid, char *err, size_t errlen)
+{
+	char subj[API_SUBJECT_MAX], op[PROV_NAME_MAX * 2 + 32];
+	char diff[STREAM_ERR_MAX];
+	struct prov_consumer want;
+	struct async_err before;
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	jsCtx *js = NULL;
+	natsStatus s;
+	int rc = -1;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (provision_member_durable_expected(space_name, owner, actor, uid, &want, err, errlen) != 0)
+		return -1;
+	if (js_context(nc, &js, err, errlen) != 0)
+		return -1;
+
+	async_err_snapshot(nc, &before);
+	s = js_GetConsumerInfo(&ci, js, want.stream, want.durable, NULL, &jerr);
+	if (s == NATS_OK) {
+		if (ci == NULL || ci->Config == NULL) {
+			seterr(err, errlen, "consumer info %s on %s: answer without a config",
+			       want.durable, want.stream);
+		} else if (provision_consumer_diff(ci->Config, &want.cfg, diff, sizeof(diff)) != 0) {
+			seterr(err, errlen, "consumer %s on %s exists with a conflicting config: %s",
+			       want.durable, want.stream, diff);
+		} else {
+			rc = 0;
+		}
+		goto out;
+	}
+	if (s == NATS_NOT_FOUND && jerr == JSStreamNotFoundErr) {
+		seterr(err, errlen,
+		       "consumer info %s on %s: stream not found (err_code %d); provision the space "
+		       "first",
+		       want.durable, want.stream, (int)jerr);
+		goto out;
+	}
+	if (s != NATS_NOT_FOUND) {
+		snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.INFO.%s.%s", want.stream, want.durable);
+		snprintf(op, sizeof(op), "consumer info %s on %s", want.durable, want.stream);
+		api_failure(err, errlen, nc, op, subj, s, jerr, &before);
+		goto out;
+	}
+
+	/* Only a missing consumer is created: a create over an existing durable
+	 * may be applied by the server as an update, which would touch it. */
+	jerr = 0;
+	async_err_snapshot(nc, &before);
+	s = js_AddConsumer(&ci, js, want.stream, &want.cfg, NULL, &jerr);
+	if (s == NATS_OK) {
+		rc = 0;
+		goto out;
+	}
+	snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", want.stream,
+		 want.durable);
+	snprintf(op, sizeof(op), "create consumer %s on %s", want.durable, want.stream);
+	api_failure(err, errlen, nc, op, subj, s, jerr, &before);
+out:
+	jsConsumerInfo_Destroy(ci);
+	jsCtx_Destroy(js);
+	return rc;
+}

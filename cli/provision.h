@@ -1,0 +1,110 @@
+/*
+ * Space provisioning (WIRE.md §3): the eleven streams and KV buckets of a
+ * space, and each member's per-lifecycle DLV durable. Both calls are
+ * idempotent; an existing asset whose config differs is never changed, the
+ * call fails naming every differing field instead.
+ *
+ * The expected configs are exposed so tests and `cotal creds audit` compare
+ * against the same table provisioning creates from.
+ */
+#ifndef COTAL_PROVISION_H
+#define COTAL_PROVISION_H
+
+#include <nats/nats.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "lib/tokens.h"
+
+/* Owner and actor tokens are bounded so that dlv_<o>-<a>-<uid> stays within
+ * the broker's 255-byte consumer name limit. */
+#define PROV_IDENTITY_MAX 100
+#define PROV_UID_MAX 32
+/* Longest fixed part of a name is "KV_cotal_presence_" (18 bytes). */
+#define PROV_NAME_MAX (SPACE_TOKEN_MAX + 32)
+/* Longest subject: "cotal.<s>.dlv.<o>.<a>.<uid>" or "$KV.cotal_…_<s>.>". */
+#define PROV_SUBJECT_MAX (SPACE_TOKEN_MAX + 2 * PROV_IDENTITY_MAX + PROV_UID_MAX + 64)
+#define PROV_STREAM_SUBJECTS_MAX 2
+
+/* The streams of WIRE.md §3, in the order provisioning handles them. */
+enum prov_stream_kind {
+	PROV_CHAT,
+	PROV_INBOX,
+	PROV_DLV,
+	PROV_EPT_REQ,
+	PROV_EPT,
+	PROV_KV_CHANNELS,
+	PROV_KV_ACL,
+	PROV_KV_MEMBERS,
+	PROV_KV_PRESENCE,
+	PROV_KV_DELIVERY,
+	PROV_KV_RECORDS,
+	PROV_STREAM_KINDS
+};
+
+/* An expected stream config. cfg points into the buffers of the same struct:
+ * fill it in place and never copy it by value. */
+struct prov_stream {
+	jsStreamConfig cfg;
+	const char *subjv[PROV_STREAM_SUBJECTS_MAX];
+	char name[PROV_NAME_MAX];
+	char bucket[PROV_NAME_MAX]; /* KV bucket name, "" for a plain stream */
+	char subjects[PROV_STREAM_SUBJECTS_MAX][PROV_SUBJECT_MAX];
+};
+
+/* An expected consumer config; same in-place rule as struct prov_stream. */
+struct prov_consumer {
+	jsConsumerConfig cfg;
+	char stream[PROV_NAME_MAX];
+	char durable[PROV_NAME_MAX];
+	char filter[PROV_SUBJECT_MAX];
+};
+
+/*
+ * Create every stream and KV bucket of WIRE.md §3 for the space (token s =
+ * space token, prefix P = "cotal.<s>"). All eleven are looked up first; if
+ * any exists with a conflicting config nothing is created and err names the
+ * stream and every differing field with have/want values, e.g.
+ *   stream INBOX_demo exists with a conflicting config: duplicate window 2m0s
+ *   (want 2h0m0s); max messages per subject -1 (want 1000)
+ * Otherwise the missing ones are created. Report lines ("✓ created …",
+ * "• exists …", "✗ …") go to report, which may be NULL.
+ * Returns 0 on success, -1 on failure with err set.
+ */
+int space_provision(natsConnection *nc, const char *space_name, FILE *report, char *err,
+		    size_t errlen);
+
+/*
+ * Create the member's per-lifecycle DLV durable dlv_<o>-<a>-<uid> (durable
+ * pull, explicit ack, ack wait 60 s, deliver all, filter P.dlv.<o>.<a>.<uid>).
+ * Idempotent; an existing consumer with another config is left untouched and
+ * refused naming the difference. Returns 0 on success, -1 with err set.
+ */
+int provision_member_durable(natsConnection *nc, const char *space_name, const char *owner,
+			     const char *actor, const char *uid, char *err, size_t errlen);
+
+/* Fill out with the expected config of one stream of the space.
+ * Returns 0, or -1 with err set for a bad space name. */
+int provision_stream_expected(enum prov_stream_kind kind, const char *space_name,
+			      struct prov_stream *out, char *err, size_t errlen);
+
+/* Fill out with the expected config of a member's DLV durable.
+ * Returns 0, or -1 with err naming the bad field. */
+int provision_member_durable_expected(const char *space_name, const char *owner,
+				      const char *actor, const char *uid,
+				      struct prov_consumer *out, char *err, size_t errlen);
+
+/* Compare the fields provisioning sets (subjects as a set, retention,
+ * storage, discard, duplicate window, max messages per subject, max age,
+ * allow direct, allow rollup, deny delete, deny purge, replicas). Writes
+ * "<field> <have> (want <want>)" items joined by "; " to out (truncated to
+ * outlen) and returns the number of differing fields. */
+int provision_stream_diff(const jsStreamConfig *have, const jsStreamConfig *want, char *out,
+			  size_t outlen);
+
+/* Same for a consumer: pull (no deliver subject), deliver policy, ack
+ * policy, ack wait, filter subject. */
+int provision_consumer_diff(const jsConsumerConfig *have, const jsConsumerConfig *want,
+			    char *out, size_t outlen);
+
+#endif

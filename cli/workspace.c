@@ -1,0 +1,379 @@
+/*
+ * The workspace on disk. Every directory we create is 0700 and every file we
+ * write is written to a temporary name and renamed, so a reader never sees a
+ * half-written credential.
+ */
+#include "cli/workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/tokens.h"
+
+#define DEV_MESH_MAX (1024 * 1024)
+#define REGISTRY_MAX (64 * 1024)
+
+static int
+set_path(char *out, size_t outlen, char *err, size_t errlen, const char *fmt,
+	 const char *a, const char *b)
+{
+	int n = snprintf(out, outlen, fmt, a, b);
+
+	if (n < 0 || (size_t)n >= outlen) {
+		snprintf(err, errlen, "path too long: %s%s", a, b);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+ws_fill(struct workspace *ws, const char *root, char *err, size_t errlen)
+{
+	if (set_path(ws->root, sizeof(ws->root), err, errlen, "%s%s", root, "") ||
+	    set_path(ws->cotal, sizeof(ws->cotal), err, errlen, "%s%s", root, "/.cotal") ||
+	    set_path(ws->mesh, sizeof(ws->mesh), err, errlen, "%s%s", root, "/.cotal/mesh"))
+		return -1;
+	return 0;
+}
+
+static bool
+is_dir(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int
+ws_locate(const char *root_opt, struct workspace *ws, char *err, size_t errlen)
+{
+	char cwd[WS_PATH_MAX], probe[WS_PATH_MAX + 16], real[PATH_MAX];
+
+	if (root_opt != NULL) {
+		if (realpath(root_opt, real) == NULL) {
+			snprintf(err, errlen, "--root %s: %s", root_opt, strerror(errno));
+			return -1;
+		}
+		snprintf(probe, sizeof(probe), "%s/.cotal", real);
+		if (!is_dir(probe)) {
+			snprintf(err, errlen, "--root %s has no .cotal/ directory "
+			    "(run: cotal mesh init --dev --root %s --space <name>)",
+			    real, root_opt);
+			return -1;
+		}
+		return ws_fill(ws, real, err, errlen);
+	}
+	if (getcwd(cwd, sizeof(cwd)) == NULL) {
+		snprintf(err, errlen, "cannot read the working directory: %s", strerror(errno));
+		return -1;
+	}
+	for (char dir[WS_PATH_MAX]; ; ) {
+		snprintf(dir, sizeof(dir), "%s", cwd);
+		for (;;) {
+			snprintf(probe, sizeof(probe), "%s/.cotal",
+			    strcmp(dir, "/") == 0 ? "" : dir);
+			if (is_dir(probe))
+				return ws_fill(ws, dir, err, errlen);
+			char *slash = strrchr(dir, '/');
+			if (slash == NULL || strcmp(dir, "/") == 0)
+				break;
+			if (slash == dir)
+				slash[1] = '\0';
+			else
+				*slash = '\0';
+		}
+		break;
+	}
+	snprintf(err, errlen, "no workspace: no .cotal/ directory in %s or above it "
+	    "(pass --root DIR, or run: cotal mesh init --dev --space <name>)", cwd);
+	return -1;
+}
+
+int
+ws_create(const char *root_opt, struct workspace *ws, char *err, size_t errlen)
+{
+	char real[PATH_MAX];
+	const char *root = root_opt ? root_opt : ".";
+
+	if (root_opt != NULL && ws_mkdirs(root_opt, err, errlen) != 0)
+		return -1;
+	if (realpath(root, real) == NULL) {
+		snprintf(err, errlen, "root %s: %s", root, strerror(errno));
+		return -1;
+	}
+	if (ws_fill(ws, real, err, errlen) != 0 ||
+	    ws_mkdirs(ws->mesh, err, errlen) != 0)
+		return -1;
+	/* An existing .cotal keeps its mode only if it is already private. */
+	if (chmod(ws->cotal, 0700) != 0 || chmod(ws->mesh, 0700) != 0) {
+		snprintf(err, errlen, "chmod %s: %s", ws->cotal, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int
+ws_space_dir(const struct workspace *ws, const char *space, bool create,
+	     char *out, size_t outlen, char *err, size_t errlen)
+{
+	char key[SPACE_KEY_MAX + 1];
+
+	if (!space_key(space, key, sizeof(key))) {
+		snprintf(err, errlen, "space: name longer than %d bytes", SPACE_NAME_MAX);
+		return -1;
+	}
+	if (set_path(out, outlen, err, errlen, "%s/space.%s", ws->cotal, key) != 0)
+		return -1;
+	if (create && (ws_mkdirs(out, err, errlen) != 0 || chmod(out, 0700) != 0))
+		return -1;
+	return 0;
+}
+
+int
+ws_mkdirs(const char *path, char *err, size_t errlen)
+{
+	char buf[WS_PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf)) {
+		snprintf(err, errlen, "bad directory path (%zu bytes)", n);
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		char c = buf[i];
+		buf[i] = '\0';
+		if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+			snprintf(err, errlen, "mkdir %s: %s", buf, strerror(errno));
+			return -1;
+		}
+		buf[i] = c;
+	}
+	if (!is_dir(path)) {
+		snprintf(err, errlen, "%s exists and is not a directory", path);
+		return -1;
+	}
+	return 0;
+}
+
+int
+ws_write_file(const char *path, const void *data, size_t len, int mode,
+	      char *err, size_t errlen)
+{
+	char tmp[WS_PATH_MAX + 32];
+	const char *p = data;
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0) {
+		snprintf(err, errlen, "create %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	if (fchmod(fd, mode) != 0)
+		goto fail;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			goto fail;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	if (fsync(fd) != 0)
+		goto fail;
+	close(fd);
+	if (rename(tmp, path) != 0) {
+		snprintf(err, errlen, "rename %s: %s", path, strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+fail:
+	snprintf(err, errlen, "write %s: %s", path, strerror(errno));
+	close(fd);
+	unlink(tmp);
+	return -1;
+}
+
+char *
+ws_read_file(const char *path, size_t max, size_t *lenp, char *err, size_t errlen)
+{
+	struct stat st;
+	char *buf;
+	size_t got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s is not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	if ((size_t)st.st_size > max) {
+		snprintf(err, errlen, "%s is %lld bytes, over the %zu-byte limit",
+		    path, (long long)st.st_size, max);
+		close(fd);
+		return NULL;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL) {
+		snprintf(err, errlen, "out of memory reading %s", path);
+		close(fd);
+		return NULL;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	buf[got] = '\0';
+	if (lenp != NULL)
+		*lenp = got;
+	return buf;
+}
+
+json_t *
+ws_read_json(const char *path, size_t max, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	size_t len;
+	char *text = ws_read_file(path, max, &len, err, errlen);
+	json_t *doc;
+
+	if (text == NULL)
+		return NULL;
+	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	free(text);
+	if (doc == NULL)
+		snprintf(err, errlen, "%s: invalid JSON at line %d: %s", path,
+		    jerr.line, jerr.text);
+	return doc;
+}
+
+int
+ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen)
+{
+	char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+	int rc;
+
+	if (text == NULL) {
+		snprintf(err, errlen, "cannot serialize %s", path);
+		return -1;
+	}
+	size_t n = strlen(text);
+	char *withnl = realloc(text, n + 2);
+	if (withnl == NULL) {
+		free(text);
+		snprintf(err, errlen, "out of memory writing %s", path);
+		return -1;
+	}
+	withnl[n] = '\n';
+	withnl[n + 1] = '\0';
+	rc = ws_write_file(path, withnl, n + 1, mode, err, errlen);
+	free(withnl);
+	return rc;
+}
+
+json_t *
+ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen)
+{
+	char path[WS_PATH_MAX + 32];
+
+	snprintf(path, sizeof(path), "%s/dev-mesh.json", ws->mesh);
+	if (access(path, F_OK) != 0) {
+		snprintf(err, errlen, "no dev mesh in %s (run: cotal mesh init --dev)", ws->root);
+		return NULL;
+	}
+	return ws_read_json(path, DEV_MESH_MAX, err, errlen);
+}
+
+int
+ws_registry_path(const char *space, char *out, size_t outlen, char *err, size_t errlen)
+{
+	char key[SPACE_KEY_MAX + 1], home[WS_PATH_MAX];
+	const char *env = getenv("COTAL_HOME");
+
+	if (!space_key(space, key, sizeof(key))) {
+		snprintf(err, errlen, "space: name longer than %d bytes", SPACE_NAME_MAX);
+		return -1;
+	}
+	if (env != NULL && *env != '\0')
+		snprintf(home, sizeof(home), "%s", env);
+	else if (getenv("HOME") != NULL)
+		snprintf(home, sizeof(home), "%s/.cotal", getenv("HOME"));
+	else {
+		snprintf(err, errlen, "neither COTAL_HOME nor HOME is set");
+		return -1;
+	}
+	return set_path(out, outlen, err, errlen, "%s/meshes/space.%s.json", home, key);
+}
+
+int
+ws_server_url(const struct workspace *ws, const char *space, const char *server_opt,
+	      char *out, size_t outlen, char *err, size_t errlen)
+{
+	char reg[WS_PATH_MAX];
+	const char *url = NULL;
+	json_t *doc = NULL;
+
+	if (ws_registry_path(space, reg, sizeof(reg), err, errlen) != 0)
+		return -1;
+	if (access(reg, F_OK) == 0) {
+		doc = ws_read_json(reg, REGISTRY_MAX, err, errlen);
+		if (doc == NULL)
+			return -1;
+		url = json_string_value(json_object_get(doc, "server"));
+		if (url == NULL) {
+			snprintf(err, errlen, "%s: field \"server\" is missing or not a string", reg);
+			json_decref(doc);
+			return -1;
+		}
+		if (server_opt != NULL && strcmp(server_opt, url) != 0) {
+			snprintf(err, errlen, "--server %s differs from %s recorded for space "
+			    "\"%s\" in %s; refusing to dial", server_opt, url, space, reg);
+			json_decref(doc);
+			return -1;
+		}
+	} else if (server_opt != NULL) {
+		url = server_opt;
+	} else if (ws != NULL) {
+		doc = ws_dev_mesh(ws, err, errlen);
+		if (doc == NULL)
+			return -1;
+		url = json_string_value(json_object_get(doc, "server"));
+		if (url == NULL) {
+			snprintf(err, errlen, "dev-mesh.json: field \"server\" is missing");
+			json_decref(doc);
+			return -1;
+		}
+	} else {
+		snprintf(err, errlen, "no broker known for space \"%s\" (pass --server URL)", space);
+		return -1;
+	}
+	if (strlen(url) >= outlen) {
+		snprintf(err, errlen, "server URL too long");
+		json_decref(doc);
+		return -1;
+	}
+	strcpy(out, url);
+	json_decref(doc);
+	return 0;
+}

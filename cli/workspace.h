@@ -1,0 +1,61 @@
+/*
+ * The workspace on disk (WIRE.md §8): the root holding .cotal/, the per-space
+ * credential folders, the dev mesh's signer state and the mesh registry.
+ */
+#ifndef COTAL_CLI_WORKSPACE_H
+#define COTAL_CLI_WORKSPACE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/tokens.h"
+
+#define WS_PATH_MAX 4096
+/* A file under a workspace directory: the directory, a space key, a name. */
+#define WS_FILE_MAX (WS_PATH_MAX + SPACE_KEY_MAX + 128)
+
+struct workspace {
+	char root[WS_PATH_MAX];  /* the directory holding .cotal/ */
+	char cotal[WS_PATH_MAX]; /* <root>/.cotal */
+	char mesh[WS_PATH_MAX];  /* <root>/.cotal/mesh: dev signer and broker */
+};
+
+/* Use --root when given, else the nearest .cotal/ above the working
+ * directory. Refuses naming the directory searched from. */
+int ws_locate(const char *root_opt, struct workspace *ws, char *err, size_t errlen);
+/* For `mesh init`: root_opt or the working directory; creates .cotal. */
+int ws_create(const char *root_opt, struct workspace *ws, char *err, size_t errlen);
+
+/* <root>/.cotal/space.<key> for the space (created 0700 when create). */
+int ws_space_dir(const struct workspace *ws, const char *space, bool create,
+		 char *out, size_t outlen, char *err, size_t errlen);
+
+/* mkdir -p with mode 0700 on every created level under base. */
+int ws_mkdirs(const char *path, char *err, size_t errlen);
+/* Write a file atomically (tmp + rename) with the given mode. */
+int ws_write_file(const char *path, const void *data, size_t len, int mode,
+		  char *err, size_t errlen);
+/* Read a whole file of at most max bytes (NUL-terminated, malloc'd). */
+char *ws_read_file(const char *path, size_t max, size_t *lenp, char *err,
+		   size_t errlen);
+/* Load a JSON file of at most max bytes. */
+json_t *ws_read_json(const char *path, size_t max, char *err, size_t errlen);
+int ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen);
+
+/* The dev mesh description at <mesh>/dev-mesh.json (NULL when absent). */
+json_t *ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen);
+
+/*
+ * The broker URL for a space: server_opt when given; else the mesh registry
+ * record $COTAL_HOME/meshes/space.<key>.json (default ~/.cotal); else the dev
+ * mesh of the workspace. Refuses a server_opt that differs from the registry.
+ */
+int ws_server_url(const struct workspace *ws, const char *space,
+		  const char *server_opt, char *out, size_t outlen, char *err,
+		  size_t errlen);
+/* Path of the mesh registry record for a space. */
+int ws_registry_path(const char *space, char *out, size_t outlen, char *err,
+		     size_t errlen);
+
+#endif

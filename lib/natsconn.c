@@ -1,0 +1,122 @@
+/*
+ * Broker connections under a user credential.
+ *
+ * libnats 3.4.1 fails about one connect in 256 with an nkey signature
+ * (STYLE.md: a signature whose first byte is 0), and a broker answers that
+ * with an authorization violation. A refusal is therefore retried a few
+ * times before it is reported as the credential's fault.
+ */
+#include "lib/natsconn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/jwt.h"
+#include "lib/nkeys.h"
+#include "lib/tokens.h"
+
+static natsStatus
+cb_jwt(char **jwt, char **errtxt, void *arg)
+{
+	const struct creds *c = arg;
+
+	*jwt = strdup(c->jwt);
+	if (*jwt == NULL) {
+		*errtxt = strdup("out of memory");
+		return NATS_NO_MEMORY;
+	}
+	return NATS_OK;
+}
+
+static natsStatus
+cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce,
+	void *arg)
+{
+	const struct creds *c = arg;
+	struct nkey k;
+	char err[128];
+
+	if (nkey_from_seed(c->seed, strlen(c->seed), &k, err, sizeof(err)) != 0) {
+		*errtxt = strdup(err);
+		return NATS_ERR;
+	}
+	*sig = malloc(NKEY_SIG_LEN);
+	if (*sig == NULL || nkey_sign(&k, nonce, strlen(nonce), *sig) != 0) {
+		nkey_wipe(&k);
+		free(*sig);
+		*sig = NULL;
+		*errtxt = strdup("cannot sign the server nonce");
+		return NATS_ERR;
+	}
+	nkey_wipe(&k);
+	*siglen = NKEY_SIG_LEN;
+	return NATS_OK;
+}
+
+void
+conn_strerror(natsStatus s, char *buf, size_t len)
+{
+	natsStatus ls;
+	const char *last = nats_GetLastError(&ls);
+
+	if (last != NULL && *last != '\0')
+		snprintf(buf, len, "%s (%s)", last, natsStatus_GetText(s));
+	else
+		snprintf(buf, len, "%s", natsStatus_GetText(s));
+}
+
+int
+conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out,
+	  char *err, size_t errlen)
+{
+	char prefix[INBOX_PREFIX_MAX], why[512];
+	struct jwt j;
+	natsOptions *opts = NULL;
+	natsStatus s;
+
+	*out = NULL;
+	if (jwt_decode(c->jwt, strlen(c->jwt), &j, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "credential: %s", why);
+		return -1;
+	}
+	if (j.kind != JWT_USER || !inbox_prefix(j.sub, prefix, sizeof(prefix))) {
+		snprintf(err, errlen, "credential: not a user JWT");
+		jwt_free(&j);
+		return -1;
+	}
+	jwt_free(&j);
+
+	s = natsOptions_Create(&opts);
+	if (s == NATS_OK)
+		s = natsOptions_SetURL(opts, o->url);
+	if (s == NATS_OK && o->name != NULL)
+		s = natsOptions_SetName(opts, o->name);
+	if (s == NATS_OK)
+		s = natsOptions_SetTimeout(opts, o->timeout_ms > 0 ? o->timeout_ms : 5000);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(opts, o->max_reconnect);
+	if (s == NATS_OK)
+		s = natsOptions_SetCustomInboxPrefix(opts, prefix);
+	if (s == NATS_OK && o->on_error != NULL)
+		s = natsOptions_SetErrorHandler(opts, o->on_error, o->on_error_arg);
+	if (s == NATS_OK)
+		s = natsOptions_SetUserCredentialsCallbacks(opts, cb_jwt, (void *)c,
+		    cb_sign, (void *)c);
+	for (int i = 0; s == NATS_OK && i < CONNECT_TRIES; i++) {
+		s = natsConnection_Connect(out, opts);
+		if (s != NATS_NOT_PERMITTED && s != NATS_CONNECTION_AUTH_FAILED)
+			break;
+		if (i + 1 < CONNECT_TRIES)
+			s = NATS_OK;
+	}
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "connect %s: %s", o->url, why);
+		natsOptions_Destroy(opts);
+		*out = NULL;
+		return -1;
+	}
+	natsOptions_Destroy(opts);
+	return 0;
+}

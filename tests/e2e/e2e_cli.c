@@ -1,0 +1,237 @@
+/*
+ * The operator commands by hand, as the README shows them: mesh init/start/
+ * stop, space provision (idempotent, conflicts named), agent add.
+ */
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+static void
+assert_mode(const char *path, mode_t want)
+{
+	struct stat st;
+
+	if (stat(path, &st) != 0)
+		fail_msg("%s is missing", path);
+	if ((st.st_mode & 0777) != want)
+		fail_msg("%s has mode %o, want %o", path, st.st_mode & 0777, want);
+}
+
+static void
+test_mesh_init_writes_private_layout(void **state)
+{
+	static const char *const creds[] = {
+		"delivery", "sys-observer", "sys-evictor", "provisioner", "supervisor",
+	};
+	struct mesh m;
+	char path[H_PATH_MAX * 2], key[512];
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "layout", false), 0);
+	space_key(m.space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal", m.dir);
+	assert_mode(path, 0700);
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s", m.dir, key);
+	assert_mode(path, 0700);
+	for (size_t i = 0; i < sizeof(creds) / sizeof(creds[0]); i++) {
+		snprintf(path, sizeof(path), "%s/.cotal/space.%s/%s.creds", m.dir, key, creds[i]);
+		assert_mode(path, 0600);
+	}
+	snprintf(path, sizeof(path), "%s/.cotal/mesh/nats-server.conf", m.dir);
+	assert_mode(path, 0600);
+	snprintf(path, sizeof(path), "%s/meshes/space.%s.json", m.home, key);
+	assert_mode(path, 0600);
+	h_mesh_down(&m);
+}
+
+static void
+test_provision_is_idempotent(void **state)
+{
+	struct mesh m;
+	char out[H_OUT_MAX];
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "idem", false), 0);
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "space", "provision", "idem", NULL), 0);
+	assert_non_null(strstr(out, "created"));
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "space", "provision", "idem", NULL), 0);
+	assert_null(strstr(out, "created"));
+	assert_non_null(strstr(out, "exists"));
+	assert_non_null(strstr(out, "INBOX_idem"));
+	h_mesh_down(&m);
+}
+
+static void
+test_provision_names_a_conflicting_stream(void **state)
+{
+	struct mesh m;
+	struct conn c;
+	jsStreamConfig sc;
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	char out[H_OUT_MAX], err[1024];
+	const char *subj = "cotal.clash.dinbox.>";
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "clash", false), 0);
+	if (h_connect_profile(&m, "provisioner", &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	/* Someone made INBOX_clash by hand, with the default 2 min window. */
+	jsStreamConfig_Init(&sc);
+	sc.Name = "INBOX_clash";
+	sc.Subjects = &subj;
+	sc.SubjectsLen = 1;
+	sc.Storage = js_FileStorage;
+	assert_int_equal(js_AddStream(&si, c.js, &sc, NULL, &jerr), NATS_OK);
+	jsStreamInfo_Destroy(si);
+
+	assert_int_not_equal(h_cotal(&m, out, sizeof(out), "space", "provision", "clash", NULL), 0);
+	assert_non_null(strstr(out, "INBOX_clash"));
+	assert_non_null(strstr(out, "duplicate window"));
+	/* Left untouched. */
+	assert_int_equal(js_GetStreamInfo(&si, c.js, "INBOX_clash", NULL, &jerr), NATS_OK);
+	assert_int_equal(si->Config->Duplicates, (int64_t)120 * 1000000000);
+	jsStreamInfo_Destroy(si);
+	h_close(&c);
+	h_mesh_down(&m);
+}
+
+static void
+test_agent_add_writes_acl_row_and_durable(void **state)
+{
+	struct mesh m;
+	struct agent a;
+	struct conn c;
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	regex_t re;
+	char key[256], name[256], stream[128], err[1024], *row;
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "agents", true), 0);
+	assert_int_equal(h_agent_add(&m, "carol", "general,ops", &a), 0);
+	assert_string_equal(a.owner, "local");
+	assert_int_equal(regcomp(&re, "^U[A-Z2-7]{55}$", REG_EXTENDED | REG_NOSUB), 0);
+	assert_int_equal(regexec(&re, a.actor, 0, NULL, 0), 0);
+	regfree(&re);
+	assert_true(lifecycle_uid_valid(a.uid));
+
+	if (h_connect_profile(&m, "supervisor", &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	snprintf(key, sizeof(key), "%s.%s", a.principal, a.uid);
+	row = h_kv_get(&c, &m, "acl", key, err, sizeof(err));
+	if (row == NULL)
+		fail_msg("ACL row %s: %s", key, err);
+	json_t *doc = json_loads(row, 0, NULL);
+	json_t *allow = json_object_get(doc, "allowSubscribe");
+	assert_int_equal(json_array_size(allow), 2);
+	assert_string_equal(json_string_value(json_array_get(allow, 0)), "general");
+	assert_string_equal(json_string_value(json_array_get(allow, 1)), "ops");
+	json_decref(doc);
+	free(row);
+	h_close(&c);
+
+	if (h_connect_profile(&m, "provisioner", &c, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	snprintf(stream, sizeof(stream), "DLV_%s", m.token);
+	snprintf(name, sizeof(name), "dlv_%s-%s-%s", a.owner, a.actor, a.uid);
+	assert_int_equal(js_GetConsumerInfo(&ci, c.js, stream, name, NULL, &jerr), NATS_OK);
+	assert_int_equal(ci->Config->AckPolicy, js_AckExplicit);
+	assert_int_equal(ci->Config->DeliverPolicy, js_DeliverAll);
+	assert_int_equal(ci->Config->AckWait, (int64_t)60 * 1000000000);
+	snprintf(key, sizeof(key), "cotal.%s.dlv.%s.%s.%s", m.token, a.owner, a.actor, a.uid);
+	assert_string_equal(ci->Config->FilterSubject, key);
+	jsConsumerInfo_Destroy(ci);
+	h_close(&c);
+
+	/* A second agent of the same name is refused. */
+	char out[H_OUT_MAX];
+	assert_int_not_equal(h_cotal(&m, out, sizeof(out), "agent", "add", "carol", "--space",
+	    "agents", "--allow", "general", NULL), 0);
+	assert_non_null(strstr(out, "already exists"));
+	h_mesh_down(&m);
+}
+
+static struct mesh startstop;
+
+/* A broker `cotal mesh start` detached is not the harness's child: stop it
+ * through the CLI whatever the test's outcome. */
+static int
+stop_detached_broker(void **state)
+{
+	(void)state;
+	h_cotal(&startstop, NULL, 0, "mesh", "stop", NULL);
+	return 0;
+}
+
+static void
+test_mesh_start_and_stop(void **state)
+{
+	struct mesh *mp = &startstop;
+#define m (*mp)
+	struct conn c;
+	char out[H_OUT_MAX], err[1024];
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "startstop", false), 0);
+	/* Hand the broker over to `cotal mesh start`. */
+	assert_int_equal(h_broker_stop(&m), 0);
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "mesh", "start", NULL), 0);
+	assert_non_null(strstr(out, "broker up"));
+	if (h_connect_profile(&m, "delivery", &c, err, sizeof(err)) != 0)
+		fail_msg("after mesh start: %s", err);
+	h_close(&c);
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "mesh", "start", NULL), 0);
+	assert_non_null(strstr(out, "already running"));
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "mesh", "stop", NULL), 0);
+	assert_non_null(strstr(out, "broker stopped"));
+	assert_int_not_equal(h_connect_profile(&m, "delivery", &c, err, sizeof(err)), 0);
+#undef m
+}
+
+static void
+test_no_workspace_is_refused_naming_the_directory(void **state)
+{
+	struct mesh m;
+	char out[H_OUT_MAX], dir[H_PATH_MAX + 16];
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "nows", false), 0);
+	snprintf(dir, sizeof(dir), "%s/elsewhere", m.dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	/* --root naming a directory with no .cotal/. */
+	snprintf(m.dir, sizeof(m.dir), "%s", dir);
+	assert_int_not_equal(h_cotal(&m, out, sizeof(out), "space", "provision", "nows", NULL), 0);
+	assert_non_null(strstr(out, dir));
+	assert_non_null(strstr(out, ".cotal"));
+	h_mesh_down(&m);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_mesh_init_writes_private_layout),
+		cmocka_unit_test(test_provision_is_idempotent),
+		cmocka_unit_test(test_provision_names_a_conflicting_stream),
+		cmocka_unit_test(test_agent_add_writes_acl_row_and_durable),
+		cmocka_unit_test_teardown(test_mesh_start_and_stop, stop_detached_broker),
+		cmocka_unit_test(test_no_workspace_is_refused_naming_the_directory),
+	};
+	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	nats_Close();
+	return rc;
+}

@@ -1,0 +1,631 @@
+/*
+ * The end-to-end test harness (see harness.h). It drives the real `cotal`
+ * CLI and a real nats-server; nothing here stands in for the broker.
+ */
+#include "tests/harness/harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/natsconn.h"
+#include "lib/tokens.h"
+
+#ifndef COTAL_CLI_PATH
+#error "COTAL_CLI_PATH must name the cotal binary"
+#endif
+#ifndef COTAL_BUNDLED_NATS_SERVER
+#define COTAL_BUNDLED_NATS_SERVER ""
+#endif
+
+#define MAX_BROKERS 16
+#define MAX_DIRS 16
+#define BROKER_WAIT_MS 10000
+#define STOP_WAIT_MS 10000
+#define PORT_TRIES 5
+
+static pid_t brokers[MAX_BROKERS];
+static char dirs[MAX_DIRS][H_DIR_MAX];
+static int ndirs;
+static bool use_29;
+static bool cleanup_armed;
+
+void
+h_use_broker_29(bool v)
+{
+	use_29 = v;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static void
+track_broker(pid_t pid, bool add)
+{
+	for (int i = 0; i < MAX_BROKERS; i++)
+		if (add ? brokers[i] == 0 : brokers[i] == pid) {
+			brokers[i] = add ? pid : 0;
+			return;
+		}
+}
+
+static void
+kill_brokers(void)
+{
+	for (int i = 0; i < MAX_BROKERS; i++)
+		if (brokers[i] > 0) {
+			kill(brokers[i], SIGKILL);
+			waitpid(brokers[i], NULL, 0);
+			brokers[i] = 0;
+		}
+}
+
+static int
+rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(p);
+}
+
+static void
+cleanup_at_exit(void)
+{
+	kill_brokers();
+	if (getenv("COTAL_TEST_KEEP") != NULL) {
+		for (int i = 0; i < ndirs; i++)
+			fprintf(stderr, "• kept test directory %s\n", dirs[i]);
+		return;
+	}
+	for (int i = 0; i < ndirs; i++)
+		nftw(dirs[i], rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	ndirs = 0;
+}
+
+static void
+cleanup_on_signal(int sig)
+{
+	/* Only async-signal-safe work here: kill, then die of the signal. */
+	for (int i = 0; i < MAX_BROKERS; i++)
+		if (brokers[i] > 0)
+			kill(brokers[i], SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+arm_cleanup(void)
+{
+	static const int sigs[] = { SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT, SIGHUP };
+
+	if (cleanup_armed)
+		return;
+	cleanup_armed = true;
+	atexit(cleanup_at_exit);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], cleanup_on_signal);
+}
+
+static const char *
+broker_binary(void)
+{
+	const char *env = getenv(use_29 ? "COTAL_TEST_NATS_SERVER_29" : "COTAL_TEST_NATS_SERVER");
+
+	if (env != NULL && *env != '\0')
+		return env;
+	if (!use_29 && access(COTAL_BUNDLED_NATS_SERVER, X_OK) == 0)
+		return COTAL_BUNDLED_NATS_SERVER;
+	return "/usr/sbin/nats-server";
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static bool
+port_accepts(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* Run argv with the mesh's environment; capture output. */
+static int
+run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
+{
+	int pipefd[2];
+	pid_t pid;
+	size_t got = 0;
+	int status;
+
+	if (pipe2(pipefd, O_CLOEXEC) != 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		setenv("COTAL_HOME", m->home, 1);
+		setenv("COTAL_NATS_SERVER", m->nats_bin, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	for (;;) {
+		char tmp[4096];
+		ssize_t r = read(pipefd[0], tmp, sizeof(tmp));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (out != NULL && got + 1 < outlen) {
+			size_t n = (size_t)r < outlen - 1 - got ? (size_t)r : outlen - 1 - got;
+			memcpy(out + got, tmp, n);
+			got += n;
+		}
+	}
+	close(pipefd[0]);
+	if (out != NULL && outlen > 0)
+		out[got] = '\0';
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (getenv("COTAL_TEST_VERBOSE") != NULL && out != NULL)
+		fprintf(stderr, "$ %s %s %s\n%s", argv[0], argv[1] ? argv[1] : "",
+		    argv[1] && argv[2] ? argv[2] : "", out);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int
+h_cotal(struct mesh *m, char *out, size_t outlen, ...)
+{
+	char *argv[64];
+	int n = 0;
+	va_list ap;
+	char *a;
+
+	argv[n++] = (char *)COTAL_CLI_PATH;
+	va_start(ap, outlen);
+	while ((a = va_arg(ap, char *)) != NULL && n < 60)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n++] = (char *)"--root";
+	argv[n++] = m->dir;
+	argv[n] = NULL;
+	/* "--root" goes last: every cotal command takes it anywhere. */
+	return run_capture(m, argv, out, outlen);
+}
+
+int
+h_broker_start(struct mesh *m)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char logp[H_PATH_MAX + 32];
+		/* The broker dies with the test, however the test dies. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		snprintf(logp, sizeof(logp), "%s/broker.log", m->dir);
+		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(m->nats_bin, m->nats_bin, "-c", m->conf, (char *)NULL);
+		_exit(127);
+	}
+	track_broker(pid, true);
+	m->broker = pid;
+	for (int waited = 0; waited < BROKER_WAIT_MS; waited += 20) {
+		int status;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			track_broker(pid, false);
+			m->broker = 0;
+			fprintf(stderr, "✗ harness: %s exited at start (see %s/broker.log)\n",
+			    m->nats_bin, m->dir);
+			return -1;
+		}
+		if (port_accepts(m->port))
+			return 0;
+		sleep_ms(20);
+	}
+	fprintf(stderr, "✗ harness: broker did not listen on %d within %d ms\n", m->port,
+	    BROKER_WAIT_MS);
+	return -1;
+}
+
+static int
+broker_signal(struct mesh *m, int sig)
+{
+	int status;
+
+	if (m->broker <= 0)
+		return 0;
+	kill(m->broker, sig);
+	for (int waited = 0; waited < STOP_WAIT_MS; waited += 20) {
+		if (waitpid(m->broker, &status, WNOHANG) == m->broker) {
+			track_broker(m->broker, false);
+			m->broker = 0;
+			return 0;
+		}
+		sleep_ms(20);
+	}
+	kill(m->broker, SIGKILL);
+	waitpid(m->broker, &status, 0);
+	track_broker(m->broker, false);
+	m->broker = 0;
+	return -1;
+}
+
+int
+h_broker_stop(struct mesh *m)
+{
+	return broker_signal(m, SIGTERM);
+}
+
+int
+h_broker_kill(struct mesh *m)
+{
+	return broker_signal(m, SIGKILL);
+}
+
+int
+h_broker_restart(struct mesh *m)
+{
+	if (h_broker_stop(m) != 0)
+		return -1;
+	return h_broker_start(m);
+}
+
+int
+h_mesh_up(struct mesh *m, const char *space, bool provision)
+{
+	char out[H_OUT_MAX], port[16];
+	const char *tmp = getenv("TMPDIR");
+
+	memset(m, 0, sizeof(*m));
+	arm_cleanup();
+	snprintf(m->dir, sizeof(m->dir), "%s/cotal-e2e-XXXXXX", tmp ? tmp : "/tmp");
+	if (mkdtemp(m->dir) == NULL || ndirs == MAX_DIRS)
+		return -1;
+	snprintf(dirs[ndirs++], H_DIR_MAX, "%s", m->dir);
+	snprintf(m->home, sizeof(m->home), "%s/home", m->dir);
+	snprintf(m->space, sizeof(m->space), "%s", space);
+	space_token(space, m->token, sizeof(m->token));
+	snprintf(m->conf, sizeof(m->conf), "%s/.cotal/mesh/nats-server.conf", m->dir);
+	snprintf(m->nats_bin, sizeof(m->nats_bin), "%s", broker_binary());
+
+	for (int tries = 0; tries < PORT_TRIES; tries++) {
+		m->port = free_port();
+		snprintf(port, sizeof(port), "%d", m->port);
+		if (h_cotal(m, out, sizeof(out), "mesh", "init", "--dev", "--port", port,
+		    "--space", space, NULL) != 0) {
+			fprintf(stderr, "✗ harness: cotal mesh init failed:\n%s", out);
+			return -1;
+		}
+		snprintf(m->url, sizeof(m->url), "nats://127.0.0.1:%d", m->port);
+		if (h_broker_start(m) == 0)
+			break;
+		if (tries + 1 == PORT_TRIES)
+			return -1;
+	}
+	if (provision && h_cotal(m, out, sizeof(out), "space", "provision", space, NULL) != 0) {
+		fprintf(stderr, "✗ harness: cotal space provision failed:\n%s", out);
+		return -1;
+	}
+	return 0;
+}
+
+void
+h_mesh_down(struct mesh *m)
+{
+	h_broker_kill(m);
+}
+
+/* Find "word value" on a line of the CLI's output. */
+static bool
+out_field(const char *out, const char *word, char *val, size_t vallen)
+{
+	size_t wl = strlen(word);
+
+	for (const char *p = out; p != NULL && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (strncmp(p, word, wl) == 0 && p[wl] == ' ') {
+			const char *v = p + wl + 1, *e = strchr(v, '\n');
+			size_t n = e ? (size_t)(e - v) : strlen(v);
+			if (n >= vallen)
+				return false;
+			memcpy(val, v, n);
+			val[n] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+int
+h_agent_add(struct mesh *m, const char *name, const char *allow, struct agent *a)
+{
+	char out[H_OUT_MAX], *dot;
+
+	memset(a, 0, sizeof(*a));
+	if (h_cotal(m, out, sizeof(out), "agent", "add", name, "--space", m->space,
+	    "--allow", allow, NULL) != 0) {
+		fprintf(stderr, "✗ harness: cotal agent add %s failed:\n%s", name, out);
+		return -1;
+	}
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	if (!out_field(out, "principal", a->principal, sizeof(a->principal)) ||
+	    !out_field(out, "uid", a->uid, sizeof(a->uid)) ||
+	    !out_field(out, "creds", a->creds, sizeof(a->creds)) ||
+	    (dot = strchr(a->principal, '.')) == NULL) {
+		fprintf(stderr, "✗ harness: unexpected agent add output:\n%s", out);
+		return -1;
+	}
+	snprintf(a->owner, sizeof(a->owner), "%.*s", (int)(dot - a->principal), a->principal);
+	snprintf(a->actor, sizeof(a->actor), "%s", dot + 1);
+	return 0;
+}
+
+int
+h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1,
+       const char *extra2, char *out, size_t outlen)
+{
+	char text[H_OUT_MAX];
+
+	snprintf(out, outlen, "%s/%s", m->dir, file);
+	int rc = h_cotal(m, text, sizeof(text), "creds", "mint", "--space", m->space,
+	    "--profile", profile, "--out", out, "--force",
+	    extra1 ? extra1 : (char *)NULL, extra2, NULL);
+	if (rc != 0)
+		fprintf(stderr, "✗ harness: cotal creds mint failed:\n%s", text);
+	return rc;
+}
+
+static void
+on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
+{
+	struct conn *c = arg;
+	const char *text = NULL;
+
+	(void)sub;
+	natsConnection_GetLastError(nc, &text);
+	pthread_mutex_lock(c->mu);
+	if (c->nviolations < H_VIOLATIONS_MAX)
+		snprintf(c->violations[c->nviolations++], sizeof(c->violations[0]), "%s: %s",
+		    natsStatus_GetText(err), text ? text : "");
+	pthread_mutex_unlock(c->mu);
+}
+
+int
+h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err, size_t errlen)
+{
+	struct conn_opts o = { .url = m->url, .name = "cotal-e2e", .timeout_ms = 5000,
+		.on_error = on_async_error, .on_error_arg = c };
+
+	memset(c, 0, sizeof(*c));
+	c->mu = malloc(sizeof(*c->mu));
+	pthread_mutex_init(c->mu, NULL);
+	if (creds_load(creds_path, &c->creds, err, errlen) != 0)
+		goto fail;
+	if (conn_open(&o, &c->creds, &c->nc, err, errlen) != 0)
+		goto fail;
+	if (natsConnection_JetStream(&c->js, c->nc, NULL) != NATS_OK) {
+		snprintf(err, errlen, "jetstream context");
+		goto fail;
+	}
+	return 0;
+fail:
+	h_close(c);
+	return -1;
+}
+
+int
+h_connect_profile(struct mesh *m, const char *profile, struct conn *c, char *err,
+		  size_t errlen)
+{
+	char path[H_PATH_MAX * 2], key[512];
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/%s.creds", m->dir, key, profile);
+	return h_connect(m, path, c, err, errlen);
+}
+
+void
+h_close(struct conn *c)
+{
+	jsCtx_Destroy(c->js);
+	natsConnection_Destroy(c->nc);
+	if (c->creds.jwt != NULL)
+		creds_free(&c->creds);
+	if (c->mu != NULL) {
+		pthread_mutex_destroy(c->mu);
+		free(c->mu);
+	}
+	memset(c, 0, sizeof(*c));
+}
+
+bool
+h_violation(struct conn *c, const char *needle, int ms)
+{
+	for (int waited = 0; ; waited += 20) {
+		pthread_mutex_lock(c->mu);
+		for (int i = 0; i < c->nviolations; i++)
+			if (strstr(c->violations[i], needle) != NULL) {
+				pthread_mutex_unlock(c->mu);
+				return true;
+			}
+		pthread_mutex_unlock(c->mu);
+		if (waited >= ms)
+			return false;
+		natsConnection_Flush(c->nc);
+		sleep_ms(20);
+	}
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+int
+h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+       const char *id, const char *text, uint64_t *seq)
+{
+	char subj[1024], from[256];
+	jsPubAck *pa = NULL;
+	jsErrCode jerr = 0;
+	json_t *msg;
+	char *body;
+	natsStatus s;
+
+	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", m->token, a->owner, a->actor, channel);
+	snprintf(from, sizeof(from), "%s.%s", a->owner, a->actor);
+	msg = json_pack("{s:s, s:I, s:s, s:{s:s, s:s}, s:[{s:s, s:s}], s:s}",
+	    "id", id, "ts", (json_int_t)now_ms(), "space", m->space,
+	    "from", "id", from, "name", a->name,
+	    "parts", "kind", "text", "text", text, "channel", channel);
+	body = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	s = js_Publish(&pa, c->js, subj, body, (int)strlen(body), NULL, &jerr);
+	free(body);
+	if (s != NATS_OK)
+		return -1;
+	if (seq != NULL)
+		*seq = pa->Sequence;
+	jsPubAck_Destroy(pa);
+	return 0;
+}
+
+int
+h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,
+	    natsMsg **out, char *err, size_t errlen)
+{
+	char stream[256], durable[512];
+	natsSubscription *sub = NULL;
+	natsMsgList list = { 0 };
+	jsSubOptions so;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	*out = NULL;
+	snprintf(stream, sizeof(stream), "DLV_%s", m->token);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", a->owner, a->actor, a->uid);
+	jsSubOptions_Init(&so);
+	so.Stream = stream;
+	so.Consumer = durable;
+	so.ManualAck = true;
+	s = js_PullSubscribe(&sub, c->js, NULL, durable, NULL, &so, &jerr);
+	if (s != NATS_OK) {
+		char why[512];
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "bind %s: %s (jerr %d)", durable, why, (int)jerr);
+		return -1;
+	}
+	s = natsSubscription_Fetch(&list, sub, 1, ms, &jerr);
+	if (s == NATS_OK && list.Count > 0) {
+		*out = list.Msgs[0];
+		list.Msgs[0] = NULL;
+		if (ack)
+			natsMsg_Ack(*out, NULL);
+	}
+	natsMsgList_Destroy(&list);
+	natsSubscription_Destroy(sub);
+	if (s != NATS_OK && s != NATS_TIMEOUT) {
+		char why[512];
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "fetch %s: %s", durable, why);
+		return -1;
+	}
+	return 0;
+}
+
+int
+h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
+	 const char *value, char *err, size_t errlen)
+{
+	char bucket[256], why[512];
+	kvStore *kv = NULL;
+	uint64_t rev;
+	natsStatus s;
+
+	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
+	s = js_KeyValue(&kv, c->js, bucket);
+	if (s == NATS_OK)
+		s = kvStore_PutString(&rev, kv, key, value);
+	kvStore_Destroy(kv);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "put %s/%s: %s", bucket, key, why);
+		return -1;
+	}
+	return 0;
+}
+
+char *
+h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key, char *err,
+	 size_t errlen)
+{
+	char bucket[256], why[512];
+	kvStore *kv = NULL;
+	kvEntry *e = NULL;
+	char *val = NULL;
+	natsStatus s;
+
+	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
+	s = js_KeyValue(&kv, c->js, bucket);
+	if (s == NATS_OK)
+		s = kvStore_Get(&e, kv, key);
+	if (s == NATS_OK)
+		val = strndup(kvEntry_ValueString(e), (size_t)kvEntry_ValueLen(e));
+	else if (s == NATS_NOT_FOUND)
+		snprintf(err, errlen, "not found");
+	else {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "get %s/%s: %s", bucket, key, why);
+	}
+	kvEntry_Destroy(e);
+	kvStore_Destroy(kv);
+	return val;
+}

@@ -1,0 +1,111 @@
+/*
+ * The end-to-end test harness: a real nats-server in operator (JWT) mode on
+ * a free loopback port in a temporary directory, set up with the `cotal`
+ * CLI exactly as an operator would, and helpers to act as its principals.
+ *
+ * Every broker the harness starts dies with the test: it is killed at exit,
+ * on a fatal signal, and by the kernel (PR_SET_PDEATHSIG) if the test is
+ * killed outright. The temporary directory is removed at exit unless
+ * COTAL_TEST_KEEP is set.
+ */
+#ifndef COTAL_HARNESS_H
+#define COTAL_HARNESS_H
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "lib/creds.h"
+
+#define H_PATH_MAX 1024
+#define H_DIR_MAX 512 /* the temporary root: room left for paths under it */
+#define H_OUT_MAX (64 * 1024)
+#define H_VIOLATIONS_MAX 32
+
+struct mesh {
+	char dir[H_DIR_MAX];    /* temporary root, holds .cotal/ */
+	char home[H_PATH_MAX];  /* COTAL_HOME for the mesh registry */
+	char space[128];
+	char token[128];        /* space token */
+	char conf[H_PATH_MAX];
+	char url[64];
+	char nats_bin[H_PATH_MAX];
+	int port;
+	pid_t broker;
+};
+
+/* A principal's connection, recording the permission violations the broker
+ * reports asynchronously. */
+struct conn {
+	natsConnection *nc;
+	jsCtx *js;
+	struct creds creds;
+	pthread_mutex_t *mu;
+	char violations[H_VIOLATIONS_MAX][512];
+	int nviolations;
+};
+
+struct agent {
+	char name[64];
+	char principal[128];
+	char owner[32];
+	char actor[64];
+	char uid[40];
+	char creds[H_PATH_MAX];
+};
+
+/* Which broker: COTAL_TEST_NATS_SERVER (or, when use_29 is set,
+ * COTAL_TEST_NATS_SERVER_29), else the 2.10 one `make deps` unpacked, else
+ * nats-server on PATH. */
+void h_use_broker_29(bool use_29);
+
+/* Make a dev mesh for one space, start its broker and provision the space
+ * (provision=false leaves that to the test). 0 on success. */
+int h_mesh_up(struct mesh *m, const char *space, bool provision);
+void h_mesh_down(struct mesh *m);
+int h_broker_start(struct mesh *m);
+int h_broker_stop(struct mesh *m);   /* SIGTERM, wait */
+int h_broker_kill(struct mesh *m);   /* SIGKILL, wait */
+int h_broker_restart(struct mesh *m);
+
+/* Run the cotal CLI (root, COTAL_HOME set); stdout+stderr into out.
+ * Returns its exit status, or -1 if it could not run. argv ends with NULL. */
+int h_cotal(struct mesh *m, char *out, size_t outlen, ...) __attribute__((sentinel));
+
+/* `cotal agent add NAME --allow CSV`, parsed. */
+int h_agent_add(struct mesh *m, const char *name, const char *allow, struct agent *a);
+/* `cotal creds mint --profile P` into <dir>/<file>; path returned in out. */
+int h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1,
+	   const char *extra2, char *out, size_t outlen);
+
+/* Connect with a creds file. 0 on success; on refusal err has the words. */
+int h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err,
+	      size_t errlen);
+/* A space's standing credential (delivery, provisioner, supervisor, ...). */
+int h_connect_profile(struct mesh *m, const char *profile, struct conn *c, char *err,
+		      size_t errlen);
+void h_close(struct conn *c);
+/* Wait up to ms for a permission violation whose text contains needle. */
+bool h_violation(struct conn *c, const char *needle, int ms);
+
+/* Post a CotalMessage as agent a on channel (JetStream publish; CHAT seq
+ * returned). id may be "" (no dedup key). */
+int h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+	   const char *id, const char *text, uint64_t *seq);
+/* Fetch up to one message from the agent's dlv_ durable (bind only) within
+ * ms; *msg is NULL on timeout. Acks it when ack. */
+int h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,
+		natsMsg **msg, char *err, size_t errlen);
+
+/* KV helpers on bucket "cotal_<name>_<s>". */
+int h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
+	     const char *value, char *err, size_t errlen);
+/* Get the value (malloc'd) or NULL with err ("not found" when absent). */
+char *h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key,
+	       char *err, size_t errlen);
+
+#endif
