@@ -21,7 +21,8 @@
 
 /* Server default duplicate window; the contract's "2 min". */
 #define DUP_WINDOW_DEFAULT (2 * NS_PER_MIN)
-/* INBOX and DLV dedup across a long redelivery horizon. */
+/* INBOX and DLV entries carry the dedup key of WIRE §2: a post copied again
+ * within 2 h (a fan-out redelivery) is dropped by the broker. */
 #define DUP_WINDOW_LONG (2 * NS_PER_HOUR)
 #define PER_SUBJECT_MAX 1000
 #define PER_SUBJECT_UNLIMITED (-1)
@@ -29,14 +30,16 @@
 #define PRESENCE_TTL (6 * NS_PER_SEC)
 #define DELIVERY_TTL (30 * NS_PER_SEC)
 #define DLV_ACK_WAIT (60 * NS_PER_SEC)
+/* The broker's limit on stream and consumer names (JSMaxNameLen). */
+#define JS_NAME_MAX 255
 /* Wait for each JetStream API answer (nats.c default). */
 #define JS_API_WAIT_MS 5000
 /* One "field have (want want)" item; subjects may be long lists. */
 #define DIFF_VALUE_MAX (PROV_STREAM_SUBJECTS_MAX * PROV_SUBJECT_MAX + 16)
 #define API_SUBJECT_MAX (PROV_NAME_MAX * 2 + 64)
 #define STREAM_ERR_MAX 2048
-/* nats.c keeps the connection's last error text in a 256-byte buffer. */
-#define ASYNC_ERR_MAX 256
+/* nats.c keeps its error texts (per thread, per connection) in 256 bytes. */
+#define ERR_TEXT_MAX 256
 
 /*
  * The table of WIRE.md §3. A KV row names its bucket prefix; its stream is
@@ -551,7 +554,7 @@ provision_consumer_diff(const jsConsumerConfig *have, const jsConsumerConfig *wa
  * tell whether a request caused a new one. */
 struct async_err {
 	natsStatus s;
-	char text[ASYNC_ERR_MAX];
+	char text[ERR_TEXT_MAX];
 };
 
 static void
@@ -561,6 +564,29 @@ async_err_snapshot(natsConnection *nc, struct async_err *ae)
 
 	ae->s = natsConnection_GetLastError(nc, &txt);
 	snprintf(ae->text, sizeof(ae->text), "%s", txt != NULL ? txt : "");
+}
+
+/* nats.c prefixes its error texts with the source location, "(jsm.c:1033): ";
+ * the broker's words are what follows. */
+static const char *
+strip_location(const char *txt)
+{
+	const char *p = txt;
+
+	if (*p != '(')
+		return txt;
+	while (*p != '\0' && *p != ')' && *p != ':')
+		p++;
+	if (*p != ':')
+		return txt;
+	p++;
+	if (*p < '0' || *p > '9')
+		return txt;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (strncmp(p, "): ", 3) != 0)
+		return txt;
+	return p + 3;
 }
 
 /*
@@ -573,12 +599,19 @@ static void
 api_failure(char *err, size_t errlen, natsConnection *nc, const char *op, const char *api_subject,
 	    natsStatus s, jsErrCode jerr, const struct async_err *before)
 {
-	const char *last = nats_GetLastError(NULL);
+	/* nats.c turns "no responders" into a made-up JSNotEnabledErr: that is
+	 * not an answer from the broker. */
+	bool no_answer = (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS);
+	char last[ERR_TEXT_MAX];
 	struct async_err now;
+	const char *txt = nats_GetLastError(NULL);
 
-	if (jerr != 0) {
+	/* Copied first: the text lives in nats.c's per-thread error slot, which
+	 * the next library call may overwrite. */
+	snprintf(last, sizeof(last), "%s", txt != NULL ? strip_location(txt) : "");
+	if (jerr != 0 && !no_answer) {
 		seterr(err, errlen, "%s: %s (err_code %d)", op,
-		       last != NULL && last[0] != '\0' ? last : natsStatus_GetText(s), (int)jerr);
+		       last[0] != '\0' ? last : natsStatus_GetText(s), (int)jerr);
 		return;
 	}
 	async_err_snapshot(nc, &now);
@@ -588,14 +621,14 @@ api_failure(char *err, size_t errlen, natsConnection *nc, const char *op, const 
 		seterr(err, errlen, "%s: permission denied by the broker: %s", op, now.text);
 		return;
 	}
-	if (s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS) {
+	if (no_answer) {
 		seterr(err, errlen,
 		       "%s: no answer from JetStream (is JetStream enabled for this account, and "
 		       "may this credential publish to %s?)",
 		       op, api_subject);
 		return;
 	}
-	if (last != NULL && last[0] != '\0' && strcmp(last, natsStatus_GetText(s)) != 0)
+	if (last[0] != '\0' && strcmp(last, natsStatus_GetText(s)) != 0)
 		seterr(err, errlen, "%s: %s (%s)", op, natsStatus_GetText(s), last);
 	else
 		seterr(err, errlen, "%s: %s", op, natsStatus_GetText(s));
@@ -700,6 +733,7 @@ stream_create(natsConnection *nc, jsCtx *js, struct prov_stream *w, FILE *report
 	      size_t errlen)
 {
 	char subj[API_SUBJECT_MAX], op[PROV_NAME_MAX + 32];
+	char recheck[STREAM_ERR_MAX];
 	struct async_err before;
 	jsStreamInfo *si = NULL;
 	jsErrCode jerr = 0;
@@ -712,22 +746,52 @@ stream_create(natsConnection *nc, jsCtx *js, struct prov_stream *w, FILE *report
 		report_created(report, w);
 		return 0;
 	}
+	/* Worded at once: the error texts nats.c keeps are overwritten by the
+	 * next request. */
+	snprintf(subj, sizeof(subj), "$JS.API.STREAM.CREATE.%s", w->name);
+	snprintf(op, sizeof(op), "create stream %s", w->name);
+	api_failure(err, errlen, nc, op, subj, s, jerr, &before);
 	if (jerr == JSStreamNameExistErr) {
-		switch (stream_check(nc, js, w, err, errlen)) {
+		switch (stream_check(nc, js, w, recheck, sizeof(recheck))) {
 		case STREAM_MATCHES:
+			if (err != NULL && errlen > 0)
+				err[0] = '\0';
 			report_exists(report, w);
 			return 0;
 		case STREAM_CONFLICTS:
-			report_line(report, "✗ %s", err);
-			return -1;
+			seterr(err, errlen, "%s", recheck);
+			break;
 		default:
 			break;
 		}
 	}
-	snprintf(subj, sizeof(subj), "$JS.API.STREAM.CREATE.%s", w->name);
-	snprintf(op, sizeof(op), "create stream %s", w->name);
-	api_failure(err, errlen, nc, op, subj, s, jerr, &before);
-	report_line(report, "✗ %s", err);
+	report_line(report, "✗ %s", err != NULL && errlen > 0 ? err : op);
+	return -1;
+}
+
+/* Refuse up front a space whose longest stream name the broker would refuse,
+ * rather than leave it half-provisioned when the first long name fails. */
+static int
+names_fit(const struct prov_stream *want, const char *space_name, char *err, size_t errlen)
+{
+	size_t longest = 0, len, fixed;
+	int k, worst = 0;
+
+	for (k = 0; k < PROV_STREAM_KINDS; k++) {
+		len = strlen(want[k].name);
+		if (len > longest) {
+			longest = len;
+			worst = k;
+		}
+	}
+	if (longest <= JS_NAME_MAX)
+		return 0;
+	fixed = longest - strlen(space_name);
+	seterr(err, errlen,
+	       "space: name of %zu bytes is too long to provision: stream %s%s<s> would be %zu "
+	       "bytes, the broker allows %d (space names up to %zu bytes fit)",
+	       strlen(space_name), stream_table[worst].kv ? "KV_" : "", stream_table[worst].prefix,
+	       longest, JS_NAME_MAX, (size_t)JS_NAME_MAX - fixed);
 	return -1;
 }
 
@@ -739,7 +803,7 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 	struct prov_stream *want = NULL;
 	char *msg = NULL;
 	jsCtx *js = NULL;
-	int conflicts = 0, rc = -1, k;
+	int conflicts = 0, first_conflict = -1, rc = -1, k;
 	struct sbuf more;
 
 	if (err != NULL && errlen > 0)
@@ -755,6 +819,8 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 		if (provision_stream_expected((enum prov_stream_kind)k, space_name, &want[k], err,
 					      errlen) != 0)
 			goto out;
+	if (names_fit(want, space_name, err, errlen) != 0)
+		goto out;
 	if (js_context(nc, &js, err, errlen) != 0)
 		goto out;
 
@@ -770,8 +836,10 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 			break;
 		case STREAM_CONFLICTS:
 			report_line(report, "✗ %s", msg);
-			if (conflicts++ == 0)
+			if (conflicts++ == 0) {
+				first_conflict = k;
 				seterr(err, errlen, "%s", msg);
+			}
 			break;
 		case STREAM_ERROR:
 			/* Every later request would hit the same wall (no JetStream,
@@ -782,11 +850,12 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 		}
 	}
 	if (conflicts > 0) {
-		if (conflicts > 1 && err != NULL) {
+		/* err details the first; the others are at least named. */
+		if (conflicts > 1 && err != NULL && errlen > 0) {
 			more = (struct sbuf){err, errlen, strlen(err)};
 			sb_printf(&more, " (and %d more conflicting:", conflicts - 1);
-			for (k = 0; k < PROV_STREAM_KINDS; k++)
-				if (state[k] == STREAM_CONFLICTS && strstr(err, want[k].name) == NULL)
+			for (k = first_conflict + 1; k < PROV_STREAM_KINDS; k++)
+				if (state[k] == STREAM_CONFLICTS)
 					sb_printf(&more, " %s", want[k].name);
 			sb_printf(&more, ")");
 		}
@@ -852,8 +921,8 @@ provision_member_durable(natsConnection *nc, const char *space_name, const char 
 		goto out;
 	}
 
-	/* Only a missing consumer is created: a create over an existing durable
-	 * may be applied by the server as an update, which would touch it. */
+	/* Only a missing consumer is created: the server (2.9 and 2.10) applies
+	 * a create over an existing durable as a silent update. */
 	jerr = 0;
 	async_err_snapshot(nc, &before);
 	s = js_AddConsumer(&ci, js, want.stream, &want.cfg, NULL, &jerr);

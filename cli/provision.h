@@ -67,8 +67,11 @@ struct prov_consumer {
  * stream and every differing field with have/want values, e.g.
  *   stream INBOX_demo exists with a conflicting config: duplicate window 2m0s
  *   (want 2h0m0s); max messages per subject -1 (want 1000)
- * Otherwise the missing ones are created. Report lines ("✓ created …",
- * "• exists …", "✗ …") go to report, which may be NULL.
+ * Otherwise the missing ones are created. A space name within the 256-byte
+ * bound whose longest stream name (KV_cotal_channels_<s>) would pass the
+ * broker's 255-byte name limit is refused before anything is created.
+ * Report lines ("✓ created …", "• exists …", "✗ …") go to report, which may
+ * be NULL.
  * Returns 0 on success, -1 on failure with err set.
  */
 int space_provision(natsConnection *nc, const char *space_name, FILE *report, char *err,

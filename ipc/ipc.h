@@ -1,0 +1,131 @@
+/*
+ * IPC between the supervisor and its workers (think OpenBSD imsg).
+ *
+ * Each worker has two SOCK_SEQPACKET socketpairs with the supervisor: the
+ * main channel (asynchronous: configuration, fence, status, stop) and the
+ * sign channel (synchronous: the nonce signature its broker connection
+ * needs while it connects). One datagram carries exactly one frame:
+ *
+ *   struct ipc_hdr { uint16 type; uint16 flags (0); uint32 len; }  host order
+ *   payload[len]                                                   len <= IPC_MAX_PAYLOAD
+ *
+ * Decoding is strict: a short frame, a length that disagrees with the
+ * datagram, an oversized datagram, an unknown type, a type that may not
+ * travel in that direction, a payload outside the type's bounds or a
+ * malformed fixed payload is a protocol error. The receiving side treats a
+ * peer that speaks garbage as broken: the supervisor stops and restarts the
+ * worker; a worker exits.
+ */
+#ifndef COTAL_IPC_H
+#define COTAL_IPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define IPC_HDR_LEN 8
+#define IPC_MAX_PAYLOAD (64 * 1024)
+#define IPC_MAX_FRAME (IPC_HDR_LEN + IPC_MAX_PAYLOAD)
+
+/* Who may send a message. */
+enum ipc_dir {
+	IPC_TO_WORKER = 1,     /* supervisor -> worker */
+	IPC_TO_SUPERVISOR = 2, /* worker -> supervisor */
+};
+
+/* The message catalogue. Numbers are stable: never reuse one. */
+enum ipc_type {
+	IPC_CONFIG = 1,   /* -> worker: struct ipc_config */
+	IPC_JWT = 2,      /* -> worker: the user JWT text (no NUL), 1..IPC_MAX_PAYLOAD */
+	IPC_SIGN_REQ = 3, /* -> supervisor (sign channel): the broker's nonce text */
+	IPC_SIGN_REP = 4, /* -> worker (sign channel): 64-byte Ed25519 signature, or 0 bytes = refused */
+	IPC_READY = 5,    /* -> supervisor: confined and connected; empty */
+	IPC_QUIESCE = 6,  /* -> worker: stop acting (fence); empty */
+	IPC_QUIESCED = 7, /* -> supervisor: no effect in flight any more; empty */
+	IPC_RESUME = 8,   /* -> worker: may act again; empty */
+	IPC_RECONNECT = 9, /* -> worker: new credential adopted, rebuild the connection; empty */
+	IPC_STATUS = 10,  /* -> supervisor: struct ipc_status */
+	IPC_STOP = 11,    /* -> worker: finish and exit 0; empty */
+	IPC_TYPE_END
+};
+
+struct ipc_type_info {
+	const char *name;  /* "CONFIG", ... */
+	uint8_t dir;       /* enum ipc_dir bits */
+	uint32_t min_len;
+	uint32_t max_len;
+};
+
+/* The catalogue entry of a type, or NULL for an unknown type. */
+const struct ipc_type_info *ipc_type_info(uint16_t type);
+
+#define IPC_ROLE_MAX 16
+#define IPC_SPACE_MAX 257       /* 256 bytes + NUL */
+#define IPC_URL_MAX 256
+#define IPC_HOST_MAX 256
+#define IPC_INBOX_MAX 32
+
+/* CONFIG payload: fixed size, every string NUL-terminated within its field
+ * (the decoder checks). */
+struct ipc_config {
+	char role[IPC_ROLE_MAX];          /* "fanout" "reader" "registry" "timer" */
+	char space[IPC_SPACE_MAX];        /* space name */
+	char url[IPC_URL_MAX];            /* broker URL, IP literal host */
+	char tls_host[IPC_HOST_MAX];      /* expected TLS hostname, "" = no TLS */
+	char inbox_prefix[IPC_INBOX_MAX]; /* the credential's own _INBOX_<id> */
+	uint32_t seccomp_log;             /* 1: COTAL_SECCOMP=log (diagnosis only) */
+	uint32_t broker_port;             /* for the Landlock TCP connect rule */
+	uint32_t reserved[6];             /* zero */
+};
+
+/* STATUS payload: a worker's state and counters. */
+#define IPC_COUNTERS 8
+enum ipc_worker_state {
+	IPC_STATE_STARTING = 0,
+	IPC_STATE_CONNECTED = 1,
+	IPC_STATE_DISCONNECTED = 2,
+	IPC_STATE_QUIESCED = 3,
+};
+struct ipc_status {
+	uint32_t state;                 /* enum ipc_worker_state */
+	uint32_t reserved;
+	uint64_t counters[IPC_COUNTERS]; /* per role, named by ipc_counter_name() */
+};
+/* Name of counter i of a role ("" when unused). */
+const char *ipc_counter_name(const char *role, unsigned i);
+
+/* A decoded message; payload points into the caller's buffer. */
+struct ipc_msg {
+	uint16_t type;
+	uint32_t len;
+	const uint8_t *payload;
+};
+
+/*
+ * Decode one datagram of n bytes that arrived at a receiver of direction
+ * dir (IPC_TO_WORKER at a worker, IPC_TO_SUPERVISOR at the supervisor).
+ * 0 on success; -1 with err naming what is wrong ("ipc: short frame (5
+ * bytes)", "ipc: unknown message type 99", "ipc: STATUS payload of 12
+ * bytes, expected 72", "ipc: CONFIG field role is not NUL-terminated" ...).
+ */
+int ipc_decode(const void *frame, size_t n, enum ipc_dir dir, struct ipc_msg *out,
+	       char *err, size_t errlen);
+
+/* Encode a frame into buf (at least IPC_HDR_LEN + len bytes). Returns the
+ * frame length, or 0 when len is over IPC_MAX_PAYLOAD. */
+size_t ipc_encode(void *buf, size_t buflen, uint16_t type, const void *payload, size_t len);
+
+/* Send one frame as one datagram (MSG_NOSIGNAL). 0, or -1 with errno. */
+int ipc_send(int fd, uint16_t type, const void *payload, size_t len);
+
+/*
+ * Receive one datagram into buf (IPC_MAX_FRAME bytes) and decode it.
+ * Returns 1 on a message, 0 when the peer closed the channel, -1 on a
+ * protocol error (err set; an oversized datagram is detected with
+ * MSG_TRUNC) or a system error (errno set, err says which). EAGAIN/EINTR
+ * come back as -1 with errno set and err "".
+ */
+int ipc_recv(int fd, uint8_t *buf, enum ipc_dir dir, struct ipc_msg *out, char *err,
+	     size_t errlen);
+
+#endif

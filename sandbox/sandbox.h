@@ -1,0 +1,59 @@
+/*
+ * Worker confinement, applied in this order before a worker's first nats.c
+ * call (so every library thread inherits it):
+ *
+ *   1. sandbox_drop_privileges(): when root, setgroups(0), setgid, setuid to
+ *      the unprivileged user (default "nobody"), verified irreversible;
+ *   2. rlimits: no core files, RLIMIT_FSIZE 0, bounded open files;
+ *   3. PR_SET_NO_NEW_PRIVS;
+ *   4. Landlock: no filesystem access beyond read-only resolver files, and
+ *      (ABI >= 4) TCP connect only to the broker's port; logged once and
+ *      skipped when the kernel lacks Landlock;
+ *   5. seccomp: a default-kill allow-list for the role.
+ *
+ * x86_64 only (the seccomp policy is written for it and refuses to load on
+ * another architecture).
+ */
+#ifndef COTAL_SANDBOX_H
+#define COTAL_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum sandbox_role {
+	SANDBOX_FANOUT,
+	SANDBOX_READER,
+	SANDBOX_REGISTRY,
+	SANDBOX_TIMER,
+	SANDBOX_TEST, /* the policy test program: the same list as a worker */
+};
+
+#define SANDBOX_MAX_OPEN_FILES 256
+
+struct sandbox_opts {
+	enum sandbox_role role;
+	uid_t uid;            /* target user when started as root */
+	gid_t gid;
+	bool drop;            /* drop to uid/gid (only meaningful as root) */
+	uint16_t broker_port; /* Landlock TCP connect rule; 0 = no rule */
+	bool seccomp_log;     /* COTAL_SECCOMP=log: log violations, do not kill */
+};
+
+/* Look up the unprivileged user by name (before confinement). 0 or -1. */
+int sandbox_lookup_user(const char *name, uid_t *uid, gid_t *gid, char *err, size_t errlen);
+
+/* Apply every step above. 0 on success, -1 with err naming the step. Any
+ * failure is fatal for the worker: it must not run unconfined. */
+int sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen);
+
+/* The steps one by one (sandbox_confine calls them in order). */
+int sandbox_drop_privileges(uid_t uid, gid_t gid, char *err, size_t errlen);
+int sandbox_rlimits(char *err, size_t errlen);
+int sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen);
+int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t errlen);
+
+const char *sandbox_role_name(enum sandbox_role r);
+
+#endif
