@@ -43,12 +43,11 @@ check-unit: build
 
 # Fuzz the parsers for a minute each (clang, libFuzzer).
 fuzz:
-	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON >/dev/null
+	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build build-fuzz -j$(JOBS)
-	@for t in build-fuzz/tests/fuzz/fuzz_*; do \
-	    [ -x "$$t" ] || continue; n=$$(basename $$t); \
-	    mkdir -p build-fuzz/corpus/$$n; \
-	    $$t -max_total_time=60 build-fuzz/corpus/$$n tests/fuzz/corpus/$$n || exit 1; \
+	@for t in jwt creds nkeys ipc; do \
+	    mkdir -p build-fuzz/corpus/$$t; \
+	    build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=60 build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 
 # A local authenticated dev mesh with one provisioned space and two agents.

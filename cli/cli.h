@@ -5,7 +5,7 @@
 #include <nats/nats.h>
 #include <stddef.h>
 
-#include "cli/workspace.h"
+#include "lib/workspace.h"
 #include "lib/creds.h"
 
 int cmd_mesh_init(int argc, char **argv);
@@ -14,6 +14,7 @@ int cmd_mesh_stop(int argc, char **argv);
 int cmd_space_provision(int argc, char **argv);
 int cmd_creds_mint(int argc, char **argv);
 int cmd_agent_add(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 int cli_parse_port(const char *s, int *port);
 /* Split "a,b,c" into at most PROFILE_MAX_ALLOW entries (text is modified). */

@@ -30,6 +30,7 @@ static const struct command {
 	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL]  streams, buckets (WIRE.md §3)" },
 	{ "creds", "mint", cmd_creds_mint, "--space S --profile P [--out FILE] ...  mint a credential" },
 	{ "agent", "add", cmd_agent_add, "NAME --space S --allow ch1,ch2  mint an agent, its ACL row and dlv_ durable" },
+	{ "status", NULL, cmd_status, "--space S [--root DIR]  is the daemon serving, per worker" },
 };
 
 static void
@@ -37,7 +38,8 @@ usage(void)
 {
 	fprintf(stderr, "usage: cotal <command> [args]\n\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(stderr, "  cotal %s %s %s\n", commands[i].group, commands[i].verb,
+		fprintf(stderr, "  cotal %s%s%s %s\n", commands[i].group,
+		    commands[i].verb ? " " : "", commands[i].verb ? commands[i].verb : "",
 		    commands[i].help);
 }
 
@@ -100,18 +102,23 @@ main(int argc, char **argv)
 	/* jansson seeds its hash from /dev/urandom on first use. */
 	json_object_seed(0);
 	umask(077);
-	if (argc < 3) {
+	if (argc < 2) {
 		usage();
 		return 2;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].group) == 0 &&
-		    strcmp(argv[2], commands[i].verb) == 0) {
-			int rc = commands[i].fn(argc - 3, argv + 3);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		const struct command *c = &commands[i];
+		if (strcmp(argv[1], c->group) != 0)
+			continue;
+		if (c->verb == NULL)
+			return c->fn(argc - 2, argv + 2);
+		if (argc >= 3 && strcmp(argv[2], c->verb) == 0) {
+			int rc = c->fn(argc - 3, argv + 3);
 			nats_Close();
 			return rc;
 		}
-	log_errx("unknown command \"%s %s\"", argv[1], argv[2]);
+	}
+	log_errx("unknown command \"%s%s%s\"", argv[1], argc >= 3 ? " " : "", argc >= 3 ? argv[2] : "");
 	usage();
 	return 2;
 }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "cli/profiles.h"
-#include "cli/workspace.h"
+#include "lib/workspace.h"
 #include "lib/nkeys.h"
 
 struct mint_req {

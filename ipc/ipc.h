@@ -58,6 +58,11 @@ struct ipc_type_info {
 
 /* The catalogue entry of a type, or NULL for an unknown type. */
 const struct ipc_type_info *ipc_type_info(uint16_t type);
+/* The name of a type for log lines: "CONFIG", ..., "unknown". */
+const char *ipc_type_name(uint16_t type);
+
+#define IPC_SIGN_REQ_MAX 128 /* a broker nonce is far shorter */
+#define IPC_SIGN_REP_LEN 64  /* an Ed25519 signature */
 
 #define IPC_ROLE_MAX 16
 #define IPC_SPACE_MAX 257       /* 256 bytes + NUL */
@@ -75,7 +80,9 @@ struct ipc_config {
 	char inbox_prefix[IPC_INBOX_MAX]; /* the credential's own _INBOX_<id> */
 	uint32_t seccomp_log;             /* 1: COTAL_SECCOMP=log (diagnosis only) */
 	uint32_t broker_port;             /* for the Landlock TCP connect rule */
-	uint32_t reserved[6];             /* zero */
+	uint32_t uid, gid;                /* the unprivileged user to drop to */
+	uint32_t drop_privs;              /* 1: drop to uid/gid (started as root) */
+	uint32_t reserved[3];             /* zero */
 };
 
 /* STATUS payload: a worker's state and counters. */
@@ -112,7 +119,8 @@ int ipc_decode(const void *frame, size_t n, enum ipc_dir dir, struct ipc_msg *ou
 	       char *err, size_t errlen);
 
 /* Encode a frame into buf (at least IPC_HDR_LEN + len bytes). Returns the
- * frame length, or 0 when len is over IPC_MAX_PAYLOAD. */
+ * frame length, or 0 when len is over IPC_MAX_PAYLOAD (or buflen is too
+ * small for the frame). */
 size_t ipc_encode(void *buf, size_t buflen, uint16_t type, const void *payload, size_t len);
 
 /* Send one frame as one datagram (MSG_NOSIGNAL). 0, or -1 with errno. */

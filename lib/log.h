@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 void log_init(const char *procname, FILE *out);
+/* Also copy every line to fd (-1: none), e.g. stderr beside the log file. */
+void log_tee(int fd);
 void log_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "cli/workspace.h"
+#include "lib/workspace.h"
 #include "tests/harness/harness.h"
 
 static struct mesh mesh;

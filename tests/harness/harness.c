@@ -27,6 +27,9 @@
 #ifndef COTAL_CLI_PATH
 #error "COTAL_CLI_PATH must name the cotal binary"
 #endif
+#ifndef COTAL_DAEMON_PATH
+#error "COTAL_DAEMON_PATH must name the cotal-deliveryd binary"
+#endif
 #ifndef COTAL_BUNDLED_NATS_SERVER
 #define COTAL_BUNDLED_NATS_SERVER ""
 #endif
@@ -628,4 +631,160 @@ h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key, char
 	kvEntry_Destroy(e);
 	kvStore_Destroy(kv);
 	return val;
+}
+
+int
+h_daemon_start(struct mesh *m, struct daemon *d, ...)
+{
+	char *argv[32], outp[H_PATH_MAX + 32], key[512];
+	int n = 0;
+	va_list ap;
+	char *a;
+	pid_t pid;
+
+	memset(d, 0, sizeof(*d));
+	space_key(m->space, key, sizeof(key));
+	snprintf(d->log, sizeof(d->log), "%s/.cotal/delivery.%s.log", m->dir, key);
+	snprintf(d->status, sizeof(d->status), "%s/.cotal/delivery.%s.status.json", m->dir, key);
+	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	argv[n++] = (char *)"--space";
+	argv[n++] = m->space;
+	argv[n++] = (char *)"--root";
+	argv[n++] = m->dir;
+	va_start(ap, d);
+	while ((a = va_arg(ap, char *)) != NULL && n < 30)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	snprintf(outp, sizeof(outp), "%s/daemon.out", m->dir);
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int fd = open(outp, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setenv("COTAL_HOME", m->home, 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	track_broker(pid, true);
+	d->pid = pid;
+	return 0;
+}
+
+json_t *
+h_daemon_status(struct daemon *d)
+{
+	return json_load_file(d->status, 0, NULL);
+}
+
+pid_t
+h_daemon_worker_pid(struct daemon *d, const char *role)
+{
+	json_t *doc = h_daemon_status(d), *w;
+	pid_t pid = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
+			pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
+	json_decref(doc);
+	return pid;
+}
+
+int
+h_daemon_wait_connected(struct daemon *d, int ms)
+{
+	for (int waited = 0; waited <= ms; waited += 50) {
+		json_t *doc = h_daemon_status(d), *w;
+		size_t i, ok = 0, all = 0;
+		json_array_foreach(json_object_get(doc, "workers"), i, w) {
+			all++;
+			ok += strcmp(json_string_value(json_object_get(w, "state")), "connected") == 0;
+		}
+		json_decref(doc);
+		if (all > 0 && ok == all)
+			return 0;
+		if (d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			track_broker(d->pid, false);
+			d->pid = 0;
+			return -1;
+		}
+		sleep_ms(50);
+	}
+	return -1;
+}
+
+int
+h_daemon_wait_exit(struct daemon *d, int ms)
+{
+	int status;
+
+	for (int waited = 0; waited <= ms; waited += 10) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			track_broker(d->pid, false);
+			d->pid = 0;
+			return status;
+		}
+		sleep_ms(10);
+	}
+	return -1;
+}
+
+void
+h_daemon_kill(struct daemon *d)
+{
+	if (d->pid > 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);
+		track_broker(d->pid, false);
+		d->pid = 0;
+	}
+}
+
+bool
+h_log_has(const char *path, const char *needle, int ms)
+{
+	for (int waited = 0; ; waited += 50) {
+		FILE *f = fopen(path, "r");
+		if (f != NULL) {
+			char line[8192];
+			while (fgets(line, sizeof(line), f) != NULL)
+				if (strstr(line, needle) != NULL) {
+					fclose(f);
+					return true;
+				}
+			fclose(f);
+		}
+		if (waited >= ms)
+			return false;
+		sleep_ms(50);
+	}
+}
+
+int
+h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
+{
+	char *argv[32];
+	int n = 0;
+	va_list ap;
+	char *a;
+
+	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	va_start(ap, outlen);
+	while ((a = va_arg(ap, char *)) != NULL && n < 30)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	char here[H_PATH_MAX];
+	if (getcwd(here, sizeof(here)) == NULL || (cwd != NULL && chdir(cwd) != 0))
+		return -1;
+	int rc = run_capture(m, argv, out, outlen);
+	if (chdir(here) != 0)
+		return -1;
+	return rc;
 }

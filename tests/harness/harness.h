@@ -109,3 +109,28 @@ char *h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key
 	       char *err, size_t errlen);
 
 #endif
+
+/* The daemon under test. */
+struct daemon {
+	pid_t pid;
+	char log[H_PATH_MAX * 2];
+	char status[H_PATH_MAX * 2];
+};
+
+/* Start cotal-deliveryd --space <space> --root <dir> [extra...] (NULL-ended),
+ * stdout/stderr into <dir>/daemon.out. */
+int h_daemon_start(struct mesh *m, struct daemon *d, ...) __attribute__((sentinel));
+/* Wait until the status file shows every worker connected; 0 or -1. */
+int h_daemon_wait_connected(struct daemon *d, int ms);
+/* The status file, parsed (NULL when absent). */
+json_t *h_daemon_status(struct daemon *d);
+/* The pid of a worker role from the status file (0 when down). */
+pid_t h_daemon_worker_pid(struct daemon *d, const char *role);
+/* Wait up to ms for the daemon to exit; its wait status, or -1. */
+int h_daemon_wait_exit(struct daemon *d, int ms);
+void h_daemon_kill(struct daemon *d);
+/* Does the log contain needle (within ms)? */
+bool h_log_has(const char *path, const char *needle, int ms);
+/* Run cotal-deliveryd to completion (for refusals): exit status, output. */
+int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
+    __attribute__((sentinel));

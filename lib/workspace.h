@@ -2,8 +2,8 @@
  * The workspace on disk (WIRE.md §8): the root holding .cotal/, the per-space
  * credential folders, the dev mesh's signer state and the mesh registry.
  */
-#ifndef COTAL_CLI_WORKSPACE_H
-#define COTAL_CLI_WORKSPACE_H
+#ifndef COTAL_WORKSPACE_H
+#define COTAL_WORKSPACE_H
 
 #include <jansson.h>
 #include <stdbool.h>

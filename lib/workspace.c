@@ -3,7 +3,7 @@
  * write is written to a temporary name and renamed, so a reader never sees a
  * half-written credential.
  */
-#include "cli/workspace.h"
+#include "lib/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>

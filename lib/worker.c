@@ -1,0 +1,388 @@
+/*
+ * The worker runtime (see worker.h). A worker may talk to its supervisor
+ * over two inherited sockets and to the broker over one connection; the
+ * sandbox takes everything else away before nats.c starts its threads.
+ */
+#include "lib/worker.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "lib/log.h"
+#include "lib/natsconn.h"
+#include "sandbox/sandbox.h"
+
+#define CONNECT_RETRY_MS 1000
+
+static struct worker W;
+
+/* What the main loop does after a message. */
+enum { KEEP_ON, STOP_NOW, REBUILD };
+
+static int dispatch(const struct ipc_msg *m);
+static void set_jwt(const struct ipc_msg *m);
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait for one message on fd within ms; fatal on a protocol error. */
+static int
+recv_within(int fd, uint8_t *buf, struct ipc_msg *m, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char err[256];
+	int rc;
+
+	for (;;) {
+		rc = poll(&p, 1, ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return -1; /* timeout */
+		rc = ipc_recv(fd, buf, IPC_TO_WORKER, m, err, sizeof(err));
+		if (rc < 0 && (errno == EINTR || errno == EAGAIN) && err[0] == '\0')
+			continue;
+		if (rc < 0)
+			fatalx("%s", err[0] ? err : "ipc: receive failed");
+		if (rc == 0)
+			fatalx("the supervisor closed the channel; exiting");
+		return 0;
+	}
+}
+
+static void
+send_status(void)
+{
+	struct ipc_status st = { .state = atomic_load(&W.state) };
+
+	for (int i = 0; i < IPC_COUNTERS; i++)
+		st.counters[i] = atomic_load(&W.counters[i]);
+	if (ipc_send(WORKER_FD_MAIN, IPC_STATUS, &st, sizeof(st)) != 0 && errno != EAGAIN)
+		fatal("ipc: send STATUS");
+}
+
+static void
+set_state(uint32_t s)
+{
+	atomic_store(&W.state, s);
+}
+
+/* nats.c asks for the JWT on every (re)connect. */
+static natsStatus
+cb_jwt(char **jwt, char **errtxt, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&W.mu);
+	*jwt = W.jwt ? strdup(W.jwt) : NULL;
+	pthread_mutex_unlock(&W.mu);
+	if (*jwt == NULL) {
+		*errtxt = strdup("no JWT from the supervisor");
+		return NATS_ERR;
+	}
+	return NATS_OK;
+}
+
+/* The nonce goes to the supervisor, which alone holds the seed. */
+static natsStatus
+cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void *arg)
+{
+	uint8_t buf[IPC_MAX_FRAME];
+	struct ipc_msg m;
+	int rc;
+
+	(void)arg;
+	pthread_mutex_lock(&W.mu);
+	rc = ipc_send(WORKER_FD_SIGN, IPC_SIGN_REQ, nonce, strlen(nonce));
+	if (rc == 0)
+		rc = recv_within(WORKER_FD_SIGN, buf, &m, WORKER_SIGN_TIMEOUT_MS);
+	pthread_mutex_unlock(&W.mu);
+	if (rc != 0 || m.type != IPC_SIGN_REP) {
+		*errtxt = strdup("the supervisor did not sign the nonce");
+		return NATS_ERR;
+	}
+	if (m.len != NKEY_SIG_LEN) {
+		*errtxt = strdup("the supervisor refused to sign the nonce");
+		return NATS_ERR;
+	}
+	*sig = malloc(m.len);
+	if (*sig == NULL)
+		return NATS_NO_MEMORY;
+	memcpy(*sig, m.payload, m.len);
+	*siglen = (int)m.len;
+	return NATS_OK;
+}
+
+static void
+cb_disconnected(natsConnection *nc, void *arg)
+{
+	(void)nc, (void)arg;
+	set_state(IPC_STATE_DISCONNECTED);
+	log_warnx("broker connection lost; reconnecting");
+}
+
+static void
+cb_reconnected(natsConnection *nc, void *arg)
+{
+	(void)nc, (void)arg;
+	set_state(fence_is_quiesced(&W.fence) ? IPC_STATE_QUIESCED : IPC_STATE_CONNECTED);
+	log_ok("broker connection back");
+}
+
+static void
+cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
+{
+	const char *text = NULL;
+
+	(void)sub, (void)arg;
+	natsConnection_GetLastError(nc, &text);
+	log_warnx("broker error: %s (%s)", text ? text : "", natsStatus_GetText(err));
+}
+
+static natsStatus
+build_options(natsOptions **opts, const char *name)
+{
+	natsStatus s = natsOptions_Create(opts);
+
+	if (s == NATS_OK)
+		s = natsOptions_SetURL(*opts, W.cfg.url);
+	if (s == NATS_OK)
+		s = natsOptions_SetName(*opts, name);
+	if (s == NATS_OK)
+		s = natsOptions_SetCustomInboxPrefix(*opts, W.cfg.inbox_prefix);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(*opts, -1);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectWait(*opts, 1000);
+	if (s == NATS_OK)
+		s = natsOptions_SetUserCredentialsCallbacks(*opts, cb_jwt, NULL, cb_sign, NULL);
+	if (s == NATS_OK)
+		s = natsOptions_SetDisconnectedCB(*opts, cb_disconnected, NULL);
+	if (s == NATS_OK)
+		s = natsOptions_SetReconnectedCB(*opts, cb_reconnected, NULL);
+	if (s == NATS_OK)
+		s = natsOptions_SetErrorHandler(*opts, cb_error, NULL);
+	return s;
+}
+
+/*
+ * Open the broker connection, retrying while the main channel stays quiet.
+ * Returns 0 when connected, 1 when STOP arrived meanwhile.
+ */
+static int
+connect_broker(void)
+{
+	char name[64], why[512];
+	natsOptions *opts = NULL;
+	natsStatus s;
+	int64_t last_log = 0;
+
+	snprintf(name, sizeof(name), "cotal-deliveryd %s", W.cfg.role);
+	if (build_options(&opts, name) != NATS_OK)
+		fatalx("cannot build the connection options");
+	for (;;) {
+		s = natsConnection_Connect(&W.nc, opts);
+		if (s == NATS_OK)
+			break;
+		W.nc = NULL;
+		if (mono_ms() - last_log > 10000) {
+			conn_strerror(s, why, sizeof(why));
+			log_warnx("cannot connect to %s: %s; retrying", W.cfg.url, why);
+			last_log = mono_ms();
+		}
+		/* Keep answering the supervisor while we wait. */
+		struct pollfd p = { .fd = WORKER_FD_MAIN, .events = POLLIN };
+		if (poll(&p, 1, CONNECT_RETRY_MS) > 0) {
+			uint8_t buf[IPC_MAX_FRAME];
+			struct ipc_msg m;
+			if (recv_within(WORKER_FD_MAIN, buf, &m, 0) == 0 &&
+			    dispatch(&m) == STOP_NOW) {
+				natsOptions_Destroy(opts);
+				return 1;
+			}
+		}
+	}
+	natsOptions_Destroy(opts);
+	set_state(fence_is_quiesced(&W.fence) ? IPC_STATE_QUIESCED : IPC_STATE_CONNECTED);
+	return 0;
+}
+
+static void
+set_jwt(const struct ipc_msg *m)
+{
+	char *j = malloc(m->len + 1);
+
+	if (j == NULL)
+		fatalx("out of memory");
+	memcpy(j, m->payload, m->len);
+	j[m->len] = '\0';
+	pthread_mutex_lock(&W.mu);
+	free(W.jwt);
+	W.jwt = j;
+	pthread_mutex_unlock(&W.mu);
+}
+
+/* One message of the main channel: a switch on the type, as imsg does. */
+static int
+dispatch(const struct ipc_msg *m)
+{
+	switch (m->type) {
+	case IPC_QUIESCE:
+		fence_quiesce(&W.fence);
+		set_state(IPC_STATE_QUIESCED);
+		if (!fence_wait_drained(&W.fence, WORKER_DRAIN_MS))
+			fatalx("effects still in flight %d ms after QUIESCE", WORKER_DRAIN_MS);
+		if (ipc_send(WORKER_FD_MAIN, IPC_QUIESCED, NULL, 0) != 0)
+			fatal("ipc: send QUIESCED");
+		return KEEP_ON;
+	case IPC_RESUME:
+		fence_resume(&W.fence);
+		set_state(W.nc != NULL && natsConnection_Status(W.nc) == NATS_CONN_STATUS_CONNECTED ?
+		    IPC_STATE_CONNECTED : IPC_STATE_DISCONNECTED);
+		return KEEP_ON;
+	case IPC_JWT:
+		set_jwt(m);
+		return KEEP_ON;
+	case IPC_RECONNECT:
+		return REBUILD;
+	case IPC_STOP:
+		return STOP_NOW;
+	default:
+		/* CONFIG arrives once; anything else here is a broken peer. */
+		fatalx("ipc: unexpected %s on the main channel", ipc_type_info(m->type)->name);
+	}
+}
+
+static int
+serve(void)
+{
+	uint8_t buf[IPC_MAX_FRAME];
+	struct ipc_msg m;
+	int64_t next_status = 0;
+
+	for (;;) {
+		int64_t now = mono_ms();
+		if (now >= next_status) {
+			send_status();
+			next_status = now + WORKER_STATUS_EVERY_MS;
+		}
+		/* A connection the library closed for good (repeated auth
+		 * failures) is rebuilt, not mourned (STYLE.md). */
+		if (W.nc != NULL && natsConnection_IsClosed(W.nc)) {
+			log_warnx("broker connection closed; rebuilding it");
+			natsConnection_Destroy(W.nc);
+			W.nc = NULL;
+			set_state(IPC_STATE_DISCONNECTED);
+			if (connect_broker() != 0)
+				return 0;
+		}
+		if (recv_within(WORKER_FD_MAIN, buf, &m, (int)(next_status - now)) != 0)
+			continue;
+		switch (dispatch(&m)) {
+		case STOP_NOW:
+			return 0;
+		case REBUILD:
+			/* No natsConnection_Reconnect in nats.c: a new credential
+			 * means a new connection. */
+			natsConnection_Destroy(W.nc);
+			W.nc = NULL;
+			set_state(IPC_STATE_DISCONNECTED);
+			if (connect_broker() != 0)
+				return 0;
+			log_ok("reconnected with the renewed credential");
+			break;
+		}
+	}
+}
+
+int
+worker_main(const char *role)
+{
+	uint8_t buf[IPC_MAX_FRAME];
+	struct ipc_msg m;
+	struct sandbox_opts so = { 0 };
+	char err[512], proc[64];
+	enum sandbox_role sr;
+
+	snprintf(proc, sizeof(proc), "delivery %s", role);
+	log_init(proc, stderr);
+	/* Stopped by the supervisor over IPC, never by a stray signal. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_NAME, role);
+
+	if (strcmp(role, "fanout") == 0)
+		sr = SANDBOX_FANOUT;
+	else if (strcmp(role, "reader") == 0)
+		sr = SANDBOX_READER;
+	else if (strcmp(role, "registry") == 0)
+		sr = SANDBOX_REGISTRY;
+	else if (strcmp(role, "timer") == 0)
+		sr = SANDBOX_TIMER;
+	else
+		fatalx("unknown worker role \"%s\"", role);
+
+	pthread_mutex_init(&W.mu, NULL);
+	fence_init(&W.fence);
+	set_state(IPC_STATE_STARTING);
+
+	if (recv_within(WORKER_FD_MAIN, buf, &m, WORKER_CONFIG_TIMEOUT_MS) != 0 ||
+	    m.type != IPC_CONFIG)
+		fatalx("ipc: no CONFIG from the supervisor");
+	memcpy(&W.cfg, m.payload, sizeof(W.cfg));
+	if (strcmp(W.cfg.role, role) != 0)
+		fatalx("ipc: CONFIG for role %s sent to the %s worker", W.cfg.role, role);
+	if (recv_within(WORKER_FD_MAIN, buf, &m, WORKER_CONFIG_TIMEOUT_MS) != 0 ||
+	    m.type != IPC_JWT)
+		fatalx("ipc: no JWT from the supervisor");
+	set_jwt(&m);
+
+	/* jansson reads /dev/urandom on first use: before Landlock. */
+	json_object_seed(0);
+	so.role = sr;
+	so.uid = W.cfg.uid;
+	so.gid = W.cfg.gid;
+	so.drop = W.cfg.drop_privs != 0;
+	so.broker_port = (uint16_t)W.cfg.broker_port;
+	so.seccomp_log = W.cfg.seccomp_log != 0;
+	if (sandbox_confine(&so, err, sizeof(err)) != 0)
+		fatalx("cannot confine the worker: %s", err);
+	/* A credential change clears the parent-death signal: set it again,
+	 * and make sure the parent did not die in between. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		fatalx("the supervisor is gone");
+
+	if (connect_broker() != 0)
+		goto out;
+	if (ipc_send(WORKER_FD_MAIN, IPC_READY, NULL, 0) != 0)
+		fatal("ipc: send READY");
+	send_status();
+	serve();
+out:
+	natsConnection_Destroy(W.nc);
+	W.nc = NULL;
+	nats_Close();
+	pthread_mutex_lock(&W.mu);
+	free(W.jwt);
+	W.jwt = NULL;
+	pthread_mutex_unlock(&W.mu);
+	fence_destroy(&W.fence);
+	return 0;
+}

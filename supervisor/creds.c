@@ -1,0 +1,150 @@
+/*
+ * The delivery credential in the supervisor: loading, the allow-all
+ * refusal, and nonce signing. The seed stays in the mlocked memory of
+ * struct creds and in a struct nkey that is wiped after each signature.
+ */
+#include "supervisor/creds.h"
+
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool
+list_has_all(json_t *list)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(list, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), ">") == 0)
+			return true;
+	return false;
+}
+
+int
+creds_refuse_allow_all(const struct jwt *j, char *why, size_t whylen)
+{
+	json_t *pa = jwt_user_list(j, "pub", "allow");
+	json_t *sa = jwt_user_list(j, "sub", "allow");
+
+	if (j->kind != JWT_USER) {
+		snprintf(why, whylen, "not a user JWT");
+		return -1;
+	}
+	if (list_has_all(pa)) {
+		snprintf(why, whylen, "its publish allow list contains \">\"");
+		return -1;
+	}
+	if (list_has_all(sa)) {
+		snprintf(why, whylen, "its subscribe allow list contains \">\"");
+		return -1;
+	}
+	/* No allow list at all: NATS then allows everything not denied. */
+	if (json_array_size(pa) == 0 || json_array_size(sa) == 0) {
+		snprintf(why, whylen, "it has no %s permissions (no allow list means allow-all)",
+		    json_array_size(pa) == 0 ? "publish" : "subscribe");
+		return -1;
+	}
+	return 0;
+}
+
+int
+sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen)
+{
+	unsigned char digest[SHA256_DIGEST_LENGTH];
+	char why[512];
+	struct jwt j;
+
+	memset(sc, 0, sizeof(*sc));
+	snprintf(sc->path, sizeof(sc->path), "%s", path);
+	if (creds_load(path, &sc->c, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	if (jwt_decode(sc->c.jwt, strlen(sc->c.jwt), &j, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		creds_free(&sc->c);
+		return -1;
+	}
+	if (creds_refuse_allow_all(&j, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "refusing an allow-all credential: %s (user %.12s…): %s; "
+		    "mint the least-privilege one with: cotal creds mint --profile delivery",
+		    path, j.sub, why);
+		jwt_free(&j);
+		creds_free(&sc->c);
+		return -1;
+	}
+	snprintf(sc->user_pub, sizeof(sc->user_pub), "%s", j.sub);
+	snprintf(sc->account, sizeof(sc->account), "%s",
+	    j.issuer_account ? j.issuer_account : j.iss);
+	sc->exp = j.exp;
+	jwt_free(&j);
+	SHA256((const unsigned char *)sc->c.jwt, strlen(sc->c.jwt), digest);
+	for (int i = 0; i < 8; i++)
+		snprintf(sc->fingerprint + 2 * i, 3, "%02x", digest[i]);
+	return 0;
+}
+
+void
+sup_creds_free(struct sup_creds *sc)
+{
+	if (sc->c.jwt != NULL)
+		creds_free(&sc->c);
+	memset(sc, 0, sizeof(*sc));
+}
+
+bool
+nonce_well_formed(const uint8_t *nonce, size_t len)
+{
+	if (len != NONCE_LEN)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		uint8_t c = nonce[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_'))
+			return false;
+	}
+	return true;
+}
+
+int
+sup_sign_nonce(const struct sup_creds *sc, const uint8_t *nonce, size_t len,
+	       uint8_t sig[NKEY_SIG_LEN], char *err, size_t errlen)
+{
+	struct nkey k;
+	int rc;
+
+	if (!nonce_well_formed(nonce, len)) {
+		snprintf(err, errlen, "not a broker nonce (%zu bytes)", len);
+		return -1;
+	}
+	if (nkey_from_seed(sc->c.seed, strlen(sc->c.seed), &k, err, errlen) != 0)
+		return -1;
+	rc = nkey_sign(&k, nonce, len, sig);
+	nkey_wipe(&k);
+	if (rc != 0)
+		snprintf(err, errlen, "signing failed");
+	return rc;
+}
+
+void
+sign_budget_init(struct sign_budget *b, int64_t now_ms)
+{
+	b->last_ms = now_ms;
+	b->tokens = SIGN_BURST;
+}
+
+bool
+sign_budget_take(struct sign_budget *b, int64_t now_ms)
+{
+	int64_t earned = (now_ms - b->last_ms) / SIGN_REFILL_MS;
+
+	if (earned > 0) {
+		b->tokens = b->tokens + earned > SIGN_BURST ? SIGN_BURST : b->tokens + (int)earned;
+		b->last_ms += earned * SIGN_REFILL_MS;
+	}
+	if (b->tokens == 0)
+		return false;
+	b->tokens--;
+	return true;
+}

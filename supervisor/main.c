@@ -1,0 +1,321 @@
+/*
+ * cotal-deliveryd: the delivery daemon of one Cotal space.
+ *
+ *   cotal-deliveryd --space S [--root DIR] [--server URL] [--creds FILE] [--user NAME]
+ *
+ * This process is the supervisor: it alone reads the credential and keeps
+ * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
+ * workers are this same binary started as `--worker ROLE`.
+ */
+#include "supervisor/supervisor.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "lib/log.h"
+#include "lib/tokens.h"
+#include "lib/worker.h"
+#include "sandbox/sandbox.h"
+
+static struct sup S;
+
+int64_t
+sup_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL] "
+	    "[--creds FILE] [--user NAME]\n");
+	exit(2);
+}
+
+/*
+ * Workers dial an IP literal (a hostname would pull NSS files and dlopen
+ * into the sandbox): resolve here. Accepts nats://host:port.
+ */
+static int
+resolve_url(const char *url, char *out, size_t outlen, uint16_t *port, char *err,
+	    size_t errlen)
+{
+	char host[256], addr[INET6_ADDRSTRLEN];
+	const char *p = url, *colon;
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+	long pn;
+
+	if (strncmp(p, "nats://", 7) != 0) {
+		snprintf(err, errlen, "server URL %s: only nats:// URLs are supported", url);
+		return -1;
+	}
+	p += 7;
+	if (*p == '[') {
+		const char *end = strchr(p, ']');
+		if (end == NULL || end[1] != ':' || (size_t)(end - p - 1) >= sizeof(host))
+			goto bad;
+		memcpy(host, p + 1, (size_t)(end - p - 1));
+		host[end - p - 1] = '\0';
+		colon = end + 1;
+	} else {
+		colon = strrchr(p, ':');
+		if (colon == NULL || (size_t)(colon - p) >= sizeof(host))
+			goto bad;
+		memcpy(host, p, (size_t)(colon - p));
+		host[colon - p] = '\0';
+	}
+	char *end;
+	pn = strtol(colon + 1, &end, 10);
+	if (pn < 1 || pn > 65535 || (*end != '\0' && *end != '/'))
+		goto bad;
+	int gai = getaddrinfo(host, NULL, &hints, &res);
+	if (gai != 0) {
+		snprintf(err, errlen, "server %s: cannot resolve %s: %s", url, host, gai_strerror(gai));
+		return -1;
+	}
+	if (res->ai_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr, addr, sizeof(addr));
+	else
+		inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, addr, sizeof(addr));
+	snprintf(out, outlen, res->ai_family == AF_INET6 ? "nats://[%s]:%ld" : "nats://%s:%ld",
+	    addr, pn);
+	freeaddrinfo(res);
+	*port = (uint16_t)pn;
+	return 0;
+bad:
+	snprintf(err, errlen, "server URL %s: expected nats://host:port", url);
+	return -1;
+}
+
+static void
+on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what, (void)arg;
+	switch (sig) {
+	case SIGCHLD:
+		workers_reap(&S);
+		break;
+	case SIGTERM:
+	case SIGINT:
+		if (S.stopping)
+			break;
+		log_info("delivery: received %s, exiting (space %s, shard 0)",
+		    sig == SIGTERM ? "SIGTERM" : "SIGINT", S.space);
+		S.stopping = true;
+		workers_stop_all(&S);
+		struct timeval tv = { SUP_STOP_GRACE_MS / 1000, (SUP_STOP_GRACE_MS % 1000) * 1000 };
+		evtimer_add(S.ev_kill, &tv);
+		break;
+	case SIGHUP:
+		log_info("delivery: SIGHUP ignored (credential reload goes over the admin rail)");
+		break;
+	}
+	if (S.stopping && workers_all_down(&S))
+		event_base_loopbreak(S.base);
+}
+
+static void
+on_kill_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	workers_kill_all(&S);
+}
+
+static void
+on_status_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	if (S.stopping && workers_all_down(&S)) {
+		event_base_loopbreak(S.base);
+		return;
+	}
+	if (S.status_dirty)
+		status_write(&S);
+}
+
+/* The credential: --creds, else the workspace's, else systemd's. */
+static int
+creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
+{
+	char dir[WS_PATH_MAX];
+	const char *cd = getenv("CREDENTIALS_DIRECTORY");
+
+	if (opt != NULL) {
+		snprintf(out, outlen, "%s", opt);
+		return 0;
+	}
+	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
+		return -1;
+	snprintf(out, outlen, "%s/delivery.creds", dir);
+	if (access(out, F_OK) == 0)
+		return 0;
+	if (cd != NULL && *cd != '\0') {
+		snprintf(out, outlen, "%s/delivery.creds", cd);
+		if (access(out, F_OK) == 0)
+			return 0;
+	}
+	snprintf(err, errlen, "no delivery credential: %s/delivery.creds is missing%s "
+	    "(pass --creds FILE)", dir, cd ? " and so is $CREDENTIALS_DIRECTORY/delivery.creds" : "");
+	return -1;
+}
+
+static void
+open_log(void)
+{
+	struct stat a, b;
+
+	snprintf(S.log_path, sizeof(S.log_path), "%s/delivery.%s.log", S.ws.cotal, S.key);
+	snprintf(S.status_path, sizeof(S.status_path), "%s/delivery.%s.status.json", S.ws.cotal,
+	    S.key);
+	S.log_fd = open(S.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (S.log_fd < 0)
+		fatal("delivery: open %s", S.log_path);
+	log_init(NULL, NULL);
+	/* log_init(NULL, NULL) writes to fd 2; point it at the file and keep
+	 * stderr as a copy unless stderr already is that file. */
+	FILE *f = fdopen(dup(S.log_fd), "a");
+	if (f == NULL)
+		fatal("delivery: log");
+	log_init(NULL, f);
+	if (fstat(2, &a) != 0 || fstat(S.log_fd, &b) != 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino)
+		log_tee(2);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *root = NULL, *server = NULL, *copt = NULL, *user = "nobody";
+	char err[WS_FILE_MAX + 1024], path[WS_FILE_MAX], url[IPC_URL_MAX];
+	struct rlimit nocore = { 0, 0 };
+	static const int sigs[] = { SIGTERM, SIGINT, SIGCHLD, SIGHUP };
+
+	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
+		return worker_main(argv[2]);
+
+	/* Secrets never reach a core file or another process's ptrace. */
+	prctl(PR_SET_DUMPABLE, 0);
+	setrlimit(RLIMIT_CORE, &nocore);
+	log_init(NULL, stderr);
+	json_object_seed(0);
+
+	for (int i = 1; i < argc; i++) {
+		int more = i + 1 < argc;
+		if (strcmp(argv[i], "--space") == 0 && more)
+			snprintf(S.space, sizeof(S.space), "%s", argv[++i]);
+		else if (strcmp(argv[i], "--root") == 0 && more)
+			root = argv[++i];
+		else if (strcmp(argv[i], "--server") == 0 && more)
+			server = argv[++i];
+		else if (strcmp(argv[i], "--creds") == 0 && more)
+			copt = argv[++i];
+		else if (strcmp(argv[i], "--user") == 0 && more)
+			user = argv[++i];
+		else {
+			log_errx("delivery: unknown or incomplete argument \"%s\"", argv[i]);
+			usage();
+		}
+	}
+	if (S.space[0] == '\0') {
+		log_errx("delivery: --space is required");
+		usage();
+	}
+	if (strlen(S.space) > SPACE_NAME_MAX) {
+		log_errx("delivery: --space: longer than %d bytes", SPACE_NAME_MAX);
+		return 2;
+	}
+	space_token(S.space, S.token, sizeof(S.token));
+	space_key(S.space, S.key, sizeof(S.key));
+
+	/* The root first: a directory nobody set up holds no credential. */
+	if (ws_locate(root, &S.ws, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
+	open_log();
+	if (creds_path(copt, path, sizeof(path), err, sizeof(err)) != 0 ||
+	    sup_creds_load(path, &S.creds, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
+	log_info("delivery: credential %s (user %.12s…, account %.12s…, sha256 %s)", path,
+	    S.creds.user_pub, S.creds.account, S.creds.fingerprint);
+	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), err, sizeof(err)) != 0 ||
+	    resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
+	if (geteuid() == 0) {
+		if (sandbox_lookup_user(user, &S.uid, &S.gid, err, sizeof(err)) != 0) {
+			log_errx("delivery: --user %s: %s", user, err);
+			return 1;
+		}
+		S.drop = true;
+	}
+	S.seccomp_log = getenv("COTAL_SECCOMP") != NULL && strcmp(getenv("COTAL_SECCOMP"), "log") == 0;
+	if (S.seccomp_log)
+		log_warnx("delivery: COTAL_SECCOMP=log: seccomp violations are logged, not killed "
+		    "(diagnosis only)");
+	ssize_t n = readlink("/proc/self/exe", S.self_exe, sizeof(S.self_exe) - 1);
+	if (n <= 0)
+		fatal("delivery: readlink /proc/self/exe");
+	S.self_exe[n] = '\0';
+
+	S.base = event_base_new();
+	if (S.base == NULL)
+		fatalx("delivery: cannot start the event loop");
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		S.ev_sig[i] = evsignal_new(S.base, sigs[i], on_signal, NULL);
+		event_add(S.ev_sig[i], NULL);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	S.ev_kill = evtimer_new(S.base, on_kill_timer, NULL);
+	S.ev_status = event_new(S.base, -1, EV_PERSIST, on_status_timer, NULL);
+	struct timeval every = { 0, 500 * 1000 };
+	event_add(S.ev_status, &every);
+
+	workers_init(&S);
+	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
+	    S.space, (long)getpid(), S.url);
+	workers_start_all(&S);
+	event_base_dispatch(S.base);
+
+	/* Reap what is left; the kill timer made sure nothing lingers. */
+	while (!workers_all_down(&S)) {
+		workers_kill_all(&S);
+		int st;
+		pid_t pid = wait(&st);
+		if (pid < 0)
+			break;
+		for (int i = 0; i < SUP_WORKERS; i++)
+			if (S.workers[i].pid == pid)
+				S.workers[i].pid = 0;
+	}
+	status_remove(&S);
+	workers_free(&S);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		event_free(S.ev_sig[i]);
+	event_free(S.ev_kill);
+	event_free(S.ev_status);
+	event_base_free(S.base);
+	sup_creds_free(&S.creds);
+	return S.exit_code;
+}

@@ -1,0 +1,52 @@
+/*
+ * Restart policy of the workers (pure logic, unit-tested): exponential
+ * backoff reset after a healthy run, and the crash-loop bound that makes
+ * the daemon exit so its service manager acts. Like Postfix's master, the
+ * policy reasons about how long the child ran before it died.
+ */
+#ifndef COTAL_SUPERVISOR_RESTART_H
+#define COTAL_SUPERVISOR_RESTART_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RESTART_LOOP_MAX 10 /* restarts allowed inside the loop window */
+
+struct restart_policy {
+	int64_t initial_ms;       /* first delay */
+	int64_t max_ms;           /* cap of the doubling */
+	int64_t healthy_ms;       /* a run this long resets the delay */
+	int64_t loop_window_ms;   /* crash-loop window */
+	bool loop_fatal;          /* crash-looping ends the daemon */
+};
+
+/* Delivery workers: 100 ms doubling to 30 s, reset after 60 s; 10
+ * restarts in 5 minutes end the daemon. */
+extern const struct restart_policy restart_delivery;
+/* The timer writer (the seed's writer): 5 s doubling to 300 s; a fault
+ * there never takes delivery down. */
+extern const struct restart_policy restart_timer;
+
+struct restart_state {
+	int64_t started_ms;                    /* when the current run began */
+	int64_t next_ms;                       /* the delay the next quick death gets */
+	int64_t deaths[RESTART_LOOP_MAX + 1];  /* ring of recent death times */
+	unsigned ndeaths;
+	unsigned restarts;                     /* total, for status */
+};
+
+void restart_init(struct restart_state *s, const struct restart_policy *p);
+void restart_started(struct restart_state *s, int64_t now_ms);
+/*
+ * The worker died at now_ms. Returns the delay before restarting it; sets
+ * *crash_loop when this death makes more than RESTART_LOOP_MAX restarts
+ * inside the window and the policy says that is fatal.
+ */
+int64_t restart_after_death(struct restart_state *s, const struct restart_policy *p,
+			    int64_t now_ms, bool *crash_loop);
+
+/* "exit status 3", "killed by SIGSYS", from a waitpid status. */
+void restart_cause(int wstatus, char *buf, size_t len);
+
+#endif

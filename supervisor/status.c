@@ -1,0 +1,67 @@
+/*
+ * The status file `cotal status` reads: .cotal/delivery.<key>.status.json,
+ * rewritten (atomically) when a worker's state or counters change.
+ */
+#include "supervisor/supervisor.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+
+static const char *
+phase_name(const struct sup_worker *w)
+{
+	static const char *const states[] = { "starting", "connected", "disconnected", "quiesced" };
+
+	switch (w->phase) {
+	case WP_DOWN:
+		return "down";
+	case WP_STOPPING:
+		return "stopping";
+	case WP_STARTING:
+		return "starting";
+	case WP_RUNNING:
+		return w->have_status && w->status.state < 4 ? states[w->status.state] : "running";
+	}
+	return "?";
+}
+
+void
+status_write(struct sup *s)
+{
+	struct timeval tv;
+	char err[512];
+	json_t *doc, *list = json_array();
+
+	gettimeofday(&tv, NULL);
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		struct sup_worker *w = &s->workers[i];
+		json_t *counters = json_object();
+		for (unsigned k = 0; k < IPC_COUNTERS; k++) {
+			const char *name = ipc_counter_name(w->role, k);
+			if (name[0] != '\0')
+				json_object_set_new(counters, name,
+				    json_integer(w->have_status ? (json_int_t)w->status.counters[k] : 0));
+		}
+		json_array_append_new(list, json_pack("{s:s, s:I, s:s, s:I, s:s, s:o}",
+		    "role", w->role, "pid", (json_int_t)w->pid, "state", phase_name(w),
+		    "restarts", (json_int_t)w->restart.restarts, "lastExit", w->last_exit,
+		    "counters", counters));
+	}
+	doc = json_pack("{s:I, s:s, s:s, s:I, s:o}", "pid", (json_int_t)getpid(),
+	    "space", s->space, "server", s->url,
+	    "updatedAt", (json_int_t)tv.tv_sec * 1000 + tv.tv_usec / 1000, "workers", list);
+	if (ws_write_json(s->status_path, doc, 0600, err, sizeof(err)) != 0)
+		log_warnx("delivery: cannot write the status file: %s", err);
+	json_decref(doc);
+	s->status_dirty = false;
+}
+
+void
+status_remove(struct sup *s)
+{
+	unlink(s->status_path);
+}

@@ -1,0 +1,88 @@
+/*
+ * The supervisor: the parent process of cotal-deliveryd and the only one
+ * that holds secrets. It reads the delivery credential, spawns the four
+ * confined workers (fork + exec of this binary), signs their nonces,
+ * restarts them with backoff, publishes their status and stops them.
+ */
+#ifndef COTAL_SUPERVISOR_H
+#define COTAL_SUPERVISOR_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ipc/ipc.h"
+#include "lib/workspace.h"
+#include "supervisor/creds.h"
+#include "supervisor/restart.h"
+
+#define SUP_WORKERS 4
+#define SUP_STOP_GRACE_MS 1500   /* STOP, then SIGKILL: the daemon exits within 2 s */
+#define SUP_READY_TIMEOUT_MS 30000
+
+enum worker_phase {
+	WP_DOWN,       /* not running, restart scheduled */
+	WP_STARTING,   /* spawned, not READY yet */
+	WP_RUNNING,    /* READY received */
+	WP_STOPPING,
+};
+
+struct sup;
+
+struct sup_worker {
+	struct sup *sup;
+	const char *role;
+	const struct restart_policy *policy;
+	struct restart_state restart;
+	enum worker_phase phase;
+	pid_t pid;
+	int ch, sign;                 /* our ends of the two socketpairs */
+	struct event *ev_ch, *ev_sign, *ev_restart;
+	struct sign_budget budget;
+	struct ipc_status status;
+	bool have_status;
+	char last_exit[96];
+	uint8_t buf[IPC_MAX_FRAME];
+};
+
+struct sup {
+	struct event_base *base;
+	struct workspace ws;
+	char space[IPC_SPACE_MAX];
+	char token[IPC_SPACE_MAX];
+	char key[2 * IPC_SPACE_MAX];
+	char url[IPC_URL_MAX];        /* IP-literal URL the workers dial */
+	uint16_t port;
+	char self_exe[4096];
+	char log_path[WS_FILE_MAX];
+	char status_path[WS_FILE_MAX];
+	int log_fd;
+	uid_t uid;
+	gid_t gid;
+	bool drop;
+	bool seccomp_log;
+	bool stopping;
+	int exit_code;
+	struct sup_creds creds;
+	struct sup_worker workers[SUP_WORKERS];
+	struct event *ev_sig[4], *ev_status, *ev_kill;
+	bool status_dirty;
+};
+
+int64_t sup_now_ms(void);
+
+/* workers.c */
+void workers_init(struct sup *s);
+void workers_start_all(struct sup *s);
+void workers_stop_all(struct sup *s);
+void workers_reap(struct sup *s);
+bool workers_all_down(struct sup *s);
+void workers_kill_all(struct sup *s);
+void workers_free(struct sup *s);
+
+/* status.c: the status file `cotal status` reads. */
+void status_write(struct sup *s);
+void status_remove(struct sup *s);
+
+#endif

@@ -1,0 +1,339 @@
+/*
+ * The workers: spawn (fork + exec of this binary, two socketpairs), the
+ * IPC dispatch of the main and sign channels, reaping and restarting with
+ * backoff. A worker that speaks garbage is killed and restarted: a peer
+ * that breaks the protocol is broken or compromised.
+ */
+#include "supervisor/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+#include "lib/tokens.h"
+#include "lib/worker.h"
+
+static const char *const roles[SUP_WORKERS] = { "fanout", "reader", "registry", "timer" };
+
+/* Only these variables reach a worker: nothing secret lives in them. */
+static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+	"COTAL_DEBUG" };
+
+static void worker_spawn(struct sup_worker *w);
+
+static void
+worker_kill(struct sup_worker *w, const char *why)
+{
+	if (w->pid > 0) {
+		log_errx("delivery: worker %s (pid %ld): %s; killing it", w->role, (long)w->pid, why);
+		kill(w->pid, SIGKILL);
+	}
+}
+
+static void
+close_channels(struct sup_worker *w)
+{
+	if (w->ev_ch) {
+		event_free(w->ev_ch);
+		w->ev_ch = NULL;
+	}
+	if (w->ev_sign) {
+		event_free(w->ev_sign);
+		w->ev_sign = NULL;
+	}
+	if (w->ch >= 0)
+		close(w->ch);
+	if (w->sign >= 0)
+		close(w->sign);
+	w->ch = w->sign = -1;
+}
+
+static void
+on_main(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup_worker *w = arg;
+	struct ipc_msg m;
+	char err[256];
+	int rc;
+
+	(void)what;
+	rc = ipc_recv(fd, w->buf, IPC_TO_SUPERVISOR, &m, err, sizeof(err));
+	if (rc < 0 && err[0] == '\0' && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (rc <= 0) {
+		/* Closed (the worker is exiting) or garbage: stop listening;
+		 * the reaper restarts it. */
+		if (rc < 0)
+			worker_kill(w, err[0] ? err : "ipc receive failed");
+		close_channels(w);
+		return;
+	}
+	switch (m.type) {
+	case IPC_READY:
+		if (w->phase == WP_STARTING) {
+			w->phase = WP_RUNNING;
+			log_ok("delivery: worker %s up (pid %ld), confined, own broker connection",
+			    w->role, (long)w->pid);
+		}
+		break;
+	case IPC_STATUS:
+		memcpy(&w->status, m.payload, sizeof(w->status));
+		w->have_status = true;
+		w->sup->status_dirty = true;
+		break;
+	case IPC_QUIESCED:
+		log_debug("worker %s quiesced", w->role);
+		break;
+	default:
+		worker_kill(w, "ipc: a message the main channel does not carry");
+		close_channels(w);
+	}
+}
+
+static void
+on_sign(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup_worker *w = arg;
+	uint8_t sig[NKEY_SIG_LEN];
+	struct ipc_msg m;
+	char err[256];
+	int rc;
+
+	(void)what;
+	rc = ipc_recv(fd, w->buf, IPC_TO_SUPERVISOR, &m, err, sizeof(err));
+	if (rc < 0 && err[0] == '\0' && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (rc <= 0 || m.type != IPC_SIGN_REQ) {
+		if (rc != 0)
+			worker_kill(w, rc < 0 && err[0] ? err : "ipc: only SIGN_REQ rides the sign channel");
+		close_channels(w);
+		return;
+	}
+	if (!sign_budget_take(&w->budget, sup_now_ms())) {
+		log_warnx("delivery: worker %s asks for nonce signatures too often; refused one",
+		    w->role);
+		ipc_send(fd, IPC_SIGN_REP, NULL, 0);
+		return;
+	}
+	if (sup_sign_nonce(&w->sup->creds, m.payload, m.len, sig, err, sizeof(err)) != 0) {
+		/* A worker that asks to sign anything else is not to be trusted. */
+		worker_kill(w, err);
+		ipc_send(fd, IPC_SIGN_REP, NULL, 0);
+		close_channels(w);
+		return;
+	}
+	ipc_send(fd, IPC_SIGN_REP, sig, sizeof(sig));
+}
+
+static void
+on_restart(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup_worker *w = arg;
+
+	(void)fd, (void)what;
+	if (!w->sup->stopping)
+		worker_spawn(w);
+}
+
+static void
+child_exec(struct sup_worker *w, int ch, int sign)
+{
+	struct sup *s = w->sup;
+	char *envp[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
+	char *argv[] = { (char *)"cotal-deliveryd", (char *)"--worker", (char *)w->role, NULL };
+	size_t n = 0;
+
+	/* Workers never outlive the supervisor. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Move every fd we keep above the target numbers first: the log may
+	 * well sit on fd 3 or 4 itself. */
+	int hch = fcntl(ch, F_DUPFD_CLOEXEC, 16), hsign = fcntl(sign, F_DUPFD_CLOEXEC, 16);
+	int hlog = fcntl(s->log_fd, F_DUPFD_CLOEXEC, 16), nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (hch < 0 || hsign < 0 || hlog < 0 || nul < 0)
+		_exit(126);
+	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(hlog, 2) < 0 ||
+	    dup2(hch, WORKER_FD_MAIN) < 0 || dup2(hsign, WORKER_FD_SIGN) < 0)
+		_exit(126);
+	/* Nothing else crosses exec: not the broker socket, not the creds. */
+	closefrom(WORKER_FD_SIGN + 1);
+	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
+		const char *v = getenv(env_pass[i]);
+		if (v == NULL)
+			continue;
+		size_t len = strlen(env_pass[i]) + strlen(v) + 2;
+		char *e = malloc(len);
+		if (e == NULL)
+			_exit(126);
+		snprintf(e, len, "%s=%s", env_pass[i], v);
+		envp[n++] = e;
+	}
+	envp[n] = NULL;
+	execve(s->self_exe, argv, envp);
+	_exit(127);
+}
+
+static void
+worker_spawn(struct sup_worker *w)
+{
+	struct sup *s = w->sup;
+	struct ipc_config cfg;
+	int chp[2], sgp[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chp) != 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sgp) != 0)
+		fatal("delivery: socketpair for worker %s", w->role);
+	pid = fork();
+	if (pid < 0)
+		fatal("delivery: fork worker %s", w->role);
+	if (pid == 0)
+		child_exec(w, chp[1], sgp[1]);
+	close(chp[1]);
+	close(sgp[1]);
+	w->pid = pid;
+	w->ch = chp[0];
+	w->sign = sgp[0];
+	w->phase = WP_STARTING;
+	w->have_status = false;
+	restart_started(&w->restart, sup_now_ms());
+	sign_budget_init(&w->budget, sup_now_ms());
+	evutil_make_socket_nonblocking(w->ch);
+	evutil_make_socket_nonblocking(w->sign);
+	w->ev_ch = event_new(s->base, w->ch, EV_READ | EV_PERSIST, on_main, w);
+	w->ev_sign = event_new(s->base, w->sign, EV_READ | EV_PERSIST, on_sign, w);
+	event_add(w->ev_ch, NULL);
+	event_add(w->ev_sign, NULL);
+
+	memset(&cfg, 0, sizeof(cfg));
+	snprintf(cfg.role, sizeof(cfg.role), "%s", w->role);
+	snprintf(cfg.space, sizeof(cfg.space), "%s", s->space);
+	snprintf(cfg.url, sizeof(cfg.url), "%s", s->url);
+	if (!inbox_prefix(s->creds.user_pub, cfg.inbox_prefix, sizeof(cfg.inbox_prefix)))
+		fatalx("delivery: the credential's user key cannot name an inbox");
+	cfg.seccomp_log = s->seccomp_log;
+	cfg.broker_port = s->port;
+	cfg.uid = s->uid;
+	cfg.gid = s->gid;
+	cfg.drop_privs = s->drop;
+	/* The socket buffer holds both: a blocking worker reads them at once. */
+	if (ipc_send(w->ch, IPC_CONFIG, &cfg, sizeof(cfg)) != 0 ||
+	    ipc_send(w->ch, IPC_JWT, s->creds.c.jwt, strlen(s->creds.c.jwt)) != 0)
+		worker_kill(w, "cannot send its configuration");
+	s->status_dirty = true;
+	log_debug("worker %s spawned (pid %ld)", w->role, (long)pid);
+}
+
+void
+workers_init(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		struct sup_worker *w = &s->workers[i];
+		memset(w, 0, sizeof(*w));
+		w->sup = s;
+		w->role = roles[i];
+		w->policy = strcmp(roles[i], "timer") == 0 ? &restart_timer : &restart_delivery;
+		restart_init(&w->restart, w->policy);
+		w->ch = w->sign = -1;
+		w->ev_restart = evtimer_new(s->base, on_restart, w);
+	}
+}
+
+void
+workers_start_all(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++)
+		worker_spawn(&s->workers[i]);
+}
+
+void
+workers_stop_all(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		struct sup_worker *w = &s->workers[i];
+		evtimer_del(w->ev_restart);
+		if (w->pid > 0) {
+			w->phase = WP_STOPPING;
+			if (w->ch < 0 || ipc_send(w->ch, IPC_STOP, NULL, 0) != 0)
+				kill(w->pid, SIGKILL);
+		}
+	}
+}
+
+void
+workers_kill_all(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++)
+		if (s->workers[i].pid > 0) {
+			log_warnx("delivery: worker %s (pid %ld) did not stop in %d ms; killing it",
+			    s->workers[i].role, (long)s->workers[i].pid, SUP_STOP_GRACE_MS);
+			kill(s->workers[i].pid, SIGKILL);
+		}
+}
+
+bool
+workers_all_down(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++)
+		if (s->workers[i].pid > 0)
+			return false;
+	return true;
+}
+
+void
+workers_reap(struct sup *s)
+{
+	int wstatus;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+		struct sup_worker *w = NULL;
+		for (int i = 0; i < SUP_WORKERS; i++)
+			if (s->workers[i].pid == pid)
+				w = &s->workers[i];
+		if (w == NULL)
+			continue;
+		restart_cause(wstatus, w->last_exit, sizeof(w->last_exit));
+		close_channels(w);
+		w->pid = 0;
+		w->have_status = false;
+		s->status_dirty = true;
+		if (s->stopping) {
+			w->phase = WP_DOWN;
+			continue;
+		}
+		bool loop;
+		int64_t delay = restart_after_death(&w->restart, w->policy, sup_now_ms(), &loop);
+		w->phase = WP_DOWN;
+		if (loop) {
+			log_errx("delivery: worker %s is crash-looping (%s; more than %d restarts "
+			    "in %lld s), exiting", w->role, w->last_exit, RESTART_LOOP_MAX,
+			    (long long)(w->policy->loop_window_ms / 1000));
+			s->exit_code = 1;
+			s->stopping = true;
+			workers_stop_all(s);
+			continue;
+		}
+		log_warnx("delivery: worker %s (pid %ld) %s — restarting in %lld ms", w->role,
+		    (long)pid, w->last_exit, (long long)delay);
+		struct timeval tv = { delay / 1000, (delay % 1000) * 1000 };
+		evtimer_add(w->ev_restart, &tv);
+	}
+}
+
+void
+workers_free(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		close_channels(&s->workers[i]);
+		if (s->workers[i].ev_restart)
+			event_free(s->workers[i].ev_restart);
+	}
+}

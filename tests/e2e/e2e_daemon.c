@@ -1,0 +1,391 @@
+/*
+ * The supervisor and its confined workers against a real broker: four
+ * workers with their own connections signed through the supervisor,
+ * confined (seccomp, no_new_privs, no seed in memory), restarted after a
+ * crash, stopped cleanly; refusals at start.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli/dev_signer.h"
+#include "cli/mint.h"
+#include "lib/creds.h"
+#include "lib/nkeys.h"
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
+#define NROLES 4
+
+static struct mesh mesh;
+static struct daemon dmn;
+
+static int
+setup(void **state)
+{
+	(void)state;
+	if (h_mesh_up(&mesh, "daemon", true) != 0)
+		return -1;
+	if (h_daemon_start(&mesh, &dmn, NULL) != 0 || h_daemon_wait_connected(&dmn, 20000) != 0) {
+		fprintf(stderr, "✗ the daemon did not bring its workers up; see %s\n", dmn.log);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	h_daemon_kill(&dmn);
+	h_mesh_down(&mesh);
+	return 0;
+}
+
+/* "Seccomp: 2" and "NoNewPrivs: 1" for the worker and each of its threads. */
+static void
+assert_confined(pid_t pid)
+{
+	char path[128], line[256];
+	int seccomp = -1, nnp = -1, uid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	assert_non_null(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f) != NULL) {
+		sscanf(line, "Seccomp: %d", &seccomp);
+		sscanf(line, "NoNewPrivs: %d", &nnp);
+		sscanf(line, "Uid: %d", &uid);
+	}
+	fclose(f);
+	assert_int_equal(seccomp, 2);
+	assert_int_equal(nnp, 1);
+	if (geteuid() == 0)
+		assert_int_not_equal(uid, 0);
+
+	/* nats.c threads inherit the filter. */
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "grep -h '^Seccomp:' /proc/%ld/task/*/status | grep -vc '2$'",
+	    (long)pid);
+	FILE *p = popen(cmd, "r");
+	int unfiltered = -1;
+	assert_int_equal(fscanf(p, "%d", &unfiltered), 1);
+	pclose(p);
+	assert_int_equal(unfiltered, 0);
+	snprintf(cmd, sizeof(cmd), "ls /proc/%ld/task | wc -l", (long)pid);
+	p = popen(cmd, "r");
+	int threads = 0;
+	assert_int_equal(fscanf(p, "%d", &threads), 1);
+	pclose(p);
+	assert_true(threads > 1); /* the library's threads are there */
+}
+
+static void
+test_four_workers_are_confined(void **state)
+{
+	(void)state;
+	for (int i = 0; i < NROLES; i++) {
+		pid_t pid = h_daemon_worker_pid(&dmn, roles[i]);
+		assert_true(pid > 0);
+		assert_confined(pid);
+	}
+}
+
+/* Each worker holds its own broker connection, named for its role. */
+static void
+test_each_worker_has_its_own_connection(void **state)
+{
+	char path[H_PATH_MAX * 2], subj[256], err[1024];
+	struct conn obs;
+	natsMsg *reply = NULL;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
+	json_t *mj = json_load_file(path, 0, NULL);
+	const char *acct = json_string_value(json_object_get(json_object_get(
+	    json_object_get(mj, "spaces"), mesh.space), "account"));
+	snprintf(subj, sizeof(subj), "$SYS.REQ.ACCOUNT.%s.CONNZ", acct);
+	json_decref(mj);
+	if (h_connect_profile(&mesh, "sys-observer", &obs, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(natsConnection_RequestString(&reply, obs.nc, subj,
+	    "{\"auth\":true,\"limit\":1024}", 5000), NATS_OK);
+	json_t *doc = json_loads(natsMsg_GetData(reply), 0, NULL), *c;
+	size_t i;
+	int seen[NROLES] = { 0 };
+	json_array_foreach(json_object_get(json_object_get(doc, "data"), "connections"), i, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		for (int r = 0; r < NROLES; r++) {
+			char want[64];
+			snprintf(want, sizeof(want), "cotal-deliveryd %s", roles[r]);
+			if (name != NULL && strcmp(name, want) == 0)
+				seen[r]++;
+		}
+	}
+	for (int r = 0; r < NROLES; r++)
+		if (seen[r] != 1)
+			fail_msg("worker %s has %d broker connections, want 1", roles[r], seen[r]);
+	json_decref(doc);
+	natsMsg_Destroy(reply);
+	h_close(&obs);
+}
+
+/* Search a process's readable memory for any of the needles. */
+static bool
+memory_holds(pid_t pid, const void *const *needles, const size_t *lens, int n)
+{
+	char path[64], line[512];
+	bool found = false;
+	FILE *maps;
+	int mem;
+
+	snprintf(path, sizeof(path), "/proc/%ld/maps", (long)pid);
+	assert_non_null(maps = fopen(path, "r"));
+	snprintf(path, sizeof(path), "/proc/%ld/mem", (long)pid);
+	assert_true((mem = open(path, O_RDONLY)) >= 0);
+	while (!found && fgets(line, sizeof(line), maps) != NULL) {
+		unsigned long lo, hi;
+		char perms[8];
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[0] != 'r')
+			continue;
+		if (strstr(line, "[vvar]") || strstr(line, "[vsyscall]"))
+			continue;
+		size_t len = hi - lo;
+		char *buf = malloc(len);
+		ssize_t got = pread(mem, buf, len, (off_t)lo);
+		for (int k = 0; got > 0 && k < n && !found; k++)
+			found = memmem(buf, (size_t)got, needles[k], lens[k]) != NULL;
+		free(buf);
+	}
+	close(mem);
+	fclose(maps);
+	return found;
+}
+
+static bool
+file_holds(const char *path, const char *needle)
+{
+	char buf[65536];
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n > 0 && memmem(buf, (size_t)n, needle, strlen(needle)) != NULL;
+}
+
+/* "its memory holds no nkey seed ...; the supervisor's seed is absent from
+ * every worker's environment and command line." */
+static void
+test_workers_hold_no_seed(void **state)
+{
+	char path[H_PATH_MAX * 2], key[512], err[512];
+	struct creds c;
+	struct nkey k;
+
+	(void)state;
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/delivery.creds", mesh.dir, key);
+	assert_int_equal(creds_load(path, &c, err, sizeof(err)), 0);
+	assert_int_equal(nkey_from_seed(c.seed, strlen(c.seed), &k, err, sizeof(err)), 0);
+	const void *needles[] = { c.seed, k.seed };
+	size_t lens[] = { strlen(c.seed), sizeof(k.seed) };
+
+	/* The scanner finds the seed where it is: in the supervisor. */
+	assert_true(memory_holds(dmn.pid, needles, lens, 2));
+	for (int i = 0; i < NROLES; i++) {
+		pid_t pid = h_daemon_worker_pid(&dmn, roles[i]);
+		char p2[64];
+		if (memory_holds(pid, needles, lens, 2))
+			fail_msg("worker %s (pid %ld) holds the nkey seed in memory", roles[i], (long)pid);
+		snprintf(p2, sizeof(p2), "/proc/%ld/environ", (long)pid);
+		assert_false(file_holds(p2, c.seed));
+		snprintf(p2, sizeof(p2), "/proc/%ld/cmdline", (long)pid);
+		assert_false(file_holds(p2, c.seed));
+	}
+	nkey_wipe(&k);
+	creds_free(&c);
+}
+
+static void
+test_cotal_status_lists_each_worker(void **state)
+{
+	char out[H_OUT_MAX];
+
+	(void)state;
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "status", "--space", mesh.space, NULL), 0);
+	for (int i = 0; i < NROLES; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "  %-8s connected", roles[i]);
+		if (strstr(out, want) == NULL)
+			fail_msg("cotal status lacks \"%s\":\n%s", want, out);
+	}
+}
+
+/* kill -9 each worker in turn: restarted within its backoff, the log names
+ * the signal, the others keep running. */
+static void
+test_kill9_each_worker_is_restarted(void **state)
+{
+	(void)state;
+	for (int i = 0; i < NROLES; i++) {
+		pid_t before[NROLES], victim = h_daemon_worker_pid(&dmn, roles[i]);
+		char line[256];
+		for (int k = 0; k < NROLES; k++)
+			before[k] = h_daemon_worker_pid(&dmn, roles[k]);
+		assert_int_equal(kill(victim, SIGKILL), 0);
+		snprintf(line, sizeof(line), "! delivery: worker %s (pid %ld) killed by SIGKILL — restarting in",
+		    roles[i], (long)victim);
+		assert_true(h_log_has(dmn.log, line, 5000));
+		/* The timer writer backs off 5 s, delivery workers 100 ms. */
+		int budget = strcmp(roles[i], "timer") == 0 ? 15000 : 5000;
+		pid_t after = 0;
+		for (int waited = 0; waited < budget; waited += 50) {
+			after = h_daemon_worker_pid(&dmn, roles[i]);
+			if (after > 0 && after != victim)
+				break;
+			usleep(50 * 1000);
+		}
+		assert_true(after > 0 && after != victim);
+		assert_int_equal(h_daemon_wait_connected(&dmn, 5000), 0);
+		assert_confined(after);
+		for (int k = 0; k < NROLES; k++)
+			if (k != i)
+				assert_int_equal(h_daemon_worker_pid(&dmn, roles[k]), before[k]);
+	}
+}
+
+/* SIGTERM: exit 0 within 2 s, no worker survives, the log line is exact. */
+static void
+test_sigterm_stops_everything(void **state)
+{
+	pid_t workers[NROLES];
+	char line[256];
+
+	(void)state;
+	for (int i = 0; i < NROLES; i++)
+		workers[i] = h_daemon_worker_pid(&dmn, roles[i]);
+	assert_int_equal(kill(dmn.pid, SIGTERM), 0);
+	int st = h_daemon_wait_exit(&dmn, 2000);
+	assert_true(st >= 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	for (int i = 0; i < NROLES; i++)
+		assert_true(kill(workers[i], 0) != 0);
+	snprintf(line, sizeof(line), "• delivery: received SIGTERM, exiting (space %s, shard 0)",
+	    mesh.space);
+	assert_true(h_log_has(dmn.log, line, 0));
+	/* A clean stop: no worker broke the protocol on its way out. */
+	assert_false(h_log_has(dmn.log, "killing it", 0));
+	assert_false(h_log_has(dmn.log, "ipc:", 0));
+}
+
+/* Mint a user of the space's account with the given grants. */
+static void
+mint_raw(const char *file, json_t *pub_allow, json_t *sub_allow, char *path, size_t len)
+{
+	char kpath[H_PATH_MAX * 2], key[512], err[512], seed[NKEY_SEED_LEN + 1];
+	char upub[NKEY_PUBLIC_LEN + 1];
+	struct nkey signer, user;
+
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/keys/space.%s-signing.nk", mesh.dir, key);
+	assert_int_equal(devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)), 0);
+	assert_int_equal(nkey_generate(NKEY_USER, &user), 0);
+	nkey_public(&user, upub);
+	json_t *mj;
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
+	mj = json_load_file(kpath, 0, NULL);
+	struct dev_user_spec spec = { .name = "raw", .sub_pub = upub,
+		.issuer_account = json_string_value(json_object_get(json_object_get(
+		    json_object_get(mj, "spaces"), mesh.space), "account")),
+		.pub_allow = pub_allow, .sub_allow = sub_allow };
+	json_t *claims = dev_user_claims(&spec);
+	char *jwt = dev_jwt_sign(claims, &signer, err, sizeof(err));
+	assert_non_null(jwt);
+	nkey_seed_text(&user, seed);
+	char *text = creds_format(jwt, seed);
+	snprintf(path, len, "%s/%s", mesh.dir, file);
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0600);
+	free(text);
+	free(jwt);
+	json_decref(claims);
+	json_decref(mj);
+	nkey_wipe(&user);
+	nkey_wipe(&signer);
+}
+
+static void
+test_allow_all_credential_is_refused(void **state)
+{
+	char path[H_PATH_MAX], out[H_OUT_MAX];
+	json_t *all = json_pack("[s]", ">"), *inbox = json_pack("[s]", "_INBOX_X.>");
+
+	(void)state;
+	mint_raw("allow-all.creds", all, inbox, path, sizeof(path));
+	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
+	    "--root", mesh.dir, "--creds", path, NULL), 1);
+	assert_non_null(strstr(out, "✗ delivery: refusing an allow-all credential"));
+	assert_non_null(strstr(out, "publish allow list contains \">\""));
+
+	mint_raw("no-perms.creds", NULL, NULL, path, sizeof(path));
+	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
+	    "--root", mesh.dir, "--creds", path, NULL), 1);
+	assert_non_null(strstr(out, "refusing an allow-all credential"));
+	assert_non_null(strstr(out, "no publish permissions"));
+	json_decref(all);
+	json_decref(inbox);
+}
+
+static void
+test_missing_root_is_refused_naming_the_directory(void **state)
+{
+	char dir[H_PATH_MAX], out[H_OUT_MAX], want[H_PATH_MAX + 64];
+
+	(void)state;
+	/* Outside the test's workspace: no .cotal/ anywhere above it. */
+	snprintf(dir, sizeof(dir), "/tmp/cotal-noroot-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(h_daemon_run(&mesh, dir, out, sizeof(out), "--space", mesh.space, NULL), 1);
+	snprintf(want, sizeof(want), "no .cotal/ directory in %s or above it", dir);
+	if (strstr(out, want) == NULL)
+		fail_msg("expected \"%s\" in:\n%s", want, out);
+	/* Refused before anything was read or written there. */
+	snprintf(want, sizeof(want), "%s/.cotal", dir);
+	assert_true(access(want, F_OK) != 0);
+	rmdir(dir);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_four_workers_are_confined),
+		cmocka_unit_test(test_each_worker_has_its_own_connection),
+		cmocka_unit_test(test_workers_hold_no_seed),
+		cmocka_unit_test(test_cotal_status_lists_each_worker),
+		cmocka_unit_test(test_kill9_each_worker_is_restarted),
+		cmocka_unit_test(test_allow_all_credential_is_refused),
+		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
+		cmocka_unit_test(test_sigterm_stops_everything),
+	};
+	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	int rc = cmocka_run_group_tests(tests, setup, teardown);
+	nats_Close();
+	return rc;
+}

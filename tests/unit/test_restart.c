@@ -1,0 +1,137 @@
+/*
+ * Restart with backoff: "delivery workers: start 100 ms, doubling, cap 30 s,
+ * reset after 60 s of healthy running; the timer worker: 5 s doubling to
+ * 300 s ... A delivery worker crash-looping beyond a bound (10 restarts in
+ * 5 minutes) makes the daemon exit non-zero".
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "supervisor/restart.h"
+
+static void
+test_delivery_backoff_doubles_to_cap(void **state)
+{
+	struct restart_state s;
+	bool loop;
+	int64_t now = 1000000, want = 100;
+
+	(void)state;
+	restart_init(&s, &restart_delivery);
+	/* Deaths a minute apart never crash-loop, but each came quickly
+	 * (59 s < 60 s healthy), so the delay keeps doubling. */
+	for (int i = 0; i < 12; i++) {
+		restart_started(&s, now);
+		now += 59 * 1000;
+		assert_int_equal(restart_after_death(&s, &restart_delivery, now, &loop), want);
+		assert_false(loop);
+		want = want * 2 > 30000 ? 30000 : want * 2;
+	}
+	assert_int_equal(s.restarts, 12);
+}
+
+static void
+test_healthy_run_resets_the_delay(void **state)
+{
+	struct restart_state s;
+	bool loop;
+
+	(void)state;
+	restart_init(&s, &restart_delivery);
+	restart_started(&s, 0);
+	assert_int_equal(restart_after_death(&s, &restart_delivery, 10, &loop), 100);
+	restart_started(&s, 200);
+	assert_int_equal(restart_after_death(&s, &restart_delivery, 300, &loop), 200);
+	restart_started(&s, 500);
+	assert_int_equal(restart_after_death(&s, &restart_delivery, 500 + 60000, &loop), 100);
+}
+
+static void
+test_ten_restarts_in_five_minutes_is_a_crash_loop(void **state)
+{
+	struct restart_state s;
+	bool loop = false;
+	int64_t now = 0;
+
+	(void)state;
+	restart_init(&s, &restart_delivery);
+	for (int i = 0; i < 10; i++) {
+		restart_started(&s, now);
+		now += 1000;
+		restart_after_death(&s, &restart_delivery, now, &loop);
+		assert_false(loop);
+	}
+	restart_started(&s, now);
+	restart_after_death(&s, &restart_delivery, now + 1000, &loop);
+	assert_true(loop);
+}
+
+static void
+test_spread_out_deaths_are_not_a_loop(void **state)
+{
+	struct restart_state s;
+	bool loop = false;
+	int64_t now = 0;
+
+	(void)state;
+	restart_init(&s, &restart_delivery);
+	/* 40 deaths, 31 s apart: never more than 10 inside 5 minutes. */
+	for (int i = 0; i < 40; i++) {
+		restart_started(&s, now);
+		now += 31 * 1000;
+		restart_after_death(&s, &restart_delivery, now, &loop);
+		assert_false(loop);
+	}
+}
+
+static void
+test_timer_writer_backs_off_and_never_ends_the_daemon(void **state)
+{
+	struct restart_state s;
+	bool loop = false;
+	int64_t now = 0, want = 5000;
+
+	(void)state;
+	restart_init(&s, &restart_timer);
+	for (int i = 0; i < 20; i++) {
+		restart_started(&s, now);
+		now += 10;
+		assert_int_equal(restart_after_death(&s, &restart_timer, now, &loop), want);
+		assert_false(loop);
+		want = want * 2 > 300000 ? 300000 : want * 2;
+	}
+}
+
+static void
+test_cause_names_the_signal(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	restart_cause(SIGSYS, buf, sizeof(buf));          /* WIFSIGNALED */
+	assert_string_equal(buf, "killed by SIGSYS");
+	restart_cause(SIGKILL, buf, sizeof(buf));
+	assert_string_equal(buf, "killed by SIGKILL");
+	restart_cause(3 << 8, buf, sizeof(buf));          /* exit(3) */
+	assert_string_equal(buf, "exit status 3");
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_delivery_backoff_doubles_to_cap),
+		cmocka_unit_test(test_healthy_run_resets_the_delay),
+		cmocka_unit_test(test_ten_restarts_in_five_minutes_is_a_crash_loop),
+		cmocka_unit_test(test_spread_out_deaths_are_not_a_loop),
+		cmocka_unit_test(test_timer_writer_backs_off_and_never_ends_the_daemon),
+		cmocka_unit_test(test_cause_names_the_signal),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
