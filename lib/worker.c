@@ -24,6 +24,8 @@
 #define CONNECT_RETRY_MS 1000
 
 static struct worker W;
+/* Set while we destroy our own connection: its callbacks then say nothing. */
+static _Atomic int closing;
 
 /* What the main loop does after a message. */
 enum { KEEP_ON, STOP_NOW, REBUILD };
@@ -132,7 +134,8 @@ cb_disconnected(natsConnection *nc, void *arg)
 {
 	(void)nc, (void)arg;
 	set_state(IPC_STATE_DISCONNECTED);
-	log_warnx("broker connection lost; reconnecting");
+	if (!atomic_load(&closing))
+		log_warnx("broker connection lost; reconnecting");
 }
 
 static void
@@ -298,7 +301,9 @@ serve(void)
 		case REBUILD:
 			/* No natsConnection_Reconnect in nats.c: a new credential
 			 * means a new connection. */
+			atomic_store(&closing, 1);
 			natsConnection_Destroy(W.nc);
+			atomic_store(&closing, 0);
 			W.nc = NULL;
 			set_state(IPC_STATE_DISCONNECTED);
 			if (connect_broker() != 0)
@@ -376,6 +381,7 @@ worker_main(const char *role)
 	send_status();
 	serve();
 out:
+	atomic_store(&closing, 1);
 	natsConnection_Destroy(W.nc);
 	W.nc = NULL;
 	nats_Close();

@@ -292,6 +292,7 @@ main(int argc, char **argv)
 	struct timeval every = { 0, 500 * 1000 };
 	event_add(S.ev_status, &every);
 
+	relay_open(&S);
 	workers_init(&S);
 	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
 	    S.space, (long)getpid(), S.url);
@@ -310,6 +311,7 @@ main(int argc, char **argv)
 				S.workers[i].pid = 0;
 	}
 	status_remove(&S);
+	relay_close(&S);
 	workers_free(&S);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		event_free(S.ev_sig[i]);

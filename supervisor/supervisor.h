@@ -58,6 +58,12 @@ struct sup {
 	char log_path[WS_FILE_MAX];
 	char status_path[WS_FILE_MAX];
 	int log_fd;
+	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): their
+	 * stderr is one shared pipe the supervisor relays into the log. */
+	int relay_rd, relay_wr;
+	struct event *ev_relay;
+	char relay_buf[4096];
+	size_t relay_len;
 	uid_t uid;
 	gid_t gid;
 	bool drop;
@@ -80,6 +86,10 @@ void workers_reap(struct sup *s);
 bool workers_all_down(struct sup *s);
 void workers_kill_all(struct sup *s);
 void workers_free(struct sup *s);
+
+/* The worker log relay. */
+void relay_open(struct sup *s);
+void relay_close(struct sup *s);
 
 /* status.c: the status file `cotal status` reads. */
 void status_write(struct sup *s);

@@ -156,7 +156,7 @@ child_exec(struct sup_worker *w, int ch, int sign)
 	/* Move every fd we keep above the target numbers first: the log may
 	 * well sit on fd 3 or 4 itself. */
 	int hch = fcntl(ch, F_DUPFD_CLOEXEC, 16), hsign = fcntl(sign, F_DUPFD_CLOEXEC, 16);
-	int hlog = fcntl(s->log_fd, F_DUPFD_CLOEXEC, 16), nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int hlog = fcntl(s->relay_wr, F_DUPFD_CLOEXEC, 16), nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (hch < 0 || hsign < 0 || hlog < 0 || nul < 0)
 		_exit(126);
 	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(hlog, 2) < 0 ||
@@ -307,6 +307,9 @@ workers_reap(struct sup *s)
 		s->status_dirty = true;
 		if (s->stopping) {
 			w->phase = WP_DOWN;
+			if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)
+				log_warnx("delivery: worker %s (pid %ld) %s while stopping", w->role,
+				    (long)pid, w->last_exit);
 			continue;
 		}
 		bool loop;
@@ -336,4 +339,76 @@ workers_free(struct sup *s)
 		if (s->workers[i].ev_restart)
 			event_free(s->workers[i].ev_restart);
 	}
+}
+
+/*
+ * The relay: workers' lines arrive on one pipe (writes of up to PIPE_BUF
+ * bytes are atomic, and log lines are shorter), and go to the log one
+ * whole line at a time. A worker is not trusted to format: control bytes
+ * are replaced and an overlong line is cut.
+ */
+static void
+relay_flush_line(struct sup *s, char *line, size_t n)
+{
+	char out[sizeof(s->relay_buf) + 2];
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = (unsigned char)line[i] < 0x20 && line[i] != '\t' ? '?' : line[i];
+	out[n] = '\n';
+	/* Worker lines go to the log file only; stderr carries the
+	 * supervisor's own lines. */
+	if (write(s->log_fd, out, n + 1) < 0)
+		return;
+}
+
+static void
+on_relay(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup *s = arg;
+	ssize_t n;
+
+	(void)what;
+	for (;;) {
+		n = read(fd, s->relay_buf + s->relay_len, sizeof(s->relay_buf) - s->relay_len);
+		if (n <= 0)
+			return;
+		s->relay_len += (size_t)n;
+		char *start = s->relay_buf, *nl;
+		while ((nl = memchr(start, '\n', s->relay_len - (size_t)(start - s->relay_buf))) != NULL) {
+			relay_flush_line(s, start, (size_t)(nl - start));
+			start = nl + 1;
+		}
+		s->relay_len -= (size_t)(start - s->relay_buf);
+		memmove(s->relay_buf, start, s->relay_len);
+		if (s->relay_len == sizeof(s->relay_buf)) {
+			relay_flush_line(s, s->relay_buf, s->relay_len);
+			s->relay_len = 0;
+		}
+	}
+}
+
+void
+relay_open(struct sup *s)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		fatal("delivery: pipe for the worker log relay");
+	s->relay_rd = p[0];
+	s->relay_wr = p[1];
+	evutil_make_socket_nonblocking(s->relay_rd);
+	s->ev_relay = event_new(s->base, s->relay_rd, EV_READ | EV_PERSIST, on_relay, s);
+	event_add(s->ev_relay, NULL);
+}
+
+void
+relay_close(struct sup *s)
+{
+	/* The workers are gone: drain what they wrote last. */
+	on_relay(s->relay_rd, EV_READ, s);
+	if (s->relay_len > 0)
+		relay_flush_line(s, s->relay_buf, s->relay_len);
+	event_free(s->ev_relay);
+	close(s->relay_rd);
+	close(s->relay_wr);
 }

@@ -1,0 +1,408 @@
+/*
+ * test_sandbox: the worker sandbox seen from outside. Starts a plain
+ * nats-server (no auth, JetStream on, 127.0.0.1, a free port) and runs
+ * sandbox_probe once per mode: what a worker must not do kills it with
+ * SIGSYS, what it must do (a broker roundtrip through nats.c) works, and
+ * every nats.c thread carries the filter.
+ *
+ * The broker is $COTAL_TEST_NATS_SERVER, else Debian's /usr/sbin/nats-server.
+ * Run as root (as CI does), the probe drops to nobody.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#define DEFAULT_NATS_SERVER "/usr/sbin/nats-server"
+#define BROKER_START_MS 10000  /* nats-server accepts connections within this */
+#define PROBE_WAIT_MS 30000    /* a probe that runs longer is hung */
+#define PROBE_READY_MS 15000   /* sleep mode: connected within this */
+#define PROBE_SLEEP_S "3"      /* sleep mode: time to inspect /proc */
+#define POLL_STEP_MS 20
+#define URL_MAX 64
+#define PATH_MAX_LEN 512
+#define LINE_MAX_LEN 256
+#define FD_OPEN_FILES 4096     /* close everything above stderr before exec */
+
+struct broker {
+	pid_t pid;
+	uint16_t port;
+	char dir[PATH_MAX_LEN];
+	char url[URL_MAX];
+};
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* A port the kernel just gave out and took back: free for a moment. */
+static uint16_t
+free_port(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	int fd;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len) != 0) {
+		close(fd);
+		return 0;
+	}
+	close(fd);
+	return ntohs(sin.sin_port);
+}
+
+static int
+port_accepts(uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd, rc;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+	close(fd);
+	return rc == 0;
+}
+
+static void
+close_from(int lowfd)
+{
+	for (int fd = lowfd; fd < FD_OPEN_FILES; fd++)
+		close(fd);
+}
+
+static int
+broker_start(void **state)
+{
+	static struct broker b;
+	const char *bin = getenv("COTAL_TEST_NATS_SERVER");
+	char port[8];
+
+	if (bin == NULL || *bin == '\0')
+		bin = DEFAULT_NATS_SERVER;
+	snprintf(b.dir, sizeof(b.dir), "/tmp/cotal-sandbox-test.XXXXXX");
+	if (mkdtemp(b.dir) == NULL || (b.port = free_port()) == 0)
+		return -1;
+	snprintf(port, sizeof(port), "%u", (unsigned)b.port);
+	snprintf(b.url, sizeof(b.url), "nats://127.0.0.1:%u", (unsigned)b.port);
+
+	if ((b.pid = fork()) < 0)
+		return -1;
+	if (b.pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+
+		/* The broker goes with the test, however the test ends. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (nul >= 0) {
+			dup2(nul, STDOUT_FILENO);
+			dup2(nul, STDERR_FILENO);
+		}
+		close_from(STDERR_FILENO + 1);
+		execl(bin, bin, "-a", "127.0.0.1", "-p", port, "-js", "-sd", b.dir,
+		    (char *)NULL);
+		_exit(127);
+	}
+	for (int waited = 0; waited < BROKER_START_MS; waited += POLL_STEP_MS) {
+		if (port_accepts(b.port)) {
+			*state = &b;
+			return 0;
+		}
+		if (waitpid(b.pid, NULL, WNOHANG) == b.pid) {
+			fprintf(stderr, "%s exited before accepting connections\n", bin);
+			return -1;
+		}
+		sleep_ms(POLL_STEP_MS);
+	}
+	fprintf(stderr, "%s did not accept connections on %u\n", bin, (unsigned)b.port);
+	kill(b.pid, SIGKILL);
+	waitpid(b.pid, NULL, 0);
+	return -1;
+}
+
+static int
+rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static int
+broker_stop(void **state)
+{
+	struct broker *b = *state;
+
+	if (b == NULL)
+		return 0;
+	kill(b->pid, SIGTERM);
+	waitpid(b->pid, NULL, 0);
+	nftw(b->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+/* Start the probe with argv; its stdout goes to *out when out is given. */
+static pid_t
+probe_start(const char *const *args, int *out)
+{
+	char *argv[8] = { SANDBOX_PROBE_PATH };
+	int pfd[2] = { -1, -1 };
+	pid_t pid;
+
+	for (int i = 0; args[i] != NULL && i < 6; i++)
+		argv[i + 1] = (char *)args[i];
+	if (out != NULL && pipe2(pfd, O_CLOEXEC) != 0)
+		return -1;
+	if ((pid = fork()) < 0)
+		return -1;
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (out != NULL)
+			dup2(pfd[1], STDOUT_FILENO);
+		close_from(STDERR_FILENO + 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (out != NULL) {
+		close(pfd[1]);
+		*out = pfd[0];
+	}
+	return pid;
+}
+
+/* The probe's wait status, or -1 when it had to be killed as hung. */
+static int
+probe_wait(pid_t pid)
+{
+	int status;
+
+	for (int waited = 0; waited < PROBE_WAIT_MS; waited += POLL_STEP_MS) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return status;
+		sleep_ms(POLL_STEP_MS);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	fprintf(stderr, "probe %d hung and was killed\n", (int)pid);
+	return -1;
+}
+
+static int
+probe_run(const char *const *args)
+{
+	pid_t pid = probe_start(args, NULL);
+
+	assert_true(pid > 0);
+	return probe_wait(pid);
+}
+
+static void
+assert_killed_by_seccomp(const char *mode)
+{
+	const char *args[] = { mode, NULL };
+	int status = probe_run(args);
+
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSYS)
+		fail_msg("probe %s: status 0x%x, want killed by SIGSYS", mode, status);
+}
+
+static void
+assert_exits_zero(const char *const *args)
+{
+	int status = probe_run(args);
+
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("probe %s: status 0x%x, want exit 0", args[0], status);
+}
+
+/* A worker never runs another program. */
+static void
+test_execve_kills_worker(void **state)
+{
+	(void)state;
+	assert_killed_by_seccomp("execve");
+}
+
+/* A worker writes no file: openat for writing is not on the list. */
+static void
+test_open_for_writing_kills_worker(void **state)
+{
+	(void)state;
+	assert_killed_by_seccomp("open-write");
+}
+
+/* A worker has IP sockets only: no raw packet access. */
+static void
+test_packet_socket_kills_worker(void **state)
+{
+	(void)state;
+	assert_killed_by_seccomp("socket-packet");
+}
+
+/* Landlock: resolver files readable, others not; TCP to the broker only. */
+static void
+test_landlock_leaves_resolver_and_broker(void **state)
+{
+	struct broker *b = *state;
+	const char *args[] = { "landlock", b->url, NULL };
+
+	assert_exits_zero(args);
+}
+
+/* The nats.c work of a worker fits in the filter: publish, flush,
+ * request/reply, JetStream publish, clean shutdown. */
+static void
+test_nats_roundtrip_under_filter(void **state)
+{
+	struct broker *b = *state;
+	const char *args[] = { "nats", b->url, NULL };
+
+	assert_exits_zero(args);
+}
+
+/* Read one line "Key:\tvalue" of a status file into val. */
+static int
+status_field(const char *path, const char *key, char *val, size_t vallen)
+{
+	char line[LINE_MAX_LEN];
+	size_t klen = strlen(key);
+	FILE *f;
+	int found = -1;
+
+	if ((f = fopen(path, "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+			snprintf(val, vallen, "%s", line + klen + 1);
+			val[strcspn(val, "\n")] = '\0';
+			found = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static void
+assert_status_field(const char *path, const char *key, const char *want)
+{
+	char val[LINE_MAX_LEN];
+
+	if (status_field(path, key, val, sizeof(val)) != 0)
+		fail_msg("%s: no %s line", path, key);
+	if (strcmp(val, want) != 0)
+		fail_msg("%s: %s:%s, want %s", path, key, val, want);
+}
+
+/* When the test runs as root the probe must not: no uid field is 0. */
+static void
+assert_not_root(const char *path)
+{
+	char val[LINE_MAX_LEN], *p, *end;
+
+	if (status_field(path, "Uid", val, sizeof(val)) != 0)
+		fail_msg("%s: no Uid line", path);
+	for (p = val;; p = end) {
+		long id = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		if (id == 0)
+			fail_msg("%s: Uid:%s still has root", path, val);
+	}
+}
+
+/*
+ * The filter is loaded before nats.c's first call, so every thread the
+ * library starts inherits it (STYLE.md): check each of /proc/<pid>/task.
+ */
+static void
+test_nats_threads_inherit_filter(void **state)
+{
+	struct broker *b = *state;
+	const char *args[] = { "sleep", PROBE_SLEEP_S, b->url, NULL };
+	char path[PATH_MAX_LEN], ready[8] = { 0 };
+	struct pollfd pfd = { .events = POLLIN };
+	struct dirent *de;
+	int threads = 0, status;
+	DIR *dir;
+	pid_t pid;
+
+	assert_true((pid = probe_start(args, &pfd.fd)) > 0);
+	if (poll(&pfd, 1, PROBE_READY_MS) != 1 || read(pfd.fd, ready, 6) != 6 ||
+	    strcmp(ready, "ready\n") != 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("probe sleep: not ready within %d ms", PROBE_READY_MS);
+	}
+	close(pfd.fd);
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	assert_status_field(path, "Seccomp", "\t2");
+	assert_status_field(path, "NoNewPrivs", "\t1");
+	if (geteuid() == 0)
+		assert_not_root(path);
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	assert_non_null(dir = opendir(path));
+	while ((de = readdir(dir)) != NULL) {
+		char task[PATH_MAX_LEN];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(task, sizeof(task), "/proc/%d/task/%.32s/status", (int)pid, de->d_name);
+		assert_status_field(task, "Seccomp", "\t2");
+		assert_status_field(task, "NoNewPrivs", "\t1");
+		if (geteuid() == 0)
+			assert_not_root(task);
+		threads++;
+	}
+	closedir(dir);
+	/* The main thread plus nats.c's own: the check saw library threads. */
+	if (threads < 2)
+		fail_msg("probe sleep: %d thread(s), want nats.c threads too", threads);
+
+	status = probe_wait(pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("probe sleep: status 0x%x, want exit 0", status);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_execve_kills_worker),
+		cmocka_unit_test(test_open_for_writing_kills_worker),
+		cmocka_unit_test(test_packet_socket_kills_worker),
+		cmocka_unit_test(test_landlock_leaves_resolver_and_broker),
+		cmocka_unit_test(test_nats_roundtrip_under_filter),
+		cmocka_unit_test(test_nats_threads_inherit_filter),
+	};
+
+	return cmocka_run_group_tests(tests, broker_start, broker_stop);
+}
