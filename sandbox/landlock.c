@@ -50,6 +50,16 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
+/* AddressSanitizer builds: gcc says so with __SANITIZE_ADDRESS__, clang
+ * (before 18) only through __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANDBOX_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANDBOX_ASAN 1
+#endif
+#endif
+
 #define LL_ABI_REFER 2
 #define LL_ABI_TRUNCATE 3
 #define LL_ABI_NET 4
@@ -165,7 +175,7 @@ ll_rules(int ruleset, int abi, uint16_t broker_port, char *err, size_t errlen)
 		    err, errlen) != 0)
 			return -1;
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SANDBOX_ASAN)
 	/*
 	 * Sanitizer builds only: LeakSanitizer lists this process's threads
 	 * in /proc/<pid>/task and reads /proc/<pid>/maps at exit. A release

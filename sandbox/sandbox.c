@@ -112,7 +112,9 @@ sandbox_drop_privileges(uid_t uid, gid_t gid, char *err, size_t errlen)
 /*
  * No core files (a worker's memory holds a JWT), no file growth (a worker
  * writes no file), a bounded descriptor table. Soft and hard limits both,
- * so the worker cannot raise them again.
+ * so the worker cannot raise them again. With RLIMIT_FSIZE 0 a write to a
+ * regular file fails with EFBIG and raises SIGXFSZ: a worker's log must be
+ * a pipe or socket, never an inherited log file.
  */
 int
 sandbox_rlimits(char *err, size_t errlen)

@@ -174,7 +174,7 @@ probe_start(const char *const *args, int *out)
 	int pfd[2] = { -1, -1 };
 	pid_t pid;
 
-	for (int i = 0; args[i] != NULL && i < 6; i++)
+	for (int i = 0; i < 6 && args[i] != NULL; i++)
 		argv[i + 1] = (char *)args[i];
 	if (out != NULL && pipe2(pfd, O_CLOEXEC) != 0)
 		return -1;
