@@ -15,6 +15,8 @@
  *
  * URL is an IP-literal nats://ADDR:PORT; its port is the Landlock connect
  * rule. COTAL_SECCOMP=log loads the filter in log mode, as in the daemon.
+ * Run by hand, give it a pipe or terminal for stdout and stderr: under
+ * RLIMIT_FSIZE 0 a write to a regular file raises SIGXFSZ.
  */
 #include <arpa/inet.h>
 #include <errno.h>
