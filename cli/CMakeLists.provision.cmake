@@ -1,3 +1,3 @@
 # Space provisioning library (WIRE.md §3), included from cli/CMakeLists.txt.
 add_library(cotal_provision STATIC ${CMAKE_CURRENT_LIST_DIR}/provision.c)
-target_link_libraries(cotal_provision PUBLIC PkgConfig::NATS PkgConfig::JANSSON)
+target_link_libraries(cotal_provision PUBLIC cotal_lib PkgConfig::NATS PkgConfig::JANSSON)

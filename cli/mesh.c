@@ -82,7 +82,7 @@ write_conf(const struct workspace *ws, const char *listen, int port,
 	n += (size_t)w_; } while (0)
 	EMIT("# Written by `cotal mesh init --dev`: a local broker in operator mode.\n");
 	EMIT("server_name: cotal_dev\n");
-	EMIT("listen: \"%s:%d\"\n", listen, port);
+	EMIT(strchr(listen, ':') ? "listen: \"[%s]:%d\"\n" : "listen: \"%s:%d\"\n", listen, port);
 	/* The delivery credential's grants ride the CONNECT line (WIRE.md §7). */
 	EMIT("max_control_line: 65536\n");
 	EMIT("operator: \"%s/operator.jwt\"\n", ws->mesh);
@@ -367,7 +367,10 @@ mesh_pid(const struct workspace *ws)
 	for (size_t i = 0; i < len; i++)
 		if (cmd[i] == '\0')
 			cmd[i] = ' ';
-	int ours = strstr(cmd, "nats-server") != NULL;
+	/* The pid may have been reused: it must be a broker of this mesh. */
+	char conf[WS_FILE_MAX];
+	snprintf(conf, sizeof(conf), "%s/nats-server.conf", ws->mesh);
+	int ours = strstr(cmd, "nats-server") != NULL && strstr(cmd, conf) != NULL;
 	return ours ? (pid_t)pid : 0;
 }
 
@@ -457,8 +460,13 @@ cmd_mesh_start(int argc, char **argv)
 	if (pid == 0) {
 		/* Detach: own session, stdio onto the log, no inherited fds. */
 		setsid();
+		/* Above fd 2 first: with stdin closed, open() would hand out 0. */
 		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || nul < 0)
+			_exit(127);
+		fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		nul = fcntl(nul, F_DUPFD_CLOEXEC, 3);
 		if (fd < 0 || nul < 0)
 			_exit(127);
 		dup2(nul, 0);

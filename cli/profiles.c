@@ -86,7 +86,9 @@ add_consumer(json_t *pub, const char *stream, const char *consumer)
 
 /*
  * Read a KV bucket: stream info (binding), direct and stored-message gets,
- * and an ordered watch (ephemeral consumer, flow control replies).
+ * and an ordered watch. The watch's consumer is ephemeral, created by the
+ * unnamed form only, so no durable or named consumer can be made (or
+ * another party's be overwritten) on the bucket's stream.
  */
 static void
 add_kv_read(json_t *pub, const char *bucket)
@@ -96,7 +98,6 @@ add_kv_read(json_t *pub, const char *bucket)
 	add(pub, "$JS.API.DIRECT.GET.KV_%s.>", bucket);
 	add(pub, "$JS.API.STREAM.MSG.GET.KV_%s", bucket);
 	add(pub, "$JS.API.CONSUMER.CREATE.KV_%s", bucket);
-	add(pub, "$JS.API.CONSUMER.CREATE.KV_%s.>", bucket);
 	add(pub, "$JS.API.CONSUMER.INFO.KV_%s.*", bucket);
 	add(pub, "$JS.API.CONSUMER.DELETE.KV_%s.*", bucket);
 	add(pub, "$JS.FC.KV_%s.>", bucket);
@@ -111,6 +112,9 @@ profile_delivery(const char *s, const char *inbox, struct grants *g)
 	char name[SUBJ_MAX], stream[SUBJ_MAX];
 
 	add(g->pub_allow, "$JS.API.INFO");
+	/* nats.c's KV watch finds the bucket's stream by subject: names only,
+	 * no content. */
+	add(g->pub_allow, "$JS.API.STREAM.NAMES");
 	add(g->pub_allow, "$JS.API.STREAM.INFO.CHAT_%s", s);
 	add(g->pub_allow, "$JS.API.STREAM.INFO.INBOX_%s", s);
 	add(g->pub_allow, "$JS.API.STREAM.INFO.DLV_%s", s);

@@ -113,30 +113,6 @@ sb_printf(struct sbuf *b, const char *fmt, ...)
 		b->len = b->cap - 1;
 }
 
-/* Local copy of lib/tokens.h space_token() (WIRE §1) until that lands. */
-static bool
-prov_space_token(const char *name, char *out, size_t outlen)
-{
-	size_t i, n = strlen(name);
-
-	if (n == 0) {
-		if (outlen < 2)
-			return false;
-		memcpy(out, "_", 2);
-		return true;
-	}
-	if (n + 1 > outlen)
-		return false;
-	for (i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)name[i];
-		bool keep = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			    (c >= '0' && c <= '9') || c == '_' || c == '-';
-		out[i] = keep ? (char)c : '_';
-	}
-	out[n] = '\0';
-	return true;
-}
-
 /* ^[A-Za-z0-9_]+$, bounded by PROV_IDENTITY_MAX. */
 static bool
 prov_identity_valid(const char *s)
@@ -181,7 +157,7 @@ space_token_checked(const char *space_name, char *tok, size_t toklen, char *err,
 		seterr(err, errlen, "space: name longer than %d bytes", SPACE_NAME_MAX);
 		return -1;
 	}
-	if (!prov_space_token(space_name, tok, toklen)) {
+	if (!space_token(space_name, tok, toklen)) {
 		seterr(err, errlen, "space: name does not fit the token buffer");
 		return -1;
 	}

@@ -61,7 +61,11 @@ cmd_status(int argc, char **argv)
 		log_errx("status: --space is required");
 		return 2;
 	}
-	if (ws_locate(root, &ws, err, sizeof(err)) != 0 || !space_key(space, key, sizeof(key))) {
+	if (!space_key(space, key, sizeof(key))) {
+		log_errx("status: --space: longer than %d bytes", SPACE_NAME_MAX);
+		return 2;
+	}
+	if (ws_locate(root, &ws, err, sizeof(err)) != 0) {
 		log_errx("status: %s", err);
 		return 1;
 	}

@@ -99,6 +99,37 @@ cb_jwt(char **jwt, char **errtxt, void *arg)
 	return NATS_OK;
 }
 
+/*
+ * Receive the SIGN_REP to our request on the sign channel. Runs on a nats.c
+ * thread, so it reports failure instead of exiting. Requests are serialized
+ * (W.mu); a reply that arrived after an earlier request timed out is still
+ * queued, and is drained before the next request goes out.
+ */
+static int
+sign_roundtrip(const char *nonce, uint8_t *buf, struct ipc_msg *m)
+{
+	struct pollfd p = { .fd = WORKER_FD_SIGN, .events = POLLIN };
+	char err[256];
+	int rc;
+
+	while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+		if (ipc_recv(WORKER_FD_SIGN, buf, IPC_TO_WORKER, m, err, sizeof(err)) != 1)
+			return -1;
+	if (ipc_send(WORKER_FD_SIGN, IPC_SIGN_REQ, nonce, strlen(nonce)) != 0)
+		return -1;
+	for (;;) {
+		rc = poll(&p, 1, WORKER_SIGN_TIMEOUT_MS);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc <= 0)
+			return -1;
+		rc = ipc_recv(WORKER_FD_SIGN, buf, IPC_TO_WORKER, m, err, sizeof(err));
+		if (rc < 0 && err[0] == '\0' && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return rc == 1 && m->type == IPC_SIGN_REP ? 0 : -1;
+	}
+}
+
 /* The nonce goes to the supervisor, which alone holds the seed. */
 static natsStatus
 cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void *arg)
@@ -109,11 +140,9 @@ cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void
 
 	(void)arg;
 	pthread_mutex_lock(&W.mu);
-	rc = ipc_send(WORKER_FD_SIGN, IPC_SIGN_REQ, nonce, strlen(nonce));
-	if (rc == 0)
-		rc = recv_within(WORKER_FD_SIGN, buf, &m, WORKER_SIGN_TIMEOUT_MS);
+	rc = sign_roundtrip(nonce, buf, &m);
 	pthread_mutex_unlock(&W.mu);
-	if (rc != 0 || m.type != IPC_SIGN_REP) {
+	if (rc != 0) {
 		*errtxt = strdup("the supervisor did not sign the nonce");
 		return NATS_ERR;
 	}
@@ -360,6 +389,9 @@ worker_main(const char *role)
 
 	/* jansson reads /dev/urandom on first use: before Landlock. */
 	json_object_seed(0);
+	/* Who our supervisor is, before the drop clears the death signal:
+	 * the supervisor may be pid 1 itself (a container's entrypoint). */
+	pid_t supervisor = getppid();
 	so.role = sr;
 	so.uid = W.cfg.uid;
 	so.gid = W.cfg.gid;
@@ -371,7 +403,7 @@ worker_main(const char *role)
 	/* A credential change clears the parent-death signal: set it again,
 	 * and make sure the parent did not die in between. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 1)
+	if (getppid() != supervisor)
 		fatalx("the supervisor is gone");
 
 	if (connect_broker() != 0)

@@ -334,9 +334,10 @@ ws_server_url(const struct workspace *ws, const char *space, const char *server_
 	const char *url = NULL;
 	json_t *doc = NULL;
 
+	/* No home directory (a system service): there is no registry. */
 	if (ws_registry_path(space, reg, sizeof(reg), err, errlen) != 0)
-		return -1;
-	if (access(reg, F_OK) == 0) {
+		reg[0] = '\0';
+	if (reg[0] != '\0' && access(reg, F_OK) == 0) {
 		doc = ws_read_json(reg, REGISTRY_MAX, err, errlen);
 		if (doc == NULL)
 			return -1;
@@ -374,6 +375,28 @@ ws_server_url(const struct workspace *ws, const char *space, const char *server_
 		return -1;
 	}
 	strcpy(out, url);
+	json_decref(doc);
+	return 0;
+}
+
+int
+ws_registry_tls(const char *space, bool *tls_required, char *err, size_t errlen)
+{
+	char reg[WS_PATH_MAX];
+	json_t *doc, *v;
+
+	*tls_required = false;
+	if (ws_registry_path(space, reg, sizeof(reg), err, errlen) != 0 || access(reg, F_OK) != 0)
+		return 0;
+	if ((doc = ws_read_json(reg, REGISTRY_MAX, err, errlen)) == NULL)
+		return -1;
+	v = json_object_get(doc, "tlsRequired");
+	if (v != NULL && !json_is_boolean(v)) {
+		snprintf(err, errlen, "%s: field \"tlsRequired\" is not a boolean", reg);
+		json_decref(doc);
+		return -1;
+	}
+	*tls_required = json_is_true(v);
 	json_decref(doc);
 	return 0;
 }

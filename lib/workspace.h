@@ -54,6 +54,9 @@ json_t *ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen);
 int ws_server_url(const struct workspace *ws, const char *space,
 		  const char *server_opt, char *out, size_t outlen, char *err,
 		  size_t errlen);
+/* Does the mesh registry record of the space demand TLS? (false when there
+ * is no record.) 0, or -1 with err for an unreadable record. */
+int ws_registry_tls(const char *space, bool *tls_required, char *err, size_t errlen);
 /* Path of the mesh registry record for a space. */
 int ws_registry_path(const char *space, char *out, size_t outlen, char *err,
 		     size_t errlen);

@@ -9,15 +9,27 @@
 #include <stdio.h>
 #include <string.h>
 
+/*
+ * ">" itself, or any pattern whose first token is a wildcard ("*", "*.>",
+ * "*.*.>"): those reach every subject tree, which no least-privilege
+ * credential needs.
+ */
 static bool
-list_has_all(json_t *list)
+list_has_all(json_t *list, const char **which)
 {
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(list, i, v)
-		if (json_is_string(v) && strcmp(json_string_value(v), ">") == 0)
+	json_array_foreach(list, i, v) {
+		const char *p = json_string_value(v);
+		if (p == NULL)
+			continue;
+		if (strcmp(p, ">") == 0 || strcmp(p, "*") == 0 || strncmp(p, "*.", 2) == 0 ||
+		    strncmp(p, ">.", 2) == 0) {
+			*which = p;
 			return true;
+		}
+	}
 	return false;
 }
 
@@ -31,12 +43,13 @@ creds_refuse_allow_all(const struct jwt *j, char *why, size_t whylen)
 		snprintf(why, whylen, "not a user JWT");
 		return -1;
 	}
-	if (list_has_all(pa)) {
-		snprintf(why, whylen, "its publish allow list contains \">\"");
+	const char *which = NULL;
+	if (list_has_all(pa, &which)) {
+		snprintf(why, whylen, "its publish allow list contains \"%s\"", which);
 		return -1;
 	}
-	if (list_has_all(sa)) {
-		snprintf(why, whylen, "its subscribe allow list contains \">\"");
+	if (list_has_all(sa, &which)) {
+		snprintf(why, whylen, "its subscribe allow list contains \"%s\"", which);
 		return -1;
 	}
 	/* No allow list at all: NATS then allows everything not denied. */

@@ -119,10 +119,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 			break;
 		log_info("delivery: received %s, exiting (space %s, shard 0)",
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT", S.space);
-		S.stopping = true;
-		workers_stop_all(&S);
-		struct timeval tv = { SUP_STOP_GRACE_MS / 1000, (SUP_STOP_GRACE_MS % 1000) * 1000 };
-		evtimer_add(S.ev_kill, &tv);
+		sup_stop(&S, 0);
 		break;
 	case SIGHUP:
 		log_info("delivery: SIGHUP ignored (credential reload goes over the admin rail)");
@@ -130,6 +127,19 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	if (S.stopping && workers_all_down(&S))
 		event_base_loopbreak(S.base);
+}
+
+void
+sup_stop(struct sup *s, int exit_code)
+{
+	struct timeval tv = { SUP_STOP_GRACE_MS / 1000, (SUP_STOP_GRACE_MS % 1000) * 1000 };
+
+	if (s->stopping)
+		return;
+	s->stopping = true;
+	s->exit_code = exit_code;
+	workers_stop_all(s);
+	evtimer_add(s->ev_kill, &tv);
 }
 
 static void
@@ -185,7 +195,7 @@ open_log(void)
 	snprintf(S.log_path, sizeof(S.log_path), "%s/delivery.%s.log", S.ws.cotal, S.key);
 	snprintf(S.status_path, sizeof(S.status_path), "%s/delivery.%s.status.json", S.ws.cotal,
 	    S.key);
-	S.log_fd = open(S.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	S.log_fd = open(S.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (S.log_fd < 0)
 		fatal("delivery: open %s", S.log_path);
 	log_init(NULL, NULL);
@@ -258,6 +268,18 @@ main(int argc, char **argv)
 	}
 	log_info("delivery: credential %s (user %.12s…, account %.12s…, sha256 %s)", path,
 	    S.creds.user_pub, S.creds.account, S.creds.fingerprint);
+	/* A TLS-required mesh is never dialled in plaintext (the seed's
+	 * transport rule), and this daemon does not speak TLS yet. */
+	bool tls = false;
+	if (ws_registry_tls(S.space, &tls, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
+	if (tls) {
+		log_errx("delivery: the mesh of space %s requires TLS (mesh registry), and this "
+		    "daemon cannot demand TLS yet; refusing to dial in plaintext", S.space);
+		return 1;
+	}
 	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), err, sizeof(err)) != 0 ||
 	    resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
@@ -292,7 +314,6 @@ main(int argc, char **argv)
 	struct timeval every = { 0, 500 * 1000 };
 	event_add(S.ev_status, &every);
 
-	relay_open(&S);
 	workers_init(&S);
 	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
 	    S.space, (long)getpid(), S.url);
@@ -311,7 +332,6 @@ main(int argc, char **argv)
 				S.workers[i].pid = 0;
 	}
 	status_remove(&S);
-	relay_close(&S);
 	workers_free(&S);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		event_free(S.ev_sig[i]);

@@ -20,6 +20,7 @@
 #define SUP_WORKERS 4
 #define SUP_STOP_GRACE_MS 1500   /* STOP, then SIGKILL: the daemon exits within 2 s */
 #define SUP_READY_TIMEOUT_MS 30000
+#define SUP_LOG_LINE_MAX 4096     /* a relayed worker line is cut there */
 
 enum worker_phase {
 	WP_DOWN,       /* not running, restart scheduled */
@@ -43,6 +44,12 @@ struct sup_worker {
 	struct ipc_status status;
 	bool have_status;
 	char last_exit[96];
+	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): each one's
+	 * stderr is a pipe the supervisor relays into the log. */
+	int log_rd;
+	struct event *ev_log;
+	char logbuf[SUP_LOG_LINE_MAX];
+	size_t loglen;
 	uint8_t buf[IPC_MAX_FRAME];
 };
 
@@ -58,12 +65,7 @@ struct sup {
 	char log_path[WS_FILE_MAX];
 	char status_path[WS_FILE_MAX];
 	int log_fd;
-	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): their
-	 * stderr is one shared pipe the supervisor relays into the log. */
-	int relay_rd, relay_wr;
-	struct event *ev_relay;
-	char relay_buf[4096];
-	size_t relay_len;
+
 	uid_t uid;
 	gid_t gid;
 	bool drop;
@@ -87,9 +89,9 @@ bool workers_all_down(struct sup *s);
 void workers_kill_all(struct sup *s);
 void workers_free(struct sup *s);
 
-/* The worker log relay. */
-void relay_open(struct sup *s);
-void relay_close(struct sup *s);
+/* main.c: begin an orderly stop (STOP to every worker, SIGKILL after
+ * SUP_STOP_GRACE_MS). */
+void sup_stop(struct sup *s, int exit_code);
 
 /* status.c: the status file `cotal status` reads. */
 void status_write(struct sup *s);

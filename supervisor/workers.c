@@ -29,6 +29,80 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 
 static void worker_spawn(struct sup_worker *w);
 
+/*
+ * A worker's log line, relayed. A worker is not trusted to format: it may
+ * only speak as itself ("<mark> delivery <role>: "), control bytes are
+ * replaced, and an overlong line is cut. Worker lines go to the log file
+ * only; stderr carries the supervisor's own lines.
+ */
+static void
+relay_line(struct sup_worker *w, const char *line, size_t n)
+{
+	static const char *const marks[] = { "✓ ", "! ", "✗ ", "• " };
+	char out[SUP_LOG_LINE_MAX + 128], who[64];
+	size_t off = 0, wl;
+	bool own = false;
+
+	wl = (size_t)snprintf(who, sizeof(who), "delivery %s: ", w->role);
+	for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]) && !own; k++) {
+		size_t ml = strlen(marks[k]);
+		own = n >= ml + wl && memcmp(line, marks[k], ml) == 0 &&
+		    memcmp(line + ml, who, wl) == 0;
+	}
+	if (!own)
+		off = (size_t)snprintf(out, sizeof(out), "! delivery %s (unformatted): ", w->role);
+	for (size_t i = 0; i < n && off < sizeof(out) - 1; i++)
+		out[off++] = (unsigned char)line[i] < 0x20 && line[i] != '\t' ? '?' : line[i];
+	out[off++] = '\n';
+	if (write(w->sup->log_fd, out, off) < 0)
+		return;
+}
+
+static void
+relay_close(struct sup_worker *w)
+{
+	if (w->loglen > 0)
+		relay_line(w, w->logbuf, w->loglen);
+	w->loglen = 0;
+	if (w->ev_log != NULL) {
+		event_free(w->ev_log);
+		w->ev_log = NULL;
+	}
+	if (w->log_rd >= 0)
+		close(w->log_rd);
+	w->log_rd = -1;
+}
+
+/* One read per wake-up: a chatty worker cannot starve the event loop. */
+static void
+on_log(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup_worker *w = arg;
+	ssize_t n;
+	char *start, *nl;
+
+	(void)what;
+	n = read(fd, w->logbuf + w->loglen, sizeof(w->logbuf) - w->loglen);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		relay_close(w);
+		return;
+	}
+	w->loglen += (size_t)n;
+	start = w->logbuf;
+	while ((nl = memchr(start, '\n', w->loglen - (size_t)(start - w->logbuf))) != NULL) {
+		relay_line(w, start, (size_t)(nl - start));
+		start = nl + 1;
+	}
+	w->loglen -= (size_t)(start - w->logbuf);
+	memmove(w->logbuf, start, w->loglen);
+	if (w->loglen == sizeof(w->logbuf)) {
+		relay_line(w, w->logbuf, w->loglen);
+		w->loglen = 0;
+	}
+}
+
 static void
 worker_kill(struct sup_worker *w, const char *why)
 {
@@ -144,7 +218,7 @@ on_restart(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-child_exec(struct sup_worker *w, int ch, int sign)
+child_exec(struct sup_worker *w, int ch, int sign, int logw)
 {
 	struct sup *s = w->sup;
 	char *envp[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
@@ -156,7 +230,7 @@ child_exec(struct sup_worker *w, int ch, int sign)
 	/* Move every fd we keep above the target numbers first: the log may
 	 * well sit on fd 3 or 4 itself. */
 	int hch = fcntl(ch, F_DUPFD_CLOEXEC, 16), hsign = fcntl(sign, F_DUPFD_CLOEXEC, 16);
-	int hlog = fcntl(s->relay_wr, F_DUPFD_CLOEXEC, 16), nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int hlog = fcntl(logw, F_DUPFD_CLOEXEC, 16), nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (hch < 0 || hsign < 0 || hlog < 0 || nul < 0)
 		_exit(126);
 	if (dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(hlog, 2) < 0 ||
@@ -185,19 +259,26 @@ worker_spawn(struct sup_worker *w)
 {
 	struct sup *s = w->sup;
 	struct ipc_config cfg;
-	int chp[2], sgp[2];
+	int chp[2], sgp[2], logp[2];
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chp) != 0 ||
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sgp) != 0)
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sgp) != 0 ||
+	    pipe2(logp, O_CLOEXEC) != 0)
 		fatal("delivery: socketpair for worker %s", w->role);
 	pid = fork();
 	if (pid < 0)
 		fatal("delivery: fork worker %s", w->role);
 	if (pid == 0)
-		child_exec(w, chp[1], sgp[1]);
+		child_exec(w, chp[1], sgp[1], logp[1]);
 	close(chp[1]);
 	close(sgp[1]);
+	close(logp[1]);
+	relay_close(w);
+	w->log_rd = logp[0];
+	evutil_make_socket_nonblocking(w->log_rd);
+	w->ev_log = event_new(s->base, w->log_rd, EV_READ | EV_PERSIST, on_log, w);
+	event_add(w->ev_log, NULL);
 	w->pid = pid;
 	w->ch = chp[0];
 	w->sign = sgp[0];
@@ -241,7 +322,7 @@ workers_init(struct sup *s)
 		w->role = roles[i];
 		w->policy = strcmp(roles[i], "timer") == 0 ? &restart_timer : &restart_delivery;
 		restart_init(&w->restart, w->policy);
-		w->ch = w->sign = -1;
+		w->ch = w->sign = w->log_rd = -1;
 		w->ev_restart = evtimer_new(s->base, on_restart, w);
 	}
 }
@@ -319,9 +400,7 @@ workers_reap(struct sup *s)
 			log_errx("delivery: worker %s is crash-looping (%s; more than %d restarts "
 			    "in %lld s), exiting", w->role, w->last_exit, RESTART_LOOP_MAX,
 			    (long long)(w->policy->loop_window_ms / 1000));
-			s->exit_code = 1;
-			s->stopping = true;
-			workers_stop_all(s);
+			sup_stop(s, 1);
 			continue;
 		}
 		log_warnx("delivery: worker %s (pid %ld) %s — restarting in %lld ms", w->role,
@@ -336,79 +415,9 @@ workers_free(struct sup *s)
 {
 	for (int i = 0; i < SUP_WORKERS; i++) {
 		close_channels(&s->workers[i]);
+		relay_close(&s->workers[i]);
 		if (s->workers[i].ev_restart)
 			event_free(s->workers[i].ev_restart);
 	}
 }
 
-/*
- * The relay: workers' lines arrive on one pipe (writes of up to PIPE_BUF
- * bytes are atomic, and log lines are shorter), and go to the log one
- * whole line at a time. A worker is not trusted to format: control bytes
- * are replaced and an overlong line is cut.
- */
-static void
-relay_flush_line(struct sup *s, char *line, size_t n)
-{
-	char out[sizeof(s->relay_buf) + 2];
-
-	for (size_t i = 0; i < n; i++)
-		out[i] = (unsigned char)line[i] < 0x20 && line[i] != '\t' ? '?' : line[i];
-	out[n] = '\n';
-	/* Worker lines go to the log file only; stderr carries the
-	 * supervisor's own lines. */
-	if (write(s->log_fd, out, n + 1) < 0)
-		return;
-}
-
-static void
-on_relay(evutil_socket_t fd, short what, void *arg)
-{
-	struct sup *s = arg;
-	ssize_t n;
-
-	(void)what;
-	for (;;) {
-		n = read(fd, s->relay_buf + s->relay_len, sizeof(s->relay_buf) - s->relay_len);
-		if (n <= 0)
-			return;
-		s->relay_len += (size_t)n;
-		char *start = s->relay_buf, *nl;
-		while ((nl = memchr(start, '\n', s->relay_len - (size_t)(start - s->relay_buf))) != NULL) {
-			relay_flush_line(s, start, (size_t)(nl - start));
-			start = nl + 1;
-		}
-		s->relay_len -= (size_t)(start - s->relay_buf);
-		memmove(s->relay_buf, start, s->relay_len);
-		if (s->relay_len == sizeof(s->relay_buf)) {
-			relay_flush_line(s, s->relay_buf, s->relay_len);
-			s->relay_len = 0;
-		}
-	}
-}
-
-void
-relay_open(struct sup *s)
-{
-	int p[2];
-
-	if (pipe2(p, O_CLOEXEC) != 0)
-		fatal("delivery: pipe for the worker log relay");
-	s->relay_rd = p[0];
-	s->relay_wr = p[1];
-	evutil_make_socket_nonblocking(s->relay_rd);
-	s->ev_relay = event_new(s->base, s->relay_rd, EV_READ | EV_PERSIST, on_relay, s);
-	event_add(s->ev_relay, NULL);
-}
-
-void
-relay_close(struct sup *s)
-{
-	/* The workers are gone: drain what they wrote last. */
-	on_relay(s->relay_rd, EV_READ, s);
-	if (s->relay_len > 0)
-		relay_flush_line(s, s->relay_buf, s->relay_len);
-	event_free(s->ev_relay);
-	close(s->relay_rd);
-	close(s->relay_wr);
-}

@@ -311,6 +311,49 @@ test_delivery_cannot_subscribe_natively_to_content(void **state)
 	h_close(&c);
 }
 
+/* The members index is kept by a KV watch: the delivery credential can
+ * watch the members bucket (and sees a row the manager writes). */
+static void
+test_delivery_can_watch_members(void **state)
+{
+	struct conn dlv, sup;
+	kvStore *kv = NULL;
+	kvWatcher *w = NULL;
+	kvEntry *e = NULL;
+	char bucket[128], err[1024];
+	int seen = 0;
+
+	(void)state;
+	connect_profile("delivery", &dlv);
+	connect_profile("supervisor", &sup);
+	snprintf(bucket, sizeof(bucket), "cotal_members_%s", mesh.token);
+	assert_int_equal(js_KeyValue(&kv, dlv.js, bucket), NATS_OK);
+	natsStatus ws = kvStore_WatchAll(&w, kv, NULL);
+	if (ws != NATS_OK) {
+		h_violation(&dlv, "never", 500);
+		for (int i = 0; i < dlv.nviolations; i++)
+			fprintf(stderr, "violation: %s\n", dlv.violations[i]);
+		fail_msg("watch %s: %s", bucket, natsStatus_GetText(ws));
+	}
+	if (h_kv_put(&sup, &mesh, "members", "general/x.y.abcdefghijklmnopqrstuvwxyz", "{}", err,
+	    sizeof(err)) != 0)
+		fail_msg("%s", err);
+	for (int i = 0; i < 20 && !seen; i++) {
+		if (kvWatcher_Next(&e, w, 250) != NATS_OK)
+			continue;
+		if (e != NULL && strcmp(kvEntry_Key(e), "general/x.y.abcdefghijklmnopqrstuvwxyz") == 0)
+			seen = 1;
+		kvEntry_Destroy(e);
+		e = NULL;
+	}
+	assert_true(seen);
+	assert_false(h_violation(&dlv, "Permissions Violation", 100));
+	kvWatcher_Destroy(w);
+	kvStore_Destroy(kv);
+	h_close(&sup);
+	h_close(&dlv);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -324,6 +367,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_delivery_writes_lease0_only),
 		cmocka_unit_test(test_delivery_cannot_write_acl),
 		cmocka_unit_test(test_delivery_cannot_subscribe_natively_to_content),
+		cmocka_unit_test(test_delivery_can_watch_members),
 	};
 	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
 	int rc = cmocka_run_group_tests(tests, setup, teardown);

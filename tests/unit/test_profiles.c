@@ -92,7 +92,7 @@ static void
 test_delivery_holds_nothing_broader(void **state)
 {
 	static const char *const shapes =
-	    "^(\\$JS\\.API\\.INFO"
+	    "^(\\$JS\\.API\\.INFO|\\$JS\\.API\\.STREAM\\.NAMES"
 	    "|\\$JS\\.API\\.STREAM\\.INFO\\.(CHAT|INBOX|DLV|EPT_REQ|EPT)_demo"
 	    "|\\$JS\\.API\\.STREAM\\.MSG\\.DELETE\\.INBOX_demo"
 	    "|\\$JS\\.API\\.CONSUMER\\.(CREATE|DURABLE\\.CREATE|INFO|MSG\\.NEXT|DELETE)\\."

@@ -60,6 +60,13 @@ test_allow_all_is_refused(void **state)
 	assert_non_null(strstr(why, "subscribe allow list contains \">\""));
 	jwt_free(&j);
 
+	json_t *star = json_pack("[s]", "*.>");
+	user_jwt(star, inbox, &j);
+	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "publish allow list contains \"*.>\""));
+	jwt_free(&j);
+	json_decref(star);
+
 	user_jwt(NULL, NULL, &j);
 	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, "no publish permissions"));

@@ -18,8 +18,19 @@ test_space_token_rewrites_outside_chars(void **state)
 	(void)state;
 	assert_true(space_token("demo", out, sizeof(out)));
 	assert_string_equal(out, "demo");
+	/* Per character as the JavaScript clients count them (UTF-16 code
+	 * units): "é" is one, an emoji beyond the BMP is two. */
 	assert_true(space_token("my space.v2/é", out, sizeof(out)));
-	assert_string_equal(out, "my_space_v2___");
+	assert_string_equal(out, "my_space_v2__");
+	assert_true(space_token("café", out, sizeof(out)));
+	assert_string_equal(out, "caf_");
+	assert_true(space_token("a\xF0\x9F\x98\x80" "b", out, sizeof(out)));
+	assert_string_equal(out, "a__b");
+	assert_true(space_token("\xE2\x82\xAC" "1", out, sizeof(out)));
+	assert_string_equal(out, "_1");
+	/* An invalid byte is one character. */
+	assert_true(space_token("x\xFFy\xC3", out, sizeof(out)));
+	assert_string_equal(out, "x_y_");
 	assert_true(space_token("a-b_C9", out, sizeof(out)));
 	assert_string_equal(out, "a-b_C9");
 	assert_true(space_token("", out, sizeof(out)));
