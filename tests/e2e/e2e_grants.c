@@ -331,8 +331,8 @@ test_delivery_can_watch_members(void **state)
 	natsStatus ws = kvStore_WatchAll(&w, kv, NULL);
 	if (ws != NATS_OK) {
 		h_violation(&dlv, "never", 500);
-		for (int i = 0; i < dlv.nviolations; i++)
-			fprintf(stderr, "violation: %s\n", dlv.violations[i]);
+		for (int i = 0; i < dlv.sink->nviolations; i++)
+			fprintf(stderr, "violation: %s\n", dlv.sink->violations[i]);
 		fail_msg("watch %s: %s", bucket, natsStatus_GetText(ws));
 	}
 	if (h_kv_put(&sup, &mesh, "members", "general/x.y.abcdefghijklmnopqrstuvwxyz", "{}", err,

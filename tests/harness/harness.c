@@ -422,30 +422,59 @@ h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1
 	return rc;
 }
 
+#define SINKS 64
+static struct sink sinks[SINKS];
+static pthread_mutex_t sinks_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t sinks_once = PTHREAD_ONCE_INIT;
+static unsigned next_sink;
+
+static void
+sinks_init(void)
+{
+	for (int i = 0; i < SINKS; i++)
+		pthread_mutex_init(&sinks[i].mu, NULL);
+}
+
+static struct sink *
+sink_open(void)
+{
+	struct sink *k;
+
+	pthread_once(&sinks_once, sinks_init);
+	pthread_mutex_lock(&sinks_mu);
+	k = &sinks[next_sink++ % SINKS];
+	pthread_mutex_unlock(&sinks_mu);
+	pthread_mutex_lock(&k->mu);
+	k->live = true;
+	k->nviolations = 0;
+	pthread_mutex_unlock(&k->mu);
+	return k;
+}
+
 static void
 on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
 {
-	struct conn *c = arg;
+	struct sink *k = arg;
 	const char *text = NULL;
 
 	(void)sub;
 	natsConnection_GetLastError(nc, &text);
-	pthread_mutex_lock(c->mu);
-	if (c->nviolations < H_VIOLATIONS_MAX)
-		snprintf(c->violations[c->nviolations++], sizeof(c->violations[0]), "%s: %s",
+	pthread_mutex_lock(&k->mu);
+	if (k->live && k->nviolations < H_VIOLATIONS_MAX)
+		snprintf(k->violations[k->nviolations++], sizeof(k->violations[0]), "%s: %s",
 		    natsStatus_GetText(err), text ? text : "");
-	pthread_mutex_unlock(c->mu);
+	pthread_mutex_unlock(&k->mu);
 }
 
 int
 h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err, size_t errlen)
 {
 	struct conn_opts o = { .url = m->url, .name = "cotal-e2e", .timeout_ms = 5000,
-		.on_error = on_async_error, .on_error_arg = c };
+		.on_error = on_async_error };
 
 	memset(c, 0, sizeof(*c));
-	c->mu = malloc(sizeof(*c->mu));
-	pthread_mutex_init(c->mu, NULL);
+	c->sink = sink_open();
+	o.on_error_arg = c->sink;
 	if (creds_load(creds_path, &c->creds, err, errlen) != 0)
 		goto fail;
 	if (conn_open(&o, &c->creds, &c->nc, err, errlen) != 0)
@@ -478,9 +507,10 @@ h_close(struct conn *c)
 	natsConnection_Destroy(c->nc);
 	if (c->creds.jwt != NULL)
 		creds_free(&c->creds);
-	if (c->mu != NULL) {
-		pthread_mutex_destroy(c->mu);
-		free(c->mu);
+	if (c->sink != NULL) {
+		pthread_mutex_lock(&c->sink->mu);
+		c->sink->live = false;
+		pthread_mutex_unlock(&c->sink->mu);
 	}
 	memset(c, 0, sizeof(*c));
 }
@@ -488,14 +518,16 @@ h_close(struct conn *c)
 bool
 h_violation(struct conn *c, const char *needle, int ms)
 {
+	struct sink *k = c->sink;
+
 	for (int waited = 0; ; waited += 20) {
-		pthread_mutex_lock(c->mu);
-		for (int i = 0; i < c->nviolations; i++)
-			if (strstr(c->violations[i], needle) != NULL) {
-				pthread_mutex_unlock(c->mu);
+		pthread_mutex_lock(&k->mu);
+		for (int i = 0; i < k->nviolations; i++)
+			if (strstr(k->violations[i], needle) != NULL) {
+				pthread_mutex_unlock(&k->mu);
 				return true;
 			}
-		pthread_mutex_unlock(c->mu);
+		pthread_mutex_unlock(&k->mu);
 		if (waited >= ms)
 			return false;
 		natsConnection_Flush(c->nc);

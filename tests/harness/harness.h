@@ -38,15 +38,23 @@ struct mesh {
 	pid_t broker;
 };
 
+/* Where a connection's asynchronous errors land. Sinks live in a static
+ * pool: nats.c may deliver a queued error after the connection is
+ * destroyed, and a closed sink then just drops it. */
+struct sink {
+	pthread_mutex_t mu;
+	bool live;
+	char violations[H_VIOLATIONS_MAX][512];
+	int nviolations;
+};
+
 /* A principal's connection, recording the permission violations the broker
  * reports asynchronously. */
 struct conn {
 	natsConnection *nc;
 	jsCtx *js;
 	struct creds creds;
-	pthread_mutex_t *mu;
-	char violations[H_VIOLATIONS_MAX][512];
-	int nviolations;
+	struct sink *sink;
 };
 
 struct agent {
