@@ -19,6 +19,25 @@ for name in alice bob; do
 	echo "• adding agent $name"
 	"$cotal" agent add "$name" --space "$space" --allow general,ops --root "$root"
 done
+# The delivery daemon, in the background, with its four confined workers.
+daemon="$BUILD/supervisor/cotal-deliveryd"
+key=$(printf %s "$space" | od -An -tx1 | tr -d ' \n')
+status="$root/.cotal/delivery.$key.status.json"
+if ! "$cotal" status --space "$space" --root "$root" >/dev/null 2>&1; then
+	echo "• starting cotal-deliveryd (log $root/.cotal/delivery.$key.log)"
+	nohup "$daemon" --space "$space" --root "$root" >/dev/null 2>&1 &
+	i=0
+	until grep -q '"state": "connected"' "$status" 2>/dev/null &&
+	    [ "$(grep -c '"state": "connected"' "$status")" -eq 4 ]; do
+		i=$((i + 1))
+		if [ $i -gt 100 ]; then
+			echo "✗ the daemon did not bring its workers up; see $root/.cotal/delivery.$key.log"
+			exit 1
+		fi
+		sleep 0.1
+	done
+fi
+"$cotal" status --space "$space" --root "$root"
 echo
 echo "✓ demo mesh up. Credentials live in $root/.cotal (0700); the broker log is"
-echo "  $root/.cotal/mesh/nats-server.log. Stop it with: make demo-stop"
+echo "  $root/.cotal/mesh/nats-server.log. Stop everything with: make demo-stop"
