@@ -110,16 +110,6 @@ static const char *const resolver_files[] = {
 	"/etc/host.conf",
 };
 
-static int
-refuse(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int
 ll_abi(void)
@@ -156,12 +146,12 @@ ll_allow_path(int ruleset, const char *path, uint64_t access, char *err, size_t 
 	if (pb.parent_fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return refuse(err, errlen, "landlock: open %s: %s", path, strerror(errno));
+		return sandbox_refuse(err, errlen, "landlock: open %s: %s", path, strerror(errno));
 	}
 	if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &pb, 0) != 0) {
 		saved = errno;
 		close(pb.parent_fd);
-		return refuse(err, errlen, "landlock: rule for %s: %s", path, strerror(saved));
+		return sandbox_refuse(err, errlen, "landlock: rule for %s: %s", path, strerror(saved));
 	}
 	close(pb.parent_fd);
 	return 0;
@@ -193,7 +183,7 @@ ll_rules(int ruleset, int abi, uint16_t broker_port, char *err, size_t errlen)
 		};
 
 		if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_NET_PORT, &np, 0) != 0)
-			return refuse(err, errlen, "landlock: connect rule for port %u: %s",
+			return sandbox_refuse(err, errlen, "landlock: connect rule for port %u: %s",
 			    (unsigned)broker_port, strerror(errno));
 	}
 	return 0;
@@ -206,7 +196,7 @@ sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen)
 	int ruleset;
 
 	if ((*abi = ll_abi()) < 0)
-		return refuse(err, errlen, "landlock: ABI probe: %s", strerror(errno));
+		return sandbox_refuse(err, errlen, "landlock: ABI probe: %s", strerror(errno));
 	if (*abi == 0)
 		return 0; /* no Landlock in this kernel: the caller logs it */
 
@@ -219,7 +209,7 @@ sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen)
 
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (ruleset < 0)
-		return refuse(err, errlen, "landlock: create ruleset (ABI %d): %s", *abi,
+		return sandbox_refuse(err, errlen, "landlock: create ruleset (ABI %d): %s", *abi,
 		    strerror(errno));
 	if (ll_rules(ruleset, *abi, broker_port, err, errlen) != 0) {
 		close(ruleset);
@@ -230,7 +220,7 @@ sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen)
 		int saved = errno;
 
 		close(ruleset);
-		return refuse(err, errlen, "landlock: restrict self: %s", strerror(saved));
+		return sandbox_refuse(err, errlen, "landlock: restrict self: %s", strerror(saved));
 	}
 	close(ruleset);
 	return 0;

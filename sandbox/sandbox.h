@@ -56,4 +56,8 @@ int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t err
 
 const char *sandbox_role_name(enum sandbox_role r);
 
+/* Internal: format err and return -1 (shared by the sandbox's files). */
+int sandbox_refuse(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif
