@@ -168,6 +168,38 @@ port_accepts(int port)
 	return ok;
 }
 
+#define ENV_MAX 512
+
+/*
+ * The environment of a child, built before fork: a threaded process (nats.c
+ * runs threads here) may only call async-signal-safe functions between fork
+ * and exec, and setenv is not one. The caller frees with env_free.
+ */
+static char **
+env_for(struct mesh *m)
+{
+	extern char **environ;
+	char **env = calloc(ENV_MAX + 3, sizeof(*env));
+	size_t n = 0;
+
+	for (char **e = environ; *e != NULL && n < ENV_MAX; e++)
+		if (strncmp(*e, "COTAL_HOME=", 11) != 0 && strncmp(*e, "COTAL_NATS_SERVER=", 18) != 0)
+			env[n++] = strdup(*e);
+	if (asprintf(&env[n++], "COTAL_HOME=%s", m->home) < 0 ||
+	    asprintf(&env[n++], "COTAL_NATS_SERVER=%s", m->nats_bin) < 0)
+		abort();
+	env[n] = NULL;
+	return env;
+}
+
+static void
+env_free(char **env)
+{
+	for (char **e = env; *e != NULL; e++)
+		free(*e);
+	free(env);
+}
+
 /* Run argv with the mesh's environment; capture output. */
 static int
 run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
@@ -177,19 +209,26 @@ run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
 	size_t got = 0;
 	int status;
 
-	if (pipe2(pipefd, O_CLOEXEC) != 0)
+	char **env = env_for(m);
+
+	if (pipe2(pipefd, O_CLOEXEC) != 0) {
+		env_free(env);
 		return -1;
+	}
 	pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		env_free(env);
 		return -1;
+	}
 	if (pid == 0) {
 		dup2(pipefd[1], 1);
 		dup2(pipefd[1], 2);
-		setenv("COTAL_HOME", m->home, 1);
-		setenv("COTAL_NATS_SERVER", m->nats_bin, 1);
-		execv(argv[0], argv);
+		/* Not the test's own broker connections. */
+		closefrom(3);
+		execve(argv[0], argv, env);
 		_exit(127);
 	}
+	env_free(env);
 	close(pipefd[1]);
 	for (;;) {
 		char tmp[4096];
@@ -238,23 +277,32 @@ h_cotal(struct mesh *m, char *out, size_t outlen, ...)
 int
 h_broker_start(struct mesh *m)
 {
-	pid_t pid = fork();
+	char logp[H_PATH_MAX + 32];
+	char *argv[] = { m->nats_bin, (char *)"-c", m->conf, NULL };
+	pid_t pid;
+	int fd;
 
-	if (pid < 0)
+	snprintf(logp, sizeof(logp), "%s/broker.log", m->dir);
+	fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	pid = fork();
+	if (pid < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
+	}
 	if (pid == 0) {
-		char logp[H_PATH_MAX + 32];
 		/* The broker dies with the test, however the test dies. */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		snprintf(logp, sizeof(logp), "%s/broker.log", m->dir);
-		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		execl(m->nats_bin, m->nats_bin, "-c", m->conf, (char *)NULL);
+		closefrom(3);
+		execv(argv[0], argv);
 		_exit(127);
 	}
+	if (fd >= 0)
+		close(fd);
 	track_broker(pid, true);
 	m->broker = pid;
 	for (int waited = 0; waited < BROKER_WAIT_MS; waited += 20) {
@@ -689,20 +737,27 @@ h_daemon_start(struct mesh *m, struct daemon *d, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	snprintf(outp, sizeof(outp), "%s/daemon.out", m->dir);
+	char **env = env_for(m);
+	int fd = open(outp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	pid = fork();
-	if (pid < 0)
+	if (pid < 0) {
+		env_free(env);
 		return -1;
+	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		int fd = open(outp, O_WRONLY | O_CREAT | O_APPEND, 0600);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		setenv("COTAL_HOME", m->home, 1);
-		execv(argv[0], argv);
+		/* Not the test's own broker connections. */
+		closefrom(3);
+		execve(argv[0], argv, env);
 		_exit(127);
 	}
+	env_free(env);
+	if (fd >= 0)
+		close(fd);
 	track_broker(pid, true);
 	d->pid = pid;
 	return 0;
