@@ -50,15 +50,6 @@
 #define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
 #endif
 
-/* AddressSanitizer builds: gcc says so with __SANITIZE_ADDRESS__, clang
- * (before 18) only through __has_feature. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANDBOX_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANDBOX_ASAN 1
-#endif
-#endif
 
 #define LL_ABI_REFER 2
 #define LL_ABI_TRUNCATE 3

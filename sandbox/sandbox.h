@@ -56,6 +56,16 @@ int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t err
 
 const char *sandbox_role_name(enum sandbox_role r);
 
+/* AddressSanitizer builds: gcc says so with __SANITIZE_ADDRESS__, clang
+ * (before 18) only through __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANDBOX_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANDBOX_ASAN 1
+#endif
+#endif
+
 /* Internal: format err and return -1 (shared by the sandbox's files). */
 int sandbox_refuse(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

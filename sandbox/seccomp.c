@@ -36,15 +36,6 @@
 
 #include <seccomp.h>
 
-/* AddressSanitizer builds: gcc says so with __SANITIZE_ADDRESS__, clang
- * (before 18) only through __has_feature. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANDBOX_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANDBOX_ASAN 1
-#endif
-#endif
 
 /* The one clone(2) a worker makes: glibc 2.36's pthread_create, after
  * clone3 answered ENOSYS. Any other flag set (fork, namespaces) is refused. */

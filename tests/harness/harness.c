@@ -200,6 +200,34 @@ env_free(char **env)
 	free(env);
 }
 
+/*
+ * Start argv in the background with the mesh's environment, stdout and
+ * stderr appended to logpath. The child dies with the test, however the
+ * test dies, and inherits none of the test's own broker connections.
+ */
+static pid_t
+spawn_logged(struct mesh *m, char *const argv[], const char *logpath)
+{
+	char **env = env_for(m);
+	int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		closefrom(3);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	env_free(env);
+	if (fd >= 0)
+		close(fd);
+	return pid;
+}
+
 /* Run argv with the mesh's environment; capture output. */
 static int
 run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
@@ -280,29 +308,10 @@ h_broker_start(struct mesh *m)
 	char logp[H_PATH_MAX + 32];
 	char *argv[] = { m->nats_bin, (char *)"-c", m->conf, NULL };
 	pid_t pid;
-	int fd;
 
 	snprintf(logp, sizeof(logp), "%s/broker.log", m->dir);
-	fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	pid = fork();
-	if (pid < 0) {
-		if (fd >= 0)
-			close(fd);
+	if ((pid = spawn_logged(m, argv, logp)) < 0)
 		return -1;
-	}
-	if (pid == 0) {
-		/* The broker dies with the test, however the test dies. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		closefrom(3);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (fd >= 0)
-		close(fd);
 	track_broker(pid, true);
 	m->broker = pid;
 	for (int waited = 0; waited < BROKER_WAIT_MS; waited += 20) {
@@ -737,27 +746,8 @@ h_daemon_start(struct mesh *m, struct daemon *d, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	snprintf(outp, sizeof(outp), "%s/daemon.out", m->dir);
-	char **env = env_for(m);
-	int fd = open(outp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	pid = fork();
-	if (pid < 0) {
-		env_free(env);
+	if ((pid = spawn_logged(m, argv, outp)) < 0)
 		return -1;
-	}
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		/* Not the test's own broker connections. */
-		closefrom(3);
-		execve(argv[0], argv, env);
-		_exit(127);
-	}
-	env_free(env);
-	if (fd >= 0)
-		close(fd);
 	track_broker(pid, true);
 	d->pid = pid;
 	return 0;
