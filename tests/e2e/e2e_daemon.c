@@ -324,6 +324,11 @@ test_workers_die_with_a_killed_supervisor(void **state)
 		if (kill(workers[i], 0) == 0)
 			fail_msg("worker %s (pid %ld) outlived its supervisor", roles[i], (long)workers[i]);
 	}
+	/* The status file outlived it; `cotal status` believes it only while
+	 * its pid is a running delivery daemon. */
+	char out[H_OUT_MAX];
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "status", "--space", mesh.space, NULL), 3);
+	assert_non_null(strstr(out, "stale record"));
 }
 
 /* Mint a user of the space's account with the given grants. */
