@@ -78,7 +78,7 @@ cli_connect_space(const struct workspace *ws, const char *space, const char *ser
 	struct conn_opts o = { 0 };
 
 	if (ws_space_dir(ws, space, false, dir, sizeof(dir), err, errlen) != 0 ||
-	    ws_server_url(ws, space, server_opt, url, sizeof(url), err, errlen) != 0)
+	    ws_server_url(ws, space, server_opt, url, sizeof(url), NULL, err, errlen) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/%s.creds", dir, profile);
 	if (creds_load(path, c, why, sizeof(why)) != 0) {

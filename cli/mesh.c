@@ -350,27 +350,10 @@ mesh_pid(const struct workspace *ws)
 		return 0;
 	pid = strtol(text, NULL, 10);
 	free(text);
-	if (pid <= 1 || kill((pid_t)pid, 0) != 0)
-		return 0;
-	/* /proc files report size 0: read until end of file. */
-	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return (pid_t)pid; /* unreadable: trust the record (only downgrade on proof) */
-	char cmd[4096];
-	ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
-	close(fd);
-	if (n <= 0)
-		return (pid_t)pid;
-	len = (size_t)n;
-	cmd[len] = '\0';
-	for (size_t i = 0; i < len; i++)
-		if (cmd[i] == '\0')
-			cmd[i] = ' ';
 	/* The pid may have been reused: it must be a broker of this mesh. */
 	char conf[WS_FILE_MAX];
 	snprintf(conf, sizeof(conf), "%s/nats-server.conf", ws->mesh);
-	int ours = strstr(cmd, "nats-server") != NULL && strstr(cmd, conf) != NULL;
+	int ours = ws_pid_runs(pid, "nats-server", conf) != 0;
 	return ours ? (pid_t)pid : 0;
 }
 

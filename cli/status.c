@@ -5,8 +5,6 @@
  */
 #include "cli/cli.h"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,27 +13,6 @@
 #include "lib/tokens.h"
 
 #define STATUS_MAX (256 * 1024)
-
-/* 1 alive daemon, 0 gone, -1 cannot tell (trusted: only downgrade on proof). */
-static int
-daemon_alive(long pid)
-{
-	char path[64], cmd[4096];
-	ssize_t n;
-	int fd;
-
-	if (pid <= 1 || kill((pid_t)pid, 0) != 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	n = read(fd, cmd, sizeof(cmd) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	cmd[n] = '\0';
-	return strstr(cmd, "cotal-deliveryd") != NULL ? 1 : 0;
-}
 
 int
 cmd_status(int argc, char **argv)
@@ -79,7 +56,7 @@ cmd_status(int argc, char **argv)
 		return 1;
 	}
 	long pid = (long)json_integer_value(json_object_get(doc, "pid"));
-	if (daemon_alive(pid) == 0) {
+	if (ws_pid_runs(pid, "cotal-deliveryd", NULL) == 0) {
 		printf("delivery daemon for space %s: stale record (pid %ld is not a running "
 		    "delivery daemon)\n", space, pid);
 		json_decref(doc);

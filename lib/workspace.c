@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -328,12 +329,14 @@ ws_registry_path(const char *space, char *out, size_t outlen, char *err, size_t 
 
 int
 ws_server_url(const struct workspace *ws, const char *space, const char *server_opt,
-	      char *out, size_t outlen, char *err, size_t errlen)
+	      char *out, size_t outlen, bool *tls_required, char *err, size_t errlen)
 {
 	char reg[WS_PATH_MAX];
 	const char *url = NULL;
 	json_t *doc = NULL;
 
+	if (tls_required != NULL)
+		*tls_required = false;
 	/* No home directory (a system service): there is no registry. */
 	if (ws_registry_path(space, reg, sizeof(reg), err, errlen) != 0)
 		reg[0] = '\0';
@@ -347,6 +350,14 @@ ws_server_url(const struct workspace *ws, const char *space, const char *server_
 			json_decref(doc);
 			return -1;
 		}
+		json_t *tls = json_object_get(doc, "tlsRequired");
+		if (tls != NULL && !json_is_boolean(tls)) {
+			snprintf(err, errlen, "%s: field \"tlsRequired\" is not a boolean", reg);
+			json_decref(doc);
+			return -1;
+		}
+		if (tls_required != NULL)
+			*tls_required = json_is_true(tls);
 		if (server_opt != NULL && strcmp(server_opt, url) != 0) {
 			snprintf(err, errlen, "--server %s differs from %s recorded for space "
 			    "\"%s\" in %s; refusing to dial", server_opt, url, space, reg);
@@ -380,23 +391,26 @@ ws_server_url(const struct workspace *ws, const char *space, const char *server_
 }
 
 int
-ws_registry_tls(const char *space, bool *tls_required, char *err, size_t errlen)
+ws_pid_runs(long pid, const char *needle, const char *needle2)
 {
-	char reg[WS_PATH_MAX];
-	json_t *doc, *v;
+	char path[64], cmd[8192];
+	ssize_t n;
+	int fd;
 
-	*tls_required = false;
-	if (ws_registry_path(space, reg, sizeof(reg), err, errlen) != 0 || access(reg, F_OK) != 0)
+	if (pid <= 1 || kill((pid_t)pid, 0) != 0)
 		return 0;
-	if ((doc = ws_read_json(reg, REGISTRY_MAX, err, errlen)) == NULL)
+	/* /proc files report size 0: read until end of file (one read is
+	 * enough for the bounded command lines we look for). */
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
-	v = json_object_get(doc, "tlsRequired");
-	if (v != NULL && !json_is_boolean(v)) {
-		snprintf(err, errlen, "%s: field \"tlsRequired\" is not a boolean", reg);
-		json_decref(doc);
+	n = read(fd, cmd, sizeof(cmd) - 1);
+	close(fd);
+	if (n <= 0)
 		return -1;
-	}
-	*tls_required = json_is_true(v);
-	json_decref(doc);
-	return 0;
+	cmd[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == '\0')
+			cmd[i] = ' ';
+	return strstr(cmd, needle) != NULL && (needle2 == NULL || strstr(cmd, needle2) != NULL);
 }

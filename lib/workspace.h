@@ -50,13 +50,19 @@ json_t *ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen);
  * The broker URL for a space: server_opt when given; else the mesh registry
  * record $COTAL_HOME/meshes/space.<key>.json (default ~/.cotal); else the dev
  * mesh of the workspace. Refuses a server_opt that differs from the registry.
+ * *tls_required (when not NULL) tells whether the registry record demands
+ * TLS (false without a record).
  */
 int ws_server_url(const struct workspace *ws, const char *space,
-		  const char *server_opt, char *out, size_t outlen, char *err,
-		  size_t errlen);
-/* Does the mesh registry record of the space demand TLS? (false when there
- * is no record.) 0, or -1 with err for an unreadable record. */
-int ws_registry_tls(const char *space, bool *tls_required, char *err, size_t errlen);
+		  const char *server_opt, char *out, size_t outlen, bool *tls_required,
+		  char *err, size_t errlen);
+/*
+ * Is pid a running process whose command line holds needle (and needle2,
+ * when not NULL)? 1 yes, 0 no (not running, or another program: a record
+ * whose pid was reused), -1 alive but its command line cannot be read
+ * (trust the record then: the check only downgrades on proof).
+ */
+int ws_pid_runs(long pid, const char *needle, const char *needle2);
 /* Path of the mesh registry record for a space. */
 int ws_registry_path(const char *space, char *out, size_t outlen, char *err,
 		     size_t errlen);

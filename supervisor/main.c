@@ -268,20 +268,19 @@ main(int argc, char **argv)
 	}
 	log_info("delivery: credential %s (user %.12s…, account %.12s…, sha256 %s)", path,
 	    S.creds.user_pub, S.creds.account, S.creds.fingerprint);
-	/* A TLS-required mesh is never dialled in plaintext (the seed's
-	 * transport rule), and this daemon does not speak TLS yet. */
 	bool tls = false;
-	if (ws_registry_tls(S.space, &tls, err, sizeof(err)) != 0) {
+	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), &tls, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
 		return 1;
 	}
+	/* A TLS-required mesh is never dialled in plaintext (the seed's
+	 * transport rule), and this daemon does not speak TLS yet. */
 	if (tls) {
 		log_errx("delivery: the mesh of space %s requires TLS (mesh registry), and this "
 		    "daemon cannot demand TLS yet; refusing to dial in plaintext", S.space);
 		return 1;
 	}
-	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), err, sizeof(err)) != 0 ||
-	    resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
+	if (resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
 		return 1;
 	}

@@ -130,26 +130,38 @@ close_channels(struct sup_worker *w)
 	w->ch = w->sign = -1;
 }
 
+/*
+ * One frame from a worker's channel: 1 with a message, 0 when there is
+ * nothing to read yet, -1 when the channel is done. A channel that closed
+ * (the worker is exiting) or spoke garbage (the worker is killed) is no
+ * longer listened to; the reaper restarts the worker.
+ */
+static int
+worker_recv(struct sup_worker *w, int fd, struct ipc_msg *m)
+{
+	char err[256];
+	int rc = ipc_recv(fd, w->buf, IPC_TO_SUPERVISOR, m, err, sizeof(err));
+
+	if (rc < 0 && err[0] == '\0' && (errno == EAGAIN || errno == EINTR))
+		return 0;
+	if (rc <= 0) {
+		if (rc < 0)
+			worker_kill(w, err[0] ? err : "ipc receive failed");
+		close_channels(w);
+		return -1;
+	}
+	return 1;
+}
+
 static void
 on_main(evutil_socket_t fd, short what, void *arg)
 {
 	struct sup_worker *w = arg;
 	struct ipc_msg m;
-	char err[256];
-	int rc;
 
 	(void)what;
-	rc = ipc_recv(fd, w->buf, IPC_TO_SUPERVISOR, &m, err, sizeof(err));
-	if (rc < 0 && err[0] == '\0' && (errno == EAGAIN || errno == EINTR))
+	if (worker_recv(w, fd, &m) <= 0)
 		return;
-	if (rc <= 0) {
-		/* Closed (the worker is exiting) or garbage: stop listening;
-		 * the reaper restarts it. */
-		if (rc < 0)
-			worker_kill(w, err[0] ? err : "ipc receive failed");
-		close_channels(w);
-		return;
-	}
 	switch (m.type) {
 	case IPC_READY:
 		if (w->phase == WP_STARTING) {
@@ -179,15 +191,12 @@ on_sign(evutil_socket_t fd, short what, void *arg)
 	uint8_t sig[NKEY_SIG_LEN];
 	struct ipc_msg m;
 	char err[256];
-	int rc;
 
 	(void)what;
-	rc = ipc_recv(fd, w->buf, IPC_TO_SUPERVISOR, &m, err, sizeof(err));
-	if (rc < 0 && err[0] == '\0' && (errno == EAGAIN || errno == EINTR))
+	if (worker_recv(w, fd, &m) <= 0)
 		return;
-	if (rc <= 0 || m.type != IPC_SIGN_REQ) {
-		if (rc != 0)
-			worker_kill(w, rc < 0 && err[0] ? err : "ipc: only SIGN_REQ rides the sign channel");
+	if (m.type != IPC_SIGN_REQ) {
+		worker_kill(w, "ipc: only SIGN_REQ rides the sign channel");
 		close_channels(w);
 		return;
 	}
