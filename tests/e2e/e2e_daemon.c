@@ -410,6 +410,34 @@ test_missing_root_is_refused_naming_the_directory(void **state)
 	rmdir(dir);
 }
 
+/* "A TLS-required mesh always starts it with TLS demanded": this daemon
+ * cannot yet, so it refuses rather than dial in plaintext. */
+static void
+test_tls_required_mesh_is_refused(void **state)
+{
+	char reg[H_PATH_MAX * 2], key[512], out[H_OUT_MAX], *saved;
+	FILE *f;
+
+	(void)state;
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(reg, sizeof(reg), "%s/meshes/space.%s.json", mesh.home, key);
+	json_t *doc = json_load_file(reg, 0, NULL);
+	assert_non_null(doc);
+	saved = json_dumps(doc, 0);
+	json_object_set_new(doc, "tlsRequired", json_true());
+	assert_int_equal(json_dump_file(doc, reg, 0), 0);
+	json_decref(doc);
+	int rc = h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space, "--root",
+	    mesh.dir, NULL);
+	assert_non_null(f = fopen(reg, "w"));
+	fputs(saved, f);
+	fclose(f);
+	free(saved);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(out, "requires TLS"));
+	assert_non_null(strstr(out, "refusing to dial in plaintext"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -421,6 +449,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_kill9_each_worker_is_restarted),
 		cmocka_unit_test(test_allow_all_credential_is_refused),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
+		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};
