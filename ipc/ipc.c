@@ -72,8 +72,8 @@ static const struct ipc_role {
 	const char *role;
 	const char *counters[IPC_COUNTERS];
 } roles[] = {
-	{ "fanout", { "posts", "copies", "acked", "dropped" } },
-	{ "reader", { "entries", "delivered", "denied", "gaveup" } },
+	{ "fanout", { "posts", "copies", "acked", "dropped", "retried" } },
+	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried" } },
 	{ "registry", { "requests", "joins", "leaves", "refused" } },
 	{ "timer", { "requests", "armed", "fired", "refused" } },
 };

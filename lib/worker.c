@@ -23,7 +23,7 @@
 
 #define CONNECT_RETRY_MS 1000
 
-static struct worker W;
+struct worker W;
 /* Set while we destroy our own connection: its callbacks then say nothing. */
 static _Atomic int closing;
 
@@ -76,6 +76,67 @@ send_status(void)
 		st.counters[i] = atomic_load(&W.counters[i]);
 	if (ipc_send(WORKER_FD_MAIN, IPC_STATUS, &st, sizeof(st)) != 0 && errno != EAGAIN)
 		fatal("ipc: send STATUS");
+}
+
+bool
+worker_serving(void)
+{
+	return !atomic_load(&W.role_stop);
+}
+
+void
+worker_count(int i, uint64_t n)
+{
+	if (i >= 0 && i < IPC_COUNTERS)
+		atomic_fetch_add(&W.counters[i], n);
+}
+
+void
+worker_nap(int ms)
+{
+	for (; ms > 0 && worker_serving(); ms -= 50) {
+		struct timespec ts = { 0, (ms < 50 ? ms : 50) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+bool
+worker_wait_open(void)
+{
+	while (worker_serving() && fence_is_quiesced(&W.fence))
+		worker_nap(100);
+	return worker_serving();
+}
+
+static void *
+role_thread(void *arg)
+{
+	(void)arg;
+	W.role->run();
+	return NULL;
+}
+
+/* Start the role's loop on the connection just opened. */
+static void
+role_start(void)
+{
+	if (W.role->run == NULL || W.role_running)
+		return;
+	atomic_store(&W.role_stop, false);
+	if (pthread_create(&W.role_thread, NULL, role_thread, NULL) != 0)
+		fatalx("cannot start the %s loop", W.role->name);
+	W.role_running = true;
+}
+
+/* Ask the loop to return and wait for it: before the connection goes. */
+static void
+role_stop(void)
+{
+	if (!W.role_running)
+		return;
+	atomic_store(&W.role_stop, true);
+	pthread_join(W.role_thread, NULL);
+	W.role_running = false;
 }
 
 static void
@@ -182,7 +243,25 @@ cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
 
 	(void)sub, (void)arg;
 	natsConnection_GetLastError(nc, &text);
+	if (err == NATS_NOT_PERMITTED) {
+		pthread_mutex_lock(&W.mu);
+		snprintf(W.violation, sizeof(W.violation), "%s", text ? text : "permission denied");
+		pthread_mutex_unlock(&W.mu);
+	}
 	log_warnx("broker error: %s (%s)", text ? text : "", natsStatus_GetText(err));
+}
+
+bool
+worker_violation(const char *needle, char *buf, size_t len)
+{
+	bool hit;
+
+	pthread_mutex_lock(&W.mu);
+	hit = W.violation[0] != '\0' && (needle == NULL || strstr(W.violation, needle) != NULL);
+	if (hit && buf != NULL)
+		snprintf(buf, len, "%s", W.violation);
+	pthread_mutex_unlock(&W.mu);
+	return hit;
 }
 
 static natsStatus
@@ -316,11 +395,13 @@ serve(void)
 		 * failures) is rebuilt, not mourned (STYLE.md). */
 		if (W.nc != NULL && natsConnection_IsClosed(W.nc)) {
 			log_warnx("broker connection closed; rebuilding it");
+			role_stop();
 			natsConnection_Destroy(W.nc);
 			W.nc = NULL;
 			set_state(IPC_STATE_DISCONNECTED);
 			if (connect_broker() != 0)
 				return 0;
+			role_start();
 		}
 		if (recv_within(WORKER_FD_MAIN, buf, &m, (int)(next_status - now)) != 0)
 			continue;
@@ -330,6 +411,7 @@ serve(void)
 		case REBUILD:
 			/* No natsConnection_Reconnect in nats.c: a new credential
 			 * means a new connection. */
+			role_stop();
 			atomic_store(&closing, 1);
 			natsConnection_Destroy(W.nc);
 			atomic_store(&closing, 0);
@@ -338,13 +420,14 @@ serve(void)
 			if (connect_broker() != 0)
 				return 0;
 			log_ok("reconnected with the renewed credential");
+			role_start();
 			break;
 		}
 	}
 }
 
 int
-worker_main(const char *role)
+worker_main(const char *role, const struct worker_role *const *roles)
 {
 	uint8_t buf[IPC_MAX_FRAME];
 	struct ipc_msg m;
@@ -361,16 +444,12 @@ worker_main(const char *role)
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_NAME, role);
 
-	if (strcmp(role, "fanout") == 0)
-		sr = SANDBOX_FANOUT;
-	else if (strcmp(role, "reader") == 0)
-		sr = SANDBOX_READER;
-	else if (strcmp(role, "registry") == 0)
-		sr = SANDBOX_REGISTRY;
-	else if (strcmp(role, "timer") == 0)
-		sr = SANDBOX_TIMER;
-	else
+	for (; *roles != NULL; roles++)
+		if (strcmp((*roles)->name, role) == 0)
+			W.role = *roles;
+	if (W.role == NULL)
 		fatalx("unknown worker role \"%s\"", role);
+	sr = W.role->sandbox;
 
 	pthread_mutex_init(&W.mu, NULL);
 	fence_init(&W.fence);
@@ -411,7 +490,9 @@ worker_main(const char *role)
 	if (ipc_send(WORKER_FD_MAIN, IPC_READY, NULL, 0) != 0)
 		fatal("ipc: send READY");
 	send_status();
+	role_start();
 	serve();
+	role_stop();
 out:
 	atomic_store(&closing, 1);
 	natsConnection_Destroy(W.nc);

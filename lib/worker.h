@@ -13,11 +13,13 @@
 #include <nats/nats.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ipc/ipc.h"
 #include "lib/fence.h"
 #include "lib/nkeys.h"
+#include "sandbox/sandbox.h"
 
 #define WORKER_FD_MAIN 3
 #define WORKER_FD_SIGN 4
@@ -26,17 +28,50 @@
 #define WORKER_STATUS_EVERY_MS 1000
 #define WORKER_DRAIN_MS 5000          /* QUIESCE: effects in flight get this long */
 
+/*
+ * What a role adds to the runtime: its sandbox policy and, for the data
+ * path, a loop run on its own thread while the connection is up. The loop
+ * returns once worker_serving() turns false (a reconnect or a stop); it is
+ * started again on the new connection.
+ */
+struct worker_role {
+	const char *name;
+	enum sandbox_role sandbox;
+	void (*run)(void);
+};
+
 struct worker {
 	struct ipc_config cfg;
+	const struct worker_role *role;
+	pthread_t role_thread;
+	bool role_running;
+	_Atomic bool role_stop;
 	pthread_mutex_t mu;      /* guards jwt and the sign channel */
 	char *jwt;
 	natsConnection *nc;
 	struct fence fence;
 	_Atomic uint32_t state;  /* enum ipc_worker_state */
 	_Atomic uint64_t counters[IPC_COUNTERS];
+	char violation[512];     /* the broker's last permissions violation (mu) */
 };
 
-/* Run the worker of the given role; returns the process exit status. */
-int worker_main(const char *role);
+/* Run the worker of the given role (one of roles, NULL-ended); returns the
+ * process exit status. */
+int worker_main(const char *role, const struct worker_role *const *roles);
+
+/* For a role's loop. */
+extern struct worker W;
+/* Go on? False once the loop must return (reconnect, stop). */
+bool worker_serving(void);
+/* Wait while the fence is closed (QUIESCE); false when the loop must
+ * return instead. */
+bool worker_wait_open(void);
+/* Count an event of the role (ipc_counter_name(role, i)). */
+void worker_count(int i, uint64_t n);
+/* Has the broker reported a permissions violation whose text contains
+ * needle (any when NULL)? Its text into buf. */
+bool worker_violation(const char *needle, char *buf, size_t len);
+/* Sleep up to ms, returning early when the loop must return. */
+void worker_nap(int ms);
 
 #endif

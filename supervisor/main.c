@@ -29,6 +29,8 @@
 #include "lib/log.h"
 #include "lib/tokens.h"
 #include "lib/worker.h"
+#include "worker-fanout/fanout.h"
+#include "worker-reader/reader.h"
 #include "sandbox/sandbox.h"
 
 static struct sup S;
@@ -210,6 +212,16 @@ open_log(void)
 		log_tee(2);
 }
 
+/*
+ * The roles `--worker` runs. The registry and the timer hold their
+ * connection and answer the supervisor; their loops are their own issues.
+ */
+static const struct worker_role registry_role = { "registry", SANDBOX_REGISTRY, NULL };
+static const struct worker_role timer_role = { "timer", SANDBOX_TIMER, NULL };
+static const struct worker_role *const worker_roles[] = {
+	&fanout_role, &reader_role, &registry_role, &timer_role, NULL,
+};
+
 int
 main(int argc, char **argv)
 {
@@ -219,7 +231,7 @@ main(int argc, char **argv)
 	static const int sigs[] = { SIGTERM, SIGINT, SIGCHLD, SIGHUP };
 
 	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argv[2]);
+		return worker_main(argv[2], worker_roles);
 
 	/* Secrets never reach a core file or another process's ptrace. */
 	prctl(PR_SET_DUMPABLE, 0);

@@ -865,3 +865,129 @@ h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
 		return -1;
 	return rc;
 }
+
+/* ---- the data path ---- */
+
+int
+h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq)
+{
+	char stream[256];
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "CHAT_%s", m->token);
+	if (js_GetStreamInfo(&si, c->js, stream, NULL, &jerr) != NATS_OK)
+		return -1;
+	*seq = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	return 0;
+}
+
+int64_t
+h_stream_msgs(struct conn *c, const char *stream)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	int64_t n;
+
+	if (js_GetStreamInfo(&si, c->js, stream, NULL, &jerr) != NATS_OK)
+		return -1;
+	n = (int64_t)si->State.Msgs;
+	jsStreamInfo_Destroy(si);
+	return n;
+}
+
+int
+h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+	     uint64_t join, uint64_t leave, uint64_t generation, char *err, size_t errlen)
+{
+	char key[1024], owner[256];
+	json_t *row;
+	char *body;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/%s.%s.%s", channel, a->owner, a->actor, a->uid);
+	snprintf(owner, sizeof(owner), "%s.%s", a->owner, a->actor);
+	row = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:s, s:I}", "channel", channel,
+	    "owner", owner, "lifecycleUid", a->uid,
+	    "state", leave ? "live-confirmed" : "durable-active", "joinCursor", (json_int_t)join,
+	    "generation", (json_int_t)generation, "activated", 1, "writerIdentity", "test",
+	    "updatedAt", (json_int_t)now_ms());
+	if (leave)
+		json_object_set_new(row, "leaveCursor", json_integer((json_int_t)leave));
+	body = json_dumps(row, JSON_COMPACT);
+	json_decref(row);
+	rc = h_kv_put(c, m, "members", key, body, err, errlen);
+	free(body);
+	return rc;
+}
+
+int
+h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char *allow, bool retired,
+	  char *err, size_t errlen)
+{
+	char key[512], body[4096];
+
+	snprintf(key, sizeof(key), "%s.%s.%s", a->owner, a->actor, a->uid);
+	if (retired)
+		snprintf(body, sizeof(body),
+		    "{\"allowSubscribe\":[],\"revision\":9,\"updatedAt\":%lld,\"retired\":true,"
+		    "\"retiredAt\":%lld}", (long long)now_ms(), (long long)now_ms());
+	else
+		snprintf(body, sizeof(body), "{\"allowSubscribe\":%s,\"revision\":2,\"updatedAt\":%lld}",
+		    allow, (long long)now_ms());
+	return h_kv_put(c, m, "acl", key, body, err, errlen);
+}
+
+json_t *
+h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
+	    bool *headers_ok, char *err, size_t errlen)
+{
+	char stream[256], durable[512];
+	natsSubscription *sub = NULL;
+	jsSubOptions so;
+	jsErrCode jerr = 0;
+	json_t *out = json_array();
+	natsStatus s;
+	int wait = ms;
+
+	*headers_ok = true;
+	snprintf(stream, sizeof(stream), "DLV_%s", m->token);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", a->owner, a->actor, a->uid);
+	jsSubOptions_Init(&so);
+	so.Stream = stream;
+	so.Consumer = durable;
+	so.ManualAck = true;
+	s = js_PullSubscribe(&sub, c->js, NULL, durable, NULL, &so, &jerr);
+	if (s != NATS_OK) {
+		char why[512];
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "bind %s: %s (jerr %d)", durable, why, (int)jerr);
+		json_decref(out);
+		return NULL;
+	}
+	for (;;) {
+		natsMsgList list = { 0 };
+		s = natsSubscription_Fetch(&list, sub, 256, wait, &jerr);
+		if (s != NATS_OK || list.Count == 0) {
+			natsMsgList_Destroy(&list);
+			break;
+		}
+		for (int i = 0; i < list.Count; i++) {
+			const char *h = NULL;
+			natsMsg *msg = list.Msgs[i];
+			if (natsMsgHeader_Get(msg, "Cotal-Delivery-Frame", &h) != NATS_OK ||
+			    strcmp(h, "1") != 0)
+				*headers_ok = false;
+			json_t *v = json_loadb(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg),
+			    0, NULL);
+			json_array_append_new(out, v ? v : json_null());
+			natsMsg_Ack(msg, NULL);
+		}
+		natsMsgList_Destroy(&list);
+		wait = quiet_ms;
+	}
+	natsConnection_Flush(c->nc);
+	natsSubscription_Destroy(sub);
+	return out;
+}

@@ -109,6 +109,26 @@ int h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *ch
 int h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,
 		natsMsg **msg, char *err, size_t errlen);
 
+/* The data path (issue 4). */
+/* CHAT_<s>'s last sequence (the joinCursor of a join made now). */
+int h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq);
+/* Write the membership row <channel>/<o>.<a>.<uid> of agent a as the
+ * registry would: leave 0 = no leaveCursor. */
+int h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+		 uint64_t join, uint64_t leave, uint64_t generation, char *err, size_t errlen);
+/* Set agent a's read-ACL row (allow: JSON array text, e.g. "[\"general\"]";
+ * retired: the tombstone). */
+int h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char *allow,
+	      bool retired, char *err, size_t errlen);
+/* Fetch every frame waiting on the agent's dlv_ durable: wait up to ms for
+ * the first, then until quiet_ms pass with nothing new. Frames are acked
+ * and returned as parsed JSON bodies in an array (caller decrefs); the
+ * header check result in *headers_ok. */
+json_t *h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
+		    bool *headers_ok, char *err, size_t errlen);
+/* Messages held by a stream now (state.msgs), or -1. */
+int64_t h_stream_msgs(struct conn *c, const char *stream);
+
 /* KV helpers on bucket "cotal_<name>_<s>". */
 int h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
 	     const char *value, char *err, size_t errlen);

@@ -1,0 +1,269 @@
+/* The KV mirror (see kvmirror.h). */
+#include "lib/kvmirror.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/natsconn.h"
+
+#define WATCH_POLL_MS 250
+#define WATCH_RETRY_MS 500
+
+static void
+deadline_in(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static void
+nap(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* The broker's store time, in ms (nats.c reports nanoseconds). */
+static int64_t
+created_ms(kvEntry *e)
+{
+	int64_t t = kvEntry_Created(e);
+
+	return t > 100000000000000LL ? t / 1000000 : t;
+}
+
+/* (Re)start the watch; the whole bucket is delivered again. */
+static int
+start_watch(struct kvmirror *m)
+{
+	kvWatcher *w = NULL;
+	natsStatus s;
+
+	pthread_mutex_lock(&m->mu);
+	m->loaded = false;
+	m->reset(m->arg);
+	pthread_mutex_unlock(&m->mu);
+	s = kvStore_WatchAll(&w, m->kv, NULL);
+	pthread_mutex_lock(&m->mu);
+	if (s != NATS_OK) {
+		conn_strerror(s, m->error, sizeof(m->error));
+		pthread_mutex_unlock(&m->mu);
+		return -1;
+	}
+	m->watcher = w;
+	m->want_rebuild = false;
+	pthread_mutex_unlock(&m->mu);
+	return 0;
+}
+
+static void
+drop_watch(struct kvmirror *m)
+{
+	kvWatcher *w;
+
+	pthread_mutex_lock(&m->mu);
+	w = m->watcher;
+	m->watcher = NULL;
+	pthread_mutex_unlock(&m->mu);
+	if (w != NULL) {
+		kvWatcher_Stop(w);
+		kvWatcher_Destroy(w);
+	}
+}
+
+static void *
+watch_thread(void *arg)
+{
+	struct kvmirror *m = arg;
+	kvEntry *e;
+	natsStatus s;
+
+	for (;;) {
+		pthread_mutex_lock(&m->mu);
+		bool stop = m->stop, rebuild = m->want_rebuild || m->watcher == NULL;
+		kvWatcher *w = m->watcher;
+		pthread_mutex_unlock(&m->mu);
+		if (stop)
+			break;
+		if (rebuild) {
+			drop_watch(m);
+			if (start_watch(m) != 0)
+				nap(WATCH_RETRY_MS);
+			continue;
+		}
+		e = NULL;
+		s = kvWatcher_Next(&e, w, WATCH_POLL_MS);
+		if (s == NATS_TIMEOUT)
+			continue;
+		pthread_mutex_lock(&m->mu);
+		if (s != NATS_OK) {
+			/* Stopped (a rebuild or close asked for it) or the
+			 * connection is gone: watch again once we can. */
+			if (!m->stop) {
+				conn_strerror(s, m->error, sizeof(m->error));
+				m->want_rebuild = true;
+			}
+			pthread_mutex_unlock(&m->mu);
+			nap(WATCH_POLL_MS / 5);
+			continue;
+		}
+		if (e == NULL) {
+			/* The initial state is in: the mirror is current as of
+			 * the watch's creation, hence as of the rebuild's floor. */
+			m->loaded = true;
+			if (m->applied < m->rebuild_floor)
+				m->applied = m->rebuild_floor;
+			m->rebuilds++;
+			m->error[0] = '\0';
+		} else {
+			kvOperation op = kvEntry_Operation(e);
+			const char *val = op == kvOp_Put ? kvEntry_ValueString(e) : NULL;
+			m->apply(m->arg, kvEntry_Key(e), val, val ? (size_t)kvEntry_ValueLen(e) : 0,
+			    kvEntry_Revision(e), created_ms(e));
+			if (kvEntry_Revision(e) > m->applied)
+				m->applied = kvEntry_Revision(e);
+			kvEntry_Destroy(e);
+		}
+		pthread_cond_broadcast(&m->cv);
+		pthread_mutex_unlock(&m->mu);
+	}
+	drop_watch(m);
+	return NULL;
+}
+
+/* The bucket's last stream sequence. */
+static int
+last_seq(struct kvmirror *m, uint64_t *out, char *err, size_t errlen)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s = js_GetStreamInfo(&si, m->js, m->stream, NULL, &jerr);
+	char why[512];
+
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "stream info %s: %s", m->stream, why);
+		return -1;
+	}
+	*out = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	return 0;
+}
+
+static bool
+current(const struct kvmirror *m, uint64_t last)
+{
+	return m->loaded && m->applied >= last;
+}
+
+int
+kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen)
+{
+	struct timespec dl;
+	uint64_t last, target;
+	int rc = 0;
+
+	if (last_seq(m, &last, err, errlen) != 0)
+		return -1;
+	pthread_mutex_lock(&m->mu);
+	deadline_in(&dl, KVMIRROR_BARRIER_MS);
+	while (!current(m, last))
+		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
+			break;
+	if (current(m, last))
+		goto out;
+	/* The watch did not catch up (silent after a broker restart, or the
+	 * last message is no longer held): read the bucket again. */
+	if (m->rebuild_floor < last)
+		m->rebuild_floor = last;
+	m->want_rebuild = true;
+	target = m->rebuilds + 1;
+	if (m->watcher != NULL)
+		kvWatcher_Stop(m->watcher);
+	deadline_in(&dl, KVMIRROR_REBUILD_MS);
+	while (!(m->rebuilds >= target && current(m, last)))
+		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
+			break;
+	if (!(m->rebuilds >= target && current(m, last))) {
+		snprintf(err, errlen, "the watch of %s is not current (%s)", m->bucket,
+		    m->error[0] ? m->error : "no answer");
+		rc = -1;
+	}
+out:
+	pthread_mutex_unlock(&m->mu);
+	return rc;
+}
+
+int
+kvmirror_open(struct kvmirror *m, jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+	      kvmirror_reset_fn reset, void *arg, char *err, size_t errlen)
+{
+	char why[512];
+	natsStatus s;
+
+	memset(m, 0, sizeof(*m));
+	if (strlen(bucket) >= sizeof(m->bucket)) {
+		snprintf(err, errlen, "bucket name too long");
+		return -1;
+	}
+	strcpy(m->bucket, bucket);
+	snprintf(m->stream, sizeof(m->stream), "KV_%s", bucket);
+	m->js = js;
+	m->apply = apply;
+	m->reset = reset;
+	m->arg = arg;
+	s = js_KeyValue(&m->kv, js, bucket);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "bind bucket %s: %s", bucket, why);
+		return -1;
+	}
+	pthread_mutex_init(&m->mu, NULL);
+	pthread_cond_init(&m->cv, NULL);
+	m->want_rebuild = true;
+	if (pthread_create(&m->thread, NULL, watch_thread, m) != 0) {
+		snprintf(err, errlen, "cannot start the watch thread of %s", bucket);
+		kvStore_Destroy(m->kv);
+		m->kv = NULL;
+		return -1;
+	}
+	return kvmirror_barrier(m, err, errlen);
+}
+
+void
+kvmirror_lock(struct kvmirror *m)
+{
+	pthread_mutex_lock(&m->mu);
+}
+
+void
+kvmirror_unlock(struct kvmirror *m)
+{
+	pthread_mutex_unlock(&m->mu);
+}
+
+void
+kvmirror_close(struct kvmirror *m)
+{
+	if (m->kv == NULL)
+		return;
+	pthread_mutex_lock(&m->mu);
+	m->stop = true;
+	if (m->watcher != NULL)
+		kvWatcher_Stop(m->watcher);
+	pthread_mutex_unlock(&m->mu);
+	pthread_join(m->thread, NULL);
+	pthread_mutex_destroy(&m->mu);
+	pthread_cond_destroy(&m->cv);
+	kvStore_Destroy(m->kv);
+	m->kv = NULL;
+}

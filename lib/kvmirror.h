@@ -1,0 +1,66 @@
+/*
+ * An in-memory mirror of a KV bucket, kept by a watch, with the per-batch
+ * barrier of ARCHITECTURE.md: before a batch is routed, read the bucket's
+ * last sequence and wait until the watch has applied it, so a write
+ * committed before the batch was fetched is always seen.
+ *
+ * KV watchers can go silent after a broker restart (STYLE.md pitfalls): a
+ * barrier the watch does not meet in time rebuilds the watch from scratch,
+ * which is also the periodic reconciliation read.
+ *
+ * The owner's apply callback runs on the mirror's thread with the mirror
+ * locked; the owner reads its state under kvmirror_lock().
+ */
+#ifndef COTAL_KVMIRROR_H
+#define COTAL_KVMIRROR_H
+
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KVMIRROR_BUCKET_MAX 300
+#define KVMIRROR_BARRIER_MS 1000   /* the watch gets this long to catch up */
+#define KVMIRROR_REBUILD_MS 10000  /* a rebuilt watch gets this long to load */
+
+/* A put (value non-NULL) or a delete/purge (value NULL) of key.
+ * created_ms: when the broker stored it (ms since the epoch). */
+typedef void (*kvmirror_apply_fn)(void *arg, const char *key, const char *value, size_t len,
+				  uint64_t revision, int64_t created_ms);
+/* Forget everything: a rebuilt watch delivers the whole bucket again. */
+typedef void (*kvmirror_reset_fn)(void *arg);
+
+struct kvmirror {
+	char bucket[KVMIRROR_BUCKET_MAX];
+	char stream[KVMIRROR_BUCKET_MAX + 4];
+	jsCtx *js;
+	kvStore *kv;
+	kvmirror_apply_fn apply;
+	kvmirror_reset_fn reset;
+	void *arg;
+
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	kvWatcher *watcher;   /* owned by the thread */
+	uint64_t applied;     /* highest revision applied, or the floor of a rebuild */
+	uint64_t rebuilds;    /* completed rebuilds */
+	uint64_t rebuild_floor;
+	bool want_rebuild;
+	bool loaded;          /* the current watch delivered its initial state */
+	bool stop;
+	char error[256];      /* why the watch is down, for the barrier's caller */
+};
+
+/* Bind the bucket and start the watch; waits for the initial state.
+ * 0, or -1 with err. */
+int kvmirror_open(struct kvmirror *m, jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+		  kvmirror_reset_fn reset, void *arg, char *err, size_t errlen);
+/* The barrier: 0 once every write committed before the call is applied,
+ * -1 with err when the bucket cannot be read. */
+int kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen);
+void kvmirror_lock(struct kvmirror *m);
+void kvmirror_unlock(struct kvmirror *m);
+void kvmirror_close(struct kvmirror *m);
+
+#endif

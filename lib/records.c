@@ -1,0 +1,619 @@
+/*
+ * Subjects and records of the data path (see records.h). Every field read
+ * from the network is type-checked and bounded before use.
+ */
+#include "lib/records.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/tokens.h"
+
+static int __attribute__((format(printf, 3, 4)))
+refuse(char *why, size_t whylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why != NULL && whylen > 0) {
+		va_start(ap, fmt);
+		vsnprintf(why, whylen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+/* Copy the token [p, p+n) into out (size outlen) if it fits. */
+static bool
+take(const char *p, size_t n, char *out, size_t outlen)
+{
+	if (n == 0 || n >= outlen)
+		return false;
+	memcpy(out, p, n);
+	out[n] = '\0';
+	return true;
+}
+
+/* After "<prefix>.<kind>." return the rest of subject, or NULL. */
+static const char *
+after_kind(const char *subject, const char *prefix, const char *kind)
+{
+	size_t pl = strlen(prefix), kl = strlen(kind);
+
+	if (strncmp(subject, prefix, pl) != 0 || subject[pl] != '.')
+		return NULL;
+	subject += pl + 1;
+	if (strncmp(subject, kind, kl) != 0 || subject[kl] != '.')
+		return NULL;
+	return subject + kl + 1;
+}
+
+/* Next dot-terminated token of *p; advances past the dot. */
+static bool
+next_token(const char **p, char *out, size_t outlen)
+{
+	const char *dot = strchr(*p, '.');
+
+	if (dot == NULL)
+		return false;
+	if (!take(*p, (size_t)(dot - *p), out, outlen))
+		return false;
+	*p = dot + 1;
+	return true;
+}
+
+int
+chat_subject_parse(const char *subject, const char *prefix, struct chat_subject *out,
+		   char *why, size_t whylen)
+{
+	const char *p = after_kind(subject, prefix, "chat");
+
+	if (p == NULL)
+		return refuse(why, whylen, "subject is not of the chat shape");
+	if (!next_token(&p, out->owner, sizeof(out->owner)) || !identity_token_valid(out->owner))
+		return refuse(why, whylen, "subject: bad owner token");
+	if (!next_token(&p, out->actor, sizeof(out->actor)) || !identity_token_valid(out->actor))
+		return refuse(why, whylen, "subject: bad actor token");
+	if (strlen(p) > CHANNEL_MAX || !channel_concrete_valid(p))
+		return refuse(why, whylen, "subject: channel is not a concrete channel");
+	strcpy(out->channel, p);
+	return 0;
+}
+
+int
+dinbox_subject_parse(const char *subject, const char *prefix, struct lifecycle *out,
+		     char *why, size_t whylen)
+{
+	const char *p = after_kind(subject, prefix, "dinbox");
+
+	if (p == NULL)
+		return refuse(why, whylen, "subject is not of the dinbox shape");
+	/* Exactly 6 tokens: cotal, <s>, dinbox, <o>, <a>, <uid>. The space
+	 * token has no dots, so three are left after the kind. */
+	if (strchr(prefix + strlen("cotal."), '.') != NULL)
+		return refuse(why, whylen, "subject: bad space prefix");
+	if (!next_token(&p, out->owner, sizeof(out->owner)) || !identity_token_valid(out->owner))
+		return refuse(why, whylen, "subject: bad owner token");
+	if (!next_token(&p, out->actor, sizeof(out->actor)) || !identity_token_valid(out->actor))
+		return refuse(why, whylen, "subject: bad actor token");
+	if (strchr(p, '.') != NULL || !take(p, strlen(p), out->uid, sizeof(out->uid)) ||
+	    !lifecycle_uid_valid(out->uid))
+		return refuse(why, whylen, "subject: bad lifecycle uid");
+	return 0;
+}
+
+bool
+principal_format(const char *owner, const char *actor, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s.%s", owner, actor);
+
+	return n > 0 && (size_t)n < len;
+}
+
+bool
+lifecycle_format(const struct lifecycle *l, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s.%s.%s", l->owner, l->actor, l->uid);
+
+	return n > 0 && (size_t)n < len;
+}
+
+int
+lifecycle_parse(const char *s, struct lifecycle *out)
+{
+	const char *p = s;
+
+	if (!next_token(&p, out->owner, sizeof(out->owner)) || !identity_token_valid(out->owner))
+		return -1;
+	if (!next_token(&p, out->actor, sizeof(out->actor)) || !identity_token_valid(out->actor))
+		return -1;
+	if (strchr(p, '.') != NULL || !take(p, strlen(p), out->uid, sizeof(out->uid)) ||
+	    !lifecycle_uid_valid(out->uid))
+		return -1;
+	return 0;
+}
+
+/* Decode a bounded JSON object; NULL when it is not one. */
+static json_t *
+decode_object(const char *data, size_t len)
+{
+	json_t *v;
+
+	if (data == NULL || len == 0 || len > RECORD_MAX)
+		return NULL;
+	v = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL);
+	if (v != NULL && !json_is_object(v)) {
+		json_decref(v);
+		return NULL;
+	}
+	return v;
+}
+
+enum post_verdict
+post_decode(const char *data, size_t len, const struct chat_subject *cs, json_t **msg,
+	    char *why, size_t whylen)
+{
+	char sender[PRINCIPAL_MAX + 1];
+	json_t *m, *from, *fid, *id;
+
+	*msg = NULL;
+	if (len > RECORD_MAX) {
+		refuse(why, whylen, "payload of %zu bytes exceeds %d", len, RECORD_MAX);
+		return POST_UNDECODABLE;
+	}
+	if ((m = decode_object(data, len)) == NULL) {
+		refuse(why, whylen, "payload is not a JSON object");
+		return POST_UNDECODABLE;
+	}
+	id = json_object_get(m, "id");
+	if (!json_is_string(id)) {
+		refuse(why, whylen, "id: not a string");
+		goto undecodable;
+	}
+	if (json_string_length(id) > MSG_ID_MAX) {
+		refuse(why, whylen, "id: longer than %d bytes", MSG_ID_MAX);
+		goto undecodable;
+	}
+	if (!json_is_number(json_object_get(m, "ts"))) {
+		refuse(why, whylen, "ts: not a number");
+		goto undecodable;
+	}
+	if (!json_is_string(json_object_get(m, "space"))) {
+		refuse(why, whylen, "space: not a string");
+		goto undecodable;
+	}
+	if (!json_is_array(json_object_get(m, "parts"))) {
+		refuse(why, whylen, "parts: not an array");
+		goto undecodable;
+	}
+	from = json_object_get(m, "from");
+	fid = json_object_get(from, "id");
+	if (!json_is_object(from) || !json_is_string(fid)) {
+		refuse(why, whylen, "from.id: not a string");
+		goto undecodable;
+	}
+	if (!json_is_string(json_object_get(from, "name"))) {
+		refuse(why, whylen, "from.name: not a string");
+		goto undecodable;
+	}
+	/* WIRE.md §2: authentic only if from.id is the subject's sender and the
+	 * owner is a principal owner. */
+	if (!principal_format(cs->owner, cs->actor, sender, sizeof(sender)) ||
+	    strcmp(json_string_value(fid), sender) != 0) {
+		refuse(why, whylen, "from.id is not the subject's sender %s.%s", cs->owner, cs->actor);
+		json_decref(m);
+		return POST_INAUTHENTIC;
+	}
+	if (!principal_owner_valid(cs->owner)) {
+		refuse(why, whylen, "sender owner \"%s\" is not a principal owner", cs->owner);
+		json_decref(m);
+		return POST_INAUTHENTIC;
+	}
+	/* Normalization: the channel is the subject's; to/toService go. */
+	json_object_set_new(m, "channel", json_string(cs->channel));
+	json_object_del(m, "to");
+	json_object_del(m, "toService");
+	*msg = m;
+	return POST_OK;
+undecodable:
+	json_decref(m);
+	return POST_UNDECODABLE;
+}
+
+const char *
+post_id(const json_t *msg)
+{
+	const char *id = json_string_value(json_object_get(msg, "id"));
+
+	return id != NULL ? id : "";
+}
+
+size_t
+post_mentions(const json_t *msg, const char **names, size_t max)
+{
+	json_t *arr = json_object_get(msg, "mentions"), *v;
+	size_t i, n = 0;
+
+	if (!json_is_array(arr))
+		return 0;
+	json_array_foreach(arr, i, v) {
+		if (n == max)
+			break;
+		if (json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= 256)
+			names[n++] = json_string_value(v);
+	}
+	return n;
+}
+
+/* deliveryClass of a config row: 1 live, 0 durable, -1 not set. */
+static int
+row_class(const char *row, size_t len)
+{
+	json_t *v = decode_object(row, len);
+	const char *c;
+	int r = -1;
+
+	if (v == NULL)
+		return -1;
+	c = json_string_value(json_object_get(v, "deliveryClass"));
+	if (c != NULL && strcmp(c, "live") == 0)
+		r = 1;
+	else if (c != NULL && strcmp(c, "durable") == 0)
+		r = 0;
+	json_decref(v);
+	return r;
+}
+
+enum delivery_class
+channel_class(const char *row, size_t rowlen, const char *defaults, size_t defaultslen)
+{
+	int c = row_class(row, rowlen);
+
+	if (c < 0)
+		c = row_class(defaults, defaultslen);
+	return c == 1 ? CLASS_LIVE : CLASS_DURABLE;
+}
+
+void
+acl_row_parse(const char *data, size_t len, struct acl_row *out)
+{
+	json_t *v = decode_object(data, len), *arr, *p;
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	if (v == NULL)
+		return;
+	arr = json_object_get(v, "allowSubscribe");
+	if (!json_is_array(arr))
+		goto out;
+	if (json_is_true(json_object_get(v, "retired"))) {
+		/* A tombstone reads nothing, whatever its list says. */
+		out->state = ACL_RETIRED;
+		goto out;
+	}
+	out->state = ACL_LIVE;
+	size_t n = json_array_size(arr);
+	if (n > ACL_PATTERNS_MAX)
+		n = ACL_PATTERNS_MAX;
+	if (n > 0 && (out->patterns = calloc(n, sizeof(char *))) == NULL) {
+		out->state = ACL_UNKNOWN;
+		goto out;
+	}
+	json_array_foreach(arr, i, p) {
+		if (out->npatterns == n)
+			break;
+		const char *s = json_string_value(p);
+		/* An entry that is not a valid pattern grants nothing. */
+		if (s == NULL || strlen(s) > CHANNEL_MAX || !channel_pattern_valid(s))
+			continue;
+		if ((out->patterns[out->npatterns] = strdup(s)) == NULL)
+			break;
+		out->npatterns++;
+	}
+out:
+	json_decref(v);
+}
+
+void
+acl_row_free(struct acl_row *r)
+{
+	for (size_t i = 0; i < r->npatterns; i++)
+		free(r->patterns[i]);
+	free(r->patterns);
+	memset(r, 0, sizeof(*r));
+}
+
+bool
+channel_pattern_match(const char *pattern, const char *channel)
+{
+	const char *p = pattern, *c = channel;
+
+	for (;;) {
+		size_t pl = strcspn(p, "."), cl = strcspn(c, ".");
+
+		if (pl == 1 && p[0] == '>' && p[1] == '\0')
+			return cl > 0; /* '>' needs at least one token */
+		if (!(pl == 1 && p[0] == '*') && (pl != cl || strncmp(p, c, pl) != 0))
+			return false;
+		if (cl == 0)
+			return false;
+		p += pl, c += cl;
+		if (*p == '\0' || *c == '\0')
+			return *p == '\0' && *c == '\0';
+		p++, c++;
+	}
+}
+
+bool
+acl_covers(const struct acl_row *r, const char *channel)
+{
+	if (r->state != ACL_LIVE)
+		return false;
+	for (size_t i = 0; i < r->npatterns; i++)
+		if (channel_pattern_match(r->patterns[i], channel))
+			return true;
+	return false;
+}
+
+int
+member_key_parse(const char *key, char *channel, size_t chlen, struct lifecycle *who)
+{
+	const char *slash = strrchr(key, '/');
+	size_t n;
+
+	if (slash == NULL)
+		return -1;
+	n = (size_t)(slash - key);
+	if (!take(key, n, channel, chlen) || !channel_concrete_valid(channel))
+		return -1;
+	return lifecycle_parse(slash + 1, who);
+}
+
+bool
+member_key_format(const char *channel, const struct lifecycle *who, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/%s.%s.%s", channel, who->owner, who->actor, who->uid);
+
+	return n > 0 && (size_t)n < len;
+}
+
+/* A cursor: a non-negative integer. */
+static int
+get_cursor(json_t *v, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return -1;
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+int
+member_row_parse(const char *key, const char *data, size_t len, struct member_row *out,
+		 char *why, size_t whylen)
+{
+	char principal[PRINCIPAL_MAX + 1];
+	json_t *v, *lc;
+	const char *s;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (member_key_parse(key, out->channel, sizeof(out->channel), &out->who) != 0)
+		return refuse(why, whylen, "key is not <channel>/<o>.<a>.<uid>");
+	if ((v = decode_object(data, len)) == NULL)
+		return refuse(why, whylen, "value is not a JSON object");
+	s = json_string_value(json_object_get(v, "channel"));
+	if (s == NULL || strcmp(s, out->channel) != 0) {
+		refuse(why, whylen, "channel: does not match the key");
+		goto out;
+	}
+	principal_format(out->who.owner, out->who.actor, principal, sizeof(principal));
+	s = json_string_value(json_object_get(v, "owner"));
+	if (s == NULL || strcmp(s, principal) != 0) {
+		refuse(why, whylen, "owner: does not match the key");
+		goto out;
+	}
+	s = json_string_value(json_object_get(v, "lifecycleUid"));
+	if (s == NULL || strcmp(s, out->who.uid) != 0) {
+		refuse(why, whylen, "lifecycleUid: does not match the key");
+		goto out;
+	}
+	if (get_cursor(json_object_get(v, "joinCursor"), &out->join_cursor) != 0) {
+		refuse(why, whylen, "joinCursor: not a non-negative integer");
+		goto out;
+	}
+	lc = json_object_get(v, "leaveCursor");
+	if (lc != NULL && !json_is_null(lc)) {
+		if (get_cursor(lc, &out->leave_cursor) != 0) {
+			refuse(why, whylen, "leaveCursor: not a non-negative integer");
+			goto out;
+		}
+		out->has_leave = true;
+	}
+	if (get_cursor(json_object_get(v, "generation"), &out->generation) != 0) {
+		refuse(why, whylen, "generation: not a non-negative integer");
+		goto out;
+	}
+	s = json_string_value(json_object_get(v, "state"));
+	if (s == NULL || (strcmp(s, "durable-active") != 0 && strcmp(s, "live-confirmed") != 0)) {
+		refuse(why, whylen, "state: not durable-active or live-confirmed");
+		goto out;
+	}
+	out->active = strcmp(s, "durable-active") == 0;
+	rc = 0;
+out:
+	json_decref(v);
+	return rc;
+}
+
+bool
+membership_eligible(const struct member_row *r, uint64_t seq)
+{
+	return r->join_cursor < seq && (!r->has_leave || seq <= r->leave_cursor);
+}
+
+int
+presence_row_parse(const char *key, const char *data, size_t len, char *name, size_t namelen,
+		   char *uid, size_t uidlen)
+{
+	json_t *v = decode_object(data, len), *card;
+	const char *id, *n, *u;
+	int rc = -1;
+
+	if (v == NULL)
+		return -1;
+	card = json_object_get(v, "card");
+	id = json_string_value(json_object_get(card, "id"));
+	n = json_string_value(json_object_get(card, "name"));
+	/* WIRE.md §4: a row whose card.id differs from its key is ignored. */
+	if (id == NULL || n == NULL || strcmp(id, key) != 0 || strlen(n) >= namelen)
+		goto out;
+	for (size_t i = 0; n[i] != '\0'; i++)
+		name[i] = (char)tolower((unsigned char)n[i]);
+	name[strlen(n)] = '\0';
+	uid[0] = '\0';
+	u = json_string_value(json_object_get(v, "lifecycleUid"));
+	if (u != NULL && strlen(u) < uidlen && lifecycle_uid_valid(u))
+		strcpy(uid, u);
+	rc = 0;
+out:
+	json_decref(v);
+	return rc;
+}
+
+bool
+dedup_key(const char *id, const struct lifecycle *to, uint64_t generation, char *buf, size_t len)
+{
+	int n;
+
+	if (id == NULL || id[0] == '\0')
+		return false;
+	n = snprintf(buf, len, "%s:%s.%s:%s:%" PRIu64, id, to->owner, to->actor, to->uid,
+	    generation);
+	return n > 0 && (size_t)n < len;
+}
+
+static char *
+dump(json_t *v, size_t *len)
+{
+	char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	if (s != NULL && len != NULL)
+		*len = strlen(s);
+	return s;
+}
+
+char *
+entry_prefix(const json_t *msg, const char *channel, uint64_t seq, enum entry_reason reason,
+	     size_t *len)
+{
+	char *m = json_dumps(msg, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_t *ch = json_string(channel);
+	char *c = ch ? json_dumps(ch, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	char *out = NULL;
+	int n;
+
+	if (m != NULL && c != NULL) {
+		n = asprintf(&out, "{\"msg\":%s,\"channel\":%s,\"seq\":%" PRIu64
+		    ",\"reason\":\"%s\",\"generation\":", m, c, seq,
+		    reason == REASON_MENTION ? "live-mention" : "durable-channel");
+		if (n < 0)
+			out = NULL;
+		else if (len != NULL)
+			*len = (size_t)n;
+	}
+	free(m);
+	free(c);
+	json_decref(ch);
+	return out;
+}
+
+char *
+entry_build(const json_t *msg, const char *channel, uint64_t seq, enum entry_reason reason,
+	    uint64_t generation, size_t *len)
+{
+	size_t pl;
+	char *p = entry_prefix(msg, channel, seq, reason, &pl), *out = NULL;
+	int n;
+
+	if (p == NULL)
+		return NULL;
+	n = asprintf(&out, "%s%" PRIu64 "}", p, generation);
+	free(p);
+	if (n < 0)
+		return NULL;
+	if (len != NULL)
+		*len = (size_t)n;
+	return out;
+}
+
+int
+entry_parse(const char *data, size_t len, struct entry *out, char *why, size_t whylen)
+{
+	json_t *v, *msg;
+	const char *ch, *reason;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if ((v = decode_object(data, len)) == NULL)
+		return refuse(why, whylen, "entry is not a JSON object");
+	msg = json_object_get(v, "msg");
+	if (!json_is_object(msg)) {
+		refuse(why, whylen, "msg: not an object");
+		goto out;
+	}
+	ch = json_string_value(json_object_get(v, "channel"));
+	if (ch == NULL || strlen(ch) > CHANNEL_MAX || !channel_concrete_valid(ch)) {
+		refuse(why, whylen, "channel: not a concrete channel");
+		goto out;
+	}
+	if (get_cursor(json_object_get(v, "seq"), &out->seq) != 0 || out->seq == 0) {
+		refuse(why, whylen, "seq: not a positive integer");
+		goto out;
+	}
+	reason = json_string_value(json_object_get(v, "reason"));
+	if (reason != NULL && strcmp(reason, "durable-channel") == 0)
+		out->reason = REASON_DURABLE;
+	else if (reason != NULL && strcmp(reason, "live-mention") == 0)
+		out->reason = REASON_MENTION;
+	else {
+		refuse(why, whylen, "reason: not durable-channel or live-mention");
+		goto out;
+	}
+	if (get_cursor(json_object_get(v, "generation"), &out->generation) != 0) {
+		refuse(why, whylen, "generation: not a non-negative integer");
+		goto out;
+	}
+	strcpy(out->channel, ch);
+	out->msg = json_incref(msg);
+	rc = 0;
+out:
+	json_decref(v);
+	return rc;
+}
+
+void
+entry_free(struct entry *e)
+{
+	json_decref(e->msg);
+	e->msg = NULL;
+}
+
+char *
+frame_build(json_t *msg, const char *channel, size_t *len)
+{
+	json_t *f = json_object();
+	char *s;
+
+	/* The channel rides the subject the fan-out parsed, never the
+	 * payload's word for it. */
+	json_object_set_new(msg, "channel", json_string(channel));
+	json_object_set_new(f, "version", json_integer(1));
+	json_object_set_new(f, "channel", json_string(channel));
+	json_object_set(f, "msg", msg);
+	s = dump(f, len);
+	json_decref(f);
+	return s;
+}

@@ -1,0 +1,724 @@
+/*
+ * worker-fanout: the fan-out writer (seed, "The three pieces").
+ *
+ * Pulls channel posts from CHAT_<s> through the `fanout` durable and copies
+ * each into the private store (INBOX_<s>) of every eligible member: one
+ * entry per membership row of a durable channel, and for an @mention on a
+ * live channel one per mentioned peer whose read ACL covers the channel.
+ * A post is acked only after every one of its entries got its PubAck.
+ *
+ * May: read CHAT through `fanout`, read the members, channels, presence and
+ * acl buckets, publish P.dinbox.*.*.*. Routing only: authorization stays
+ * with the trusted reader and the broker.
+ */
+#include "worker-fanout/fanout.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "lib/kvmirror.h"
+#include "lib/log.h"
+#include "lib/pubbatch.h"
+#include "lib/pull.h"
+#include "lib/records.h"
+#include "lib/strmap.h"
+#include "lib/tokens.h"
+#include "lib/worker.h"
+
+#define FANOUT_ACK_WAIT_S 60
+#define PRESENCE_TTL_MS 6000      /* WIRE.md §3: the roster's bucket TTL */
+#define DROP_LOG_EVERY_MS 10000   /* one line per cause per this long */
+#define RETRY_NAK_MS 1000         /* a post whose routing or publish failed */
+#define SETUP_RETRY_MS 2000
+#define CHANNEL_DEFAULTS "=defaults"
+
+/* Counters (ipc.c names them). */
+enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED };
+
+/* The membership rows of one channel. */
+struct roster {
+	struct member_row **rows;
+	size_t n, cap;
+};
+
+struct presence {
+	char name[128];
+	int64_t created_ms;
+};
+
+struct fanout {
+	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
+	char stream[SPACE_TOKEN_MAX + 8];   /* CHAT_<s> */
+	struct pubbatch pub;
+	natsSubscription *sub;
+
+	struct kvmirror members, channels, presence, acl;
+	struct strmap rows;        /* member key -> struct member_row (members) */
+	struct strmap rosters;     /* channel -> struct roster (members) */
+	struct strmap configs;     /* channel -> char * value (channels) */
+	struct strmap roster_live; /* <o>.<a> -> struct presence (presence) */
+	struct strmap acls;        /* <o>.<a>.<uid> -> struct acl_row (acl) */
+};
+
+static struct fanout F;
+
+/* Rate-limited drop lines, one per cause. */
+enum drop_cause { DROP_SUBJECT, DROP_UNDECODABLE, DROP_INAUTHENTIC, DROP_CAUSES };
+static const char *const drop_names[DROP_CAUSES] = {
+	"a subject of no chat shape", "an undecodable post", "an inauthentic post",
+};
+static struct {
+	int64_t last_ms;
+	uint64_t suppressed;
+} drop_log[DROP_CAUSES];
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+log_drop(enum drop_cause c, uint64_t seq, const char *why)
+{
+	int64_t now = mono_ms();
+
+	if (drop_log[c].last_ms != 0 && now - drop_log[c].last_ms < DROP_LOG_EVERY_MS) {
+		drop_log[c].suppressed++;
+		return;
+	}
+	if (drop_log[c].suppressed > 0)
+		log_warnx("dropped %s at CHAT seq %" PRIu64 ": %s (and %" PRIu64
+		    " more of this cause since the last line)", drop_names[c], seq, why,
+		    drop_log[c].suppressed);
+	else
+		log_warnx("dropped %s at CHAT seq %" PRIu64 ": %s", drop_names[c], seq, why);
+	drop_log[c].last_ms = now;
+	drop_log[c].suppressed = 0;
+}
+
+/* ---- the membership index (members bucket) ---- */
+
+static void
+roster_remove(struct member_row *r)
+{
+	struct roster *ro = strmap_get(&F.rosters, r->channel);
+
+	if (ro == NULL)
+		return;
+	for (size_t i = 0; i < ro->n; i++)
+		if (ro->rows[i] == r) {
+			ro->rows[i] = ro->rows[--ro->n];
+			break;
+		}
+	if (ro->n == 0) {
+		strmap_del(&F.rosters, r->channel);
+		free(ro->rows);
+		free(ro);
+	}
+}
+
+static int
+roster_add(struct member_row *r)
+{
+	struct roster *ro = strmap_get(&F.rosters, r->channel);
+
+	if (ro == NULL) {
+		if ((ro = calloc(1, sizeof(*ro))) == NULL ||
+		    strmap_put(&F.rosters, r->channel, ro, NULL) != 0) {
+			free(ro);
+			return -1;
+		}
+	}
+	if (ro->n == ro->cap) {
+		size_t cap = ro->cap ? ro->cap * 2 : 4;
+		struct member_row **rows = realloc(ro->rows, cap * sizeof(*rows));
+		if (rows == NULL)
+			return -1;
+		ro->rows = rows;
+		ro->cap = cap;
+	}
+	ro->rows[ro->n++] = r;
+	return 0;
+}
+
+static void
+members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	      int64_t created)
+{
+	struct member_row *old, *row;
+	char why[WHY_MAX];
+
+	(void)arg, (void)rev, (void)created;
+	if ((old = strmap_del(&F.rows, key)) != NULL) {
+		roster_remove(old);
+		free(old);
+	}
+	if (value == NULL)
+		return;
+	if ((row = malloc(sizeof(*row))) == NULL)
+		fatalx("out of memory");
+	if (member_row_parse(key, value, len, row, why, sizeof(why)) != 0) {
+		/* Not a row we can route by: it routes nothing. */
+		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
+		free(row);
+		return;
+	}
+	if (strmap_put(&F.rows, key, row, NULL) != 0 || roster_add(row) != 0)
+		fatalx("out of memory");
+}
+
+static void
+free_roster(void *v)
+{
+	struct roster *ro = v;
+
+	free(ro->rows);
+	free(ro);
+}
+
+static void
+members_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&F.rosters, free_roster);
+	strmap_clear(&F.rows, free);
+}
+
+/* ---- channel configs, presence, read ACLs ---- */
+
+static void
+configs_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	      int64_t created)
+{
+	char *copy = NULL, *old;
+
+	(void)arg, (void)rev, (void)created;
+	if (value != NULL) {
+		if ((copy = malloc(len + 1)) == NULL)
+			fatalx("out of memory");
+		memcpy(copy, value, len);
+		copy[len] = '\0';
+	}
+	old = strmap_del(&F.configs, key);
+	free(old);
+	if (copy != NULL && strmap_put(&F.configs, key, copy, NULL) != 0)
+		fatalx("out of memory");
+}
+
+static void
+configs_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&F.configs, free);
+}
+
+static void
+presence_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	       int64_t created)
+{
+	struct presence *p;
+	char uid[UID_MAX + 1];
+
+	(void)arg, (void)rev;
+	free(strmap_del(&F.roster_live, key));
+	if (value == NULL)
+		return;
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		fatalx("out of memory");
+	if (presence_row_parse(key, value, len, p->name, sizeof(p->name), uid, sizeof(uid)) != 0) {
+		free(p);
+		return;
+	}
+	p->created_ms = created;
+	if (strmap_put(&F.roster_live, key, p, NULL) != 0)
+		fatalx("out of memory");
+}
+
+static void
+presence_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&F.roster_live, free);
+}
+
+static void
+free_acl(void *v)
+{
+	acl_row_free(v);
+	free(v);
+}
+
+static void
+acl_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	  int64_t created)
+{
+	struct acl_row *r, *old;
+
+	(void)arg, (void)rev, (void)created;
+	if ((old = strmap_del(&F.acls, key)) != NULL)
+		free_acl(old);
+	if (value == NULL)
+		return;
+	if ((r = malloc(sizeof(*r))) == NULL)
+		fatalx("out of memory");
+	acl_row_parse(value, len, r);
+	if (strmap_put(&F.acls, key, r, NULL) != 0)
+		fatalx("out of memory");
+}
+
+static void
+acl_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&F.acls, free_acl);
+}
+
+/* ---- routing ---- */
+
+/* One copy to make. */
+struct target {
+	struct lifecycle who;
+	uint64_t generation;
+	enum entry_reason reason;
+};
+
+struct targets {
+	struct target *v;
+	size_t n, cap;
+};
+
+static void
+targets_add(struct targets *t, const struct lifecycle *who, uint64_t gen, enum entry_reason why)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct target *v = realloc(t->v, cap * sizeof(*v));
+		if (v == NULL)
+			fatalx("out of memory");
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n].who = *who;
+	t->v[t->n].generation = gen;
+	t->v[t->n].reason = why;
+	t->n++;
+}
+
+/* Effective class (WIRE.md §4): the channel's row, then =defaults, else
+ * durable. Called with the channels mirror locked. */
+static enum delivery_class
+class_of(const char *channel)
+{
+	const char *row = strmap_get(&F.configs, channel);
+	const char *def = strmap_get(&F.configs, CHANNEL_DEFAULTS);
+
+	return channel_class(row, row ? strlen(row) : 0, def, def ? strlen(def) : 0);
+}
+
+/* Durable channel: every eligible row, to its recorded lifecycle, but the
+ * sender's own principal. Members mirror locked. */
+static void
+route_durable(const struct chat_subject *cs, uint64_t seq, struct targets *t)
+{
+	struct roster *ro = strmap_get(&F.rosters, cs->channel);
+
+	if (ro == NULL)
+		return;
+	for (size_t i = 0; i < ro->n; i++) {
+		const struct member_row *r = ro->rows[i];
+		if (!membership_eligible(r, seq))
+			continue;
+		if (strcmp(r->who.owner, cs->owner) == 0 && strcmp(r->who.actor, cs->actor) == 0)
+			continue;
+		targets_add(t, &r->who, r->generation, REASON_DURABLE);
+	}
+}
+
+struct name_match {
+	const char *name;
+	const char *key;
+	int count;
+	int64_t now;
+};
+
+static int
+match_name(const char *key, void *value, void *arg)
+{
+	const struct presence *p = value;
+	struct name_match *m = arg;
+
+	/* Expired by the bucket's TTL: the broker removed it, the watch
+	 * cannot tell us. */
+	if (m->now - p->created_ms > PRESENCE_TTL_MS)
+		return 0;
+	if (strcasecmp(p->name, m->name) == 0) {
+		m->key = key;
+		m->count++;
+	}
+	return 0;
+}
+
+struct alias_match {
+	const char *alias;   /* "<o>.<a>." */
+	size_t len;
+	const char *key;
+	const struct acl_row *row;
+	int count;
+};
+
+static int
+match_alias(const char *key, void *value, void *arg)
+{
+	const struct acl_row *r = value;
+	struct alias_match *m = arg;
+
+	if (strncmp(key, m->alias, m->len) == 0 && r->state == ACL_LIVE &&
+	    strchr(key + m->len, '.') == NULL) {
+		m->key = key;
+		m->row = r;
+		m->count++;
+	}
+	return 0;
+}
+
+/* Live channel: each @mention resolved against the presence roster
+ * (exactly one live match), skipping the sender, to that alias's single live
+ * ACL row, copied only if the row covers the channel. Presence and acl
+ * mirrors locked. */
+static void
+route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets *t)
+{
+	const char *names[MENTIONS_MAX];
+	size_t n = post_mentions(msg, names, MENTIONS_MAX);
+	char sender[PRINCIPAL_MAX + 1], alias[PRINCIPAL_MAX + 2];
+	struct lifecycle who;
+
+	principal_format(cs->owner, cs->actor, sender, sizeof(sender));
+	for (size_t i = 0; i < n; i++) {
+		bool seen = false;
+		for (size_t j = 0; j < i; j++)
+			seen |= strcasecmp(names[i], names[j]) == 0;
+		if (seen)
+			continue;
+		struct name_match nm = { .name = names[i], .now = wall_ms() };
+		strmap_each(&F.roster_live, match_name, &nm);
+		if (nm.count != 1 || strcmp(nm.key, sender) == 0)
+			continue;
+		snprintf(alias, sizeof(alias), "%s.", nm.key);
+		struct alias_match am = { .alias = alias, .len = strlen(alias) };
+		strmap_each(&F.acls, match_alias, &am);
+		if (am.count != 1 || !acl_covers(am.row, cs->channel))
+			continue;
+		if (lifecycle_parse(am.key, &who) != 0)
+			continue;
+		targets_add(t, &who, 0, REASON_MENTION);
+	}
+}
+
+/* ---- one batch ---- */
+
+struct post {
+	natsMsg *m;
+	uint64_t seq;
+	struct chat_subject cs;
+	json_t *msg;           /* NULL: dropped */
+	enum delivery_class class;
+};
+
+/* Publish every entry of post i. */
+static void
+publish_post(int i, struct post *p, const struct targets *t)
+{
+	char subj[SPACE_TOKEN_MAX + LIFECYCLE_MAX + 16], key[DEDUP_KEY_MAX];
+	size_t plen;
+	char *prefix = t->n == 0 ? NULL : entry_prefix(p->msg, p->cs.channel, p->seq,
+	    t->v[0].reason, &plen);
+	char *body = NULL;
+	size_t cap = 0;
+	enum entry_reason reason = t->n ? t->v[0].reason : REASON_DURABLE;
+
+	if (t->n == 0) {
+		free(prefix);
+		return;
+	}
+	if (prefix == NULL) {
+		pubbatch_fail(&F.pub, i, "cannot serialize the entry");
+		return;
+	}
+	for (size_t k = 0; k < t->n; k++) {
+		const struct target *g = &t->v[k];
+		if (g->reason != reason) {
+			free(prefix);
+			reason = g->reason;
+			if ((prefix = entry_prefix(p->msg, p->cs.channel, p->seq, reason, &plen)) == NULL) {
+				pubbatch_fail(&F.pub, i, "cannot serialize the entry");
+				break;
+			}
+		}
+		if (cap < plen + 32) {
+			cap = plen + 32;
+			if ((body = realloc(body, cap)) == NULL)
+				fatalx("out of memory");
+		}
+		int bl = snprintf(body, cap, "%s%" PRIu64 "}", prefix, g->generation);
+		snprintf(subj, sizeof(subj), "%s.dinbox.%s.%s.%s", F.prefix, g->who.owner,
+		    g->who.actor, g->who.uid);
+		bool has_key = dedup_key(post_id(p->msg), &g->who, g->generation, key, sizeof(key));
+		pubbatch_publish(&F.pub, i, subj, body, (size_t)bl, has_key ? key : NULL, NULL, NULL);
+		worker_count(C_COPIES, 1);
+	}
+	free(body);
+	free(prefix);
+}
+
+static bool
+batch_has_mentions(const struct post *posts, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (posts[i].msg != NULL && posts[i].class == CLASS_LIVE &&
+		    json_array_size(json_object_get(posts[i].msg, "mentions")) > 0)
+			return true;
+	return false;
+}
+
+static void
+nak_all(natsMsgList *list, uint64_t ticket)
+{
+	if (!fence_begin(&W.fence, ticket))
+		return;
+	for (int i = 0; i < list->Count; i++)
+		natsMsg_NakWithDelay(list->Msgs[i], RETRY_NAK_MS, NULL);
+	fence_done(&W.fence);
+	worker_count(C_RETRIED, (uint64_t)list->Count);
+}
+
+static void
+fanout_batch(natsMsgList *list)
+{
+	uint64_t ticket = fence_ticket(&W.fence);
+	struct post *posts = calloc((size_t)list->Count, sizeof(*posts));
+	struct targets t = { 0 };
+	char why[WHY_MAX], err[512];
+	static int64_t last_barrier_log;
+
+	if (posts == NULL)
+		fatalx("out of memory");
+	worker_count(C_POSTS, (uint64_t)list->Count);
+
+	/* Fetch, check: decode every post before routing any. */
+	for (int i = 0; i < list->Count; i++) {
+		struct post *p = &posts[i];
+		jsMsgMetaData *md = NULL;
+		p->m = list->Msgs[i];
+		if (natsMsg_GetMetaData(&md, p->m) == NATS_OK) {
+			p->seq = md->Sequence.Stream;
+			jsMsgMetaData_Destroy(md);
+		}
+		if (chat_subject_parse(natsMsg_GetSubject(p->m), F.prefix, &p->cs, why,
+		    sizeof(why)) != 0) {
+			log_drop(DROP_SUBJECT, p->seq, why);
+			continue;
+		}
+		switch (post_decode(natsMsg_GetData(p->m), (size_t)natsMsg_GetDataLength(p->m),
+		    &p->cs, &p->msg, why, sizeof(why))) {
+		case POST_OK:
+			break;
+		case POST_UNDECODABLE:
+			log_drop(DROP_UNDECODABLE, p->seq, why);
+			break;
+		case POST_INAUTHENTIC:
+			log_drop(DROP_INAUTHENTIC, p->seq, why);
+			break;
+		}
+	}
+
+	/* The barrier: a join or a class flip committed before this batch was
+	 * fetched is seen by it. */
+	if (kvmirror_barrier(&F.members, err, sizeof(err)) != 0 ||
+	    kvmirror_barrier(&F.channels, err, sizeof(err)) != 0 ||
+	    (batch_has_mentions(posts, list->Count) &&
+	    (kvmirror_barrier(&F.presence, err, sizeof(err)) != 0 ||
+	    kvmirror_barrier(&F.acl, err, sizeof(err)) != 0))) {
+		if (mono_ms() - last_barrier_log > DROP_LOG_EVERY_MS) {
+			log_warnx("cannot route a batch of %d posts, retrying it: %s", list->Count, err);
+			last_barrier_log = mono_ms();
+		}
+		nak_all(list, ticket);
+		goto out;
+	}
+	kvmirror_lock(&F.channels);
+	for (int i = 0; i < list->Count; i++)
+		if (posts[i].msg != NULL)
+			posts[i].class = class_of(posts[i].cs.channel);
+	kvmirror_unlock(&F.channels);
+	bool mentions = batch_has_mentions(posts, list->Count);
+
+	/* Copy. */
+	if (!fence_begin(&W.fence, ticket))
+		goto out;
+	if (pubbatch_begin(&F.pub, list->Count) != 0)
+		fatalx("out of memory");
+	for (int i = 0; i < list->Count; i++) {
+		struct post *p = &posts[i];
+		if (p->msg == NULL)
+			continue;
+		t.n = 0;
+		if (p->class == CLASS_DURABLE) {
+			kvmirror_lock(&F.members);
+			route_durable(&p->cs, p->seq, &t);
+			kvmirror_unlock(&F.members);
+		} else if (mentions) {
+			kvmirror_lock(&F.presence);
+			kvmirror_lock(&F.acl);
+			route_mentions(&p->cs, p->msg, &t);
+			kvmirror_unlock(&F.acl);
+			kvmirror_unlock(&F.presence);
+		}
+		publish_post(i, p, &t);
+	}
+	pubbatch_wait(&F.pub);
+
+	/* Ack: a post only once every entry is stored; a failed one is
+	 * redelivered, never acked. */
+	for (int i = 0; i < list->Count; i++) {
+		if (posts[i].msg != NULL && pubbatch_failed(&F.pub, i)) {
+			natsMsg_NakWithDelay(posts[i].m, RETRY_NAK_MS, NULL);
+			worker_count(C_RETRIED, 1);
+			continue;
+		}
+		natsMsg_Ack(posts[i].m, NULL);
+		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
+	}
+	if (F.pub.error[0] != '\0')
+		log_warnx("a publish failed, its posts will be redelivered: %s", F.pub.error);
+	fence_done(&W.fence);
+out:
+	for (int i = 0; i < list->Count; i++)
+		json_decref(posts[i].msg);
+	free(posts);
+	free(t.v);
+}
+
+/* ---- set-up and the loop ---- */
+
+static void
+teardown(void)
+{
+	kvmirror_close(&F.acl);
+	kvmirror_close(&F.presence);
+	kvmirror_close(&F.channels);
+	kvmirror_close(&F.members);
+	members_reset(NULL);
+	configs_reset(NULL);
+	presence_reset(NULL);
+	acl_reset(NULL);
+	natsSubscription_Destroy(F.sub);
+	F.sub = NULL;
+	pubbatch_destroy(&F.pub);
+}
+
+static int
+setup(char *err, size_t errlen)
+{
+	char token[SPACE_TOKEN_MAX + 1], filter[SPACE_TOKEN_MAX + 16], bucket[KVMIRROR_BUCKET_MAX];
+	jsConsumerConfig cc;
+
+	space_token(W.cfg.space, token, sizeof(token));
+	snprintf(F.prefix, sizeof(F.prefix), "cotal.%s", token);
+	snprintf(F.stream, sizeof(F.stream), "CHAT_%s", token);
+	snprintf(filter, sizeof(filter), "cotal.%s.chat.>", token);
+	if (pubbatch_init(&F.pub, W.nc) != 0) {
+		snprintf(err, errlen, "cannot make a JetStream context");
+		return -1;
+	}
+	/* WIRE.md §3: durable pull, explicit ack, ack wait 60 s, deliver new. */
+	jsConsumerConfig_Init(&cc);
+	cc.Durable = "fanout";
+	cc.FilterSubject = filter;
+	cc.AckPolicy = js_AckExplicit;
+	cc.AckWait = (int64_t)FANOUT_ACK_WAIT_S * 1000000000;
+	cc.DeliverPolicy = js_DeliverNew;
+	if (pull_bind(F.pub.js, F.stream, &cc, &F.sub, err, errlen) != 0)
+		return -1;
+	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
+	if (kvmirror_open(&F.members, F.pub.js, bucket, members_apply, members_reset, NULL, err,
+	    errlen) != 0)
+		return -1;
+	snprintf(bucket, sizeof(bucket), "cotal_channels_%s", token);
+	if (kvmirror_open(&F.channels, F.pub.js, bucket, configs_apply, configs_reset, NULL, err,
+	    errlen) != 0)
+		return -1;
+	snprintf(bucket, sizeof(bucket), "cotal_presence_%s", token);
+	if (kvmirror_open(&F.presence, F.pub.js, bucket, presence_apply, presence_reset, NULL, err,
+	    errlen) != 0)
+		return -1;
+	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
+	if (kvmirror_open(&F.acl, F.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
+		return -1;
+	return 0;
+}
+
+static void
+fanout_run(void)
+{
+	char err[1024];
+	natsMsgList list;
+	natsStatus s;
+
+	strmap_init(&F.rows);
+	strmap_init(&F.rosters);
+	strmap_init(&F.configs);
+	strmap_init(&F.roster_live);
+	strmap_init(&F.acls);
+	while (worker_serving()) {
+		if (setup(err, sizeof(err)) == 0)
+			break;
+		teardown();
+		/* A denial is the credential's fault, not the broker's mood:
+		 * say so loudly and let the supervisor's backoff pace us. */
+		if (strstr(err, "permission denied") != NULL || strstr(err, "other settings") != NULL)
+			fatalx("cannot bind the fan-out: %s", err);
+		log_warnx("cannot bind the fan-out yet: %s; retrying", err);
+		worker_nap(SETUP_RETRY_MS);
+	}
+	if (!worker_serving()) {
+		teardown();
+		return;
+	}
+	log_ok("fan-out bound to %s durable fanout", F.stream);
+	while (worker_wait_open()) {
+		s = pull_fetch(F.sub, PULL_BATCH_MAX, PULL_WAIT_MS, &list);
+		if (s != NATS_OK) {
+			natsMsgList_Destroy(&list);
+			worker_nap(200);
+			continue;
+		}
+		if (list.Count > 0)
+			fanout_batch(&list);
+		natsMsgList_Destroy(&list);
+	}
+	teardown();
+}
+
+const struct worker_role fanout_role = {
+	.name = "fanout",
+	.sandbox = SANDBOX_FANOUT,
+	.run = fanout_run,
+};

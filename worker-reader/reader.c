@@ -1,0 +1,444 @@
+/*
+ * worker-reader: the trusted reader (seed, "The three pieces").
+ *
+ * Pulls each pending entry from INBOX_<s> through the `reader` durable,
+ * re-checks it against the member's read ACL and membership interval as
+ * they are now, and hands an authorized copy to the member's own dlv_
+ * durable on DLV_<s> as a handoff frame. An entry is acked only after its
+ * frame got its PubAck, so a crash in between redelivers it.
+ *
+ * May: read INBOX through `reader`, delete INBOX messages by sequence, read
+ * the acl and members buckets, delete a retired lifecycle's member rows,
+ * publish P.dlv.*.*.*.
+ */
+#include "worker-reader/reader.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/kvmirror.h"
+#include "lib/log.h"
+#include "lib/natsconn.h"
+#include "lib/pubbatch.h"
+#include "lib/pull.h"
+#include "lib/records.h"
+#include "lib/strmap.h"
+#include "lib/tokens.h"
+#include "lib/worker.h"
+#include "worker-reader/decide.h"
+
+#define READER_ACK_WAIT_S 60
+#define READER_MAX_ACK_PENDING 1000   /* WIRE.md §3 */
+#define BAD_LOG_EVERY_MS 10000
+#define SETUP_RETRY_MS 2000
+
+/* Counters (ipc.c names them). */
+enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED };
+
+struct reader {
+	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
+	char stream[SPACE_TOKEN_MAX + 8];   /* INBOX_<s> */
+	struct pubbatch pub;
+	natsSubscription *sub;
+	struct kvmirror acl, members;
+	struct strmap acls;     /* <o>.<a>.<uid> -> struct acl_row */
+	struct strmap rows;     /* member key -> struct member_row */
+};
+
+static struct reader R;
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- mirrors ---- */
+
+static void
+free_acl(void *v)
+{
+	acl_row_free(v);
+	free(v);
+}
+
+static void
+acl_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	  int64_t created)
+{
+	struct acl_row *r, *old;
+
+	(void)arg, (void)rev, (void)created;
+	if ((old = strmap_del(&R.acls, key)) != NULL)
+		free_acl(old);
+	if (value == NULL)
+		return; /* deleted: unknown owner */
+	if ((r = malloc(sizeof(*r))) == NULL)
+		fatalx("out of memory");
+	acl_row_parse(value, len, r);
+	if (strmap_put(&R.acls, key, r, NULL) != 0)
+		fatalx("out of memory");
+}
+
+static void
+acl_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&R.acls, free_acl);
+}
+
+static void
+members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	      int64_t created)
+{
+	struct member_row *row;
+	char why[WHY_MAX];
+
+	(void)arg, (void)rev, (void)created;
+	free(strmap_del(&R.rows, key));
+	if (value == NULL)
+		return;
+	if ((row = malloc(sizeof(*row))) == NULL)
+		fatalx("out of memory");
+	if (member_row_parse(key, value, len, row, why, sizeof(why)) != 0) {
+		free(row); /* a row that does not decode authorizes nothing */
+		return;
+	}
+	if (strmap_put(&R.rows, key, row, NULL) != 0)
+		fatalx("out of memory");
+}
+
+static void
+members_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&R.rows, free);
+}
+
+/* ---- effects ---- */
+
+static void
+log_bad_entry(uint64_t seq, const char *why)
+{
+	static int64_t last;
+	static uint64_t suppressed;
+
+	if (last != 0 && mono_ms() - last < BAD_LOG_EVERY_MS) {
+		suppressed++;
+		return;
+	}
+	log_warnx("dropped entry %" PRIu64 ", not a fan-out entry: %s (%" PRIu64
+	    " more since the last line)", seq, why, suppressed);
+	last = mono_ms();
+	suppressed = 0;
+}
+
+/* Retry later, or give up at the limit (the entry stays in the store). */
+static void
+retry_or_give_up(natsMsg *m, uint64_t seq, uint64_t delivered, const char *lc, const char *why)
+{
+	if (reader_after_failure(delivered) == V_GIVE_UP) {
+		natsMsg_Term(m, NULL);
+		worker_count(C_GAVEUP, 1);
+		log_warnx("gave up on entry %" PRIu64 " for %s after %" PRIu64
+		    " deliveries (kept): %s", seq, lc, delivered, why);
+		return;
+	}
+	natsMsg_NakWithDelay(m, READER_RETRY_MS, NULL);
+	worker_count(C_RETRIED, 1);
+}
+
+/*
+ * A retired lifecycle's entry: delete it from INBOX by sequence, ack only
+ * once the delete succeeded (an entry the stream no longer holds counts as
+ * removed), and drop the lifecycle's member row for the channel, best
+ * effort. A worker that stops serving meanwhile neither acks nor gives up.
+ */
+static void
+remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry *e,
+	       const struct lifecycle *who, const char *lc, uint64_t ticket)
+{
+	char key[MEMBER_KEY_MAX + 1], why[512], txt[1024];
+	jsErrCode jerr = 0;
+	natsStatus s;
+	bool has_row = false;
+
+	s = js_DeleteMsg(R.pub.js, R.stream, seq, NULL, &jerr);
+	if (s != NATS_OK && jerr != JSNoMessageFoundErr) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(txt, sizeof(txt), "delete from %s failed: %s", R.stream, why);
+		if (!fence_begin(&W.fence, ticket))
+			return;
+		retry_or_give_up(m, seq, delivered, lc, txt);
+		fence_done(&W.fence);
+		return;
+	}
+	if (e->reason == REASON_DURABLE && member_key_format(e->channel, who, key, sizeof(key))) {
+		kvmirror_lock(&R.members);
+		has_row = strmap_get(&R.rows, key) != NULL;
+		kvmirror_unlock(&R.members);
+	}
+	if (!fence_begin(&W.fence, ticket))
+		return;
+	natsMsg_Ack(m, NULL);
+	worker_count(C_REMOVED, 1);
+	log_warnx("removed entry %" PRIu64 " of retired lifecycle %s", seq, lc);
+	if (has_row) {
+		/* Left by a daemon that died between writing the row and its
+		 * post-write ACL read; until it goes every post is copied here. */
+		s = kvStore_Delete(R.members.kv, key);
+		if (s != NATS_OK) {
+			conn_strerror(s, why, sizeof(why));
+			log_warnx("could not remove member row %s of retired lifecycle %s: %s "
+			    "(the next entry retries)", key, lc, why);
+		} else
+			log_info("removed member row %s of retired lifecycle %s", key, lc);
+	}
+	fence_done(&W.fence);
+}
+
+/* ---- one batch ---- */
+
+struct item {
+	natsMsg *m;
+	uint64_t seq, delivered;
+	struct lifecycle who;
+	char lc[LIFECYCLE_MAX + 1];
+	struct entry e;
+	bool parsed;
+	enum verdict v;
+};
+
+static void
+reader_batch(natsMsgList *list)
+{
+	uint64_t ticket = fence_ticket(&W.fence);
+	struct item *items = calloc((size_t)list->Count, sizeof(*items));
+	char why[WHY_MAX], err[512], key[MEMBER_KEY_MAX + 1];
+	static int64_t last_barrier_log;
+
+	if (items == NULL)
+		fatalx("out of memory");
+	worker_count(C_ENTRIES, (uint64_t)list->Count);
+	for (int i = 0; i < list->Count; i++) {
+		struct item *it = &items[i];
+		jsMsgMetaData *md = NULL;
+		it->m = list->Msgs[i];
+		if (natsMsg_GetMetaData(&md, it->m) == NATS_OK) {
+			it->seq = md->Sequence.Stream;
+			it->delivered = md->NumDelivered;
+			jsMsgMetaData_Destroy(md);
+		}
+		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
+		    sizeof(why)) != 0 ||
+		    entry_parse(natsMsg_GetData(it->m), (size_t)natsMsg_GetDataLength(it->m), &it->e,
+		    why, sizeof(why)) != 0) {
+			log_bad_entry(it->seq, why);
+			continue;
+		}
+		lifecycle_format(&it->who, it->lc, sizeof(it->lc));
+		it->parsed = true;
+	}
+
+	/* The barrier: an ACL narrowed or a leave committed before this batch
+	 * was fetched is seen by it. */
+	if (kvmirror_barrier(&R.acl, err, sizeof(err)) != 0 ||
+	    kvmirror_barrier(&R.members, err, sizeof(err)) != 0) {
+		if (mono_ms() - last_barrier_log > BAD_LOG_EVERY_MS) {
+			log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s",
+			    list->Count, err);
+			last_barrier_log = mono_ms();
+		}
+		if (fence_begin(&W.fence, ticket)) {
+			for (int i = 0; i < list->Count; i++)
+				natsMsg_NakWithDelay(items[i].m, READER_RETRY_MS, NULL);
+			fence_done(&W.fence);
+		}
+		goto out;
+	}
+
+	/* Check: every entry against the ACL and interval of now. */
+	kvmirror_lock(&R.acl);
+	kvmirror_lock(&R.members);
+	for (int i = 0; i < list->Count; i++) {
+		struct item *it = &items[i];
+		struct acl_row none = { 0 };
+		if (!it->parsed)
+			continue;
+		const struct acl_row *acl = strmap_get(&R.acls, it->lc);
+		const struct member_row *row = NULL;
+		if (member_key_format(it->e.channel, &it->who, key, sizeof(key)))
+			row = strmap_get(&R.rows, key);
+		it->v = reader_decide(&it->e, acl ? acl : &none, row, it->delivered);
+	}
+	kvmirror_unlock(&R.members);
+	kvmirror_unlock(&R.acl);
+
+	/* Copy: the authorized frames, asynchronously. */
+	if (!fence_begin(&W.fence, ticket))
+		goto out;
+	if (pubbatch_begin(&R.pub, list->Count) != 0)
+		fatalx("out of memory");
+	for (int i = 0; i < list->Count; i++) {
+		struct item *it = &items[i];
+		char subj[SPACE_TOKEN_MAX + LIFECYCLE_MAX + 16], dkey[DEDUP_KEY_MAX];
+		size_t len;
+		if (!it->parsed || it->v != V_DELIVER)
+			continue;
+		char *body = frame_build(it->e.msg, it->e.channel, &len);
+		if (body == NULL) {
+			pubbatch_fail(&R.pub, i, "cannot serialize the frame");
+			continue;
+		}
+		snprintf(subj, sizeof(subj), "%s.dlv.%s.%s.%s", R.prefix, it->who.owner,
+		    it->who.actor, it->who.uid);
+		bool has_key = dedup_key(post_id(it->e.msg), &it->who, it->e.generation, dkey,
+		    sizeof(dkey));
+		pubbatch_publish(&R.pub, i, subj, body, len, has_key ? dkey : NULL, FRAME_HEADER, "1");
+		free(body);
+	}
+	pubbatch_wait(&R.pub);
+
+	/* Ack. */
+	for (int i = 0; i < list->Count; i++) {
+		struct item *it = &items[i];
+		if (!it->parsed) {
+			natsMsg_Term(it->m, NULL);
+			worker_count(C_DENIED, 1);
+			continue;
+		}
+		switch (it->v) {
+		case V_DELIVER:
+			if (pubbatch_failed(&R.pub, i)) {
+				retry_or_give_up(it->m, it->seq, it->delivered, it->lc, R.pub.error);
+				break;
+			}
+			natsMsg_Ack(it->m, NULL);
+			worker_count(C_DELIVERED, 1);
+			break;
+		case V_DROP:
+			natsMsg_Ack(it->m, NULL);
+			worker_count(C_DENIED, 1);
+			break;
+		case V_RETRY:
+			natsMsg_NakWithDelay(it->m, READER_RETRY_MS, NULL);
+			worker_count(C_RETRIED, 1);
+			break;
+		case V_GIVE_UP:
+			natsMsg_Term(it->m, NULL);
+			worker_count(C_GAVEUP, 1);
+			log_warnx("gave up on entry %" PRIu64 " for unknown owner %s after %" PRIu64
+			    " deliveries (kept)", it->seq, it->lc, it->delivered);
+			break;
+		case V_RETIRED:
+			break; /* below, one at a time */
+		}
+	}
+	fence_done(&W.fence);
+	for (int i = 0; i < list->Count; i++)
+		if (items[i].parsed && items[i].v == V_RETIRED)
+			remove_retired(items[i].m, items[i].seq, items[i].delivered, &items[i].e,
+			    &items[i].who, items[i].lc, ticket);
+out:
+	for (int i = 0; i < list->Count; i++)
+		entry_free(&items[i].e);
+	free(items);
+}
+
+/* ---- set-up and the loop ---- */
+
+static void
+teardown(void)
+{
+	kvmirror_close(&R.members);
+	kvmirror_close(&R.acl);
+	members_reset(NULL);
+	acl_reset(NULL);
+	natsSubscription_Destroy(R.sub);
+	R.sub = NULL;
+	pubbatch_destroy(&R.pub);
+}
+
+static int
+setup(char *err, size_t errlen)
+{
+	char token[SPACE_TOKEN_MAX + 1], filter[SPACE_TOKEN_MAX + 16], bucket[KVMIRROR_BUCKET_MAX];
+	jsConsumerConfig cc;
+
+	space_token(W.cfg.space, token, sizeof(token));
+	snprintf(R.prefix, sizeof(R.prefix), "cotal.%s", token);
+	snprintf(R.stream, sizeof(R.stream), "INBOX_%s", token);
+	snprintf(filter, sizeof(filter), "cotal.%s.dinbox.>", token);
+	if (pubbatch_init(&R.pub, W.nc) != 0) {
+		snprintf(err, errlen, "cannot make a JetStream context");
+		return -1;
+	}
+	/* WIRE.md §3: durable pull, explicit ack, ack wait 60 s, deliver all,
+	 * max ack pending 1000. */
+	jsConsumerConfig_Init(&cc);
+	cc.Durable = "reader";
+	cc.FilterSubject = filter;
+	cc.AckPolicy = js_AckExplicit;
+	cc.AckWait = (int64_t)READER_ACK_WAIT_S * 1000000000;
+	cc.DeliverPolicy = js_DeliverAll;
+	cc.MaxAckPending = READER_MAX_ACK_PENDING;
+	if (pull_bind(R.pub.js, R.stream, &cc, &R.sub, err, errlen) != 0)
+		return -1;
+	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
+	if (kvmirror_open(&R.acl, R.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
+		return -1;
+	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
+	if (kvmirror_open(&R.members, R.pub.js, bucket, members_apply, members_reset, NULL, err,
+	    errlen) != 0)
+		return -1;
+	return 0;
+}
+
+static void
+reader_run(void)
+{
+	char err[1024];
+	natsMsgList list;
+	natsStatus s;
+
+	strmap_init(&R.acls);
+	strmap_init(&R.rows);
+	while (worker_serving()) {
+		if (setup(err, sizeof(err)) == 0)
+			break;
+		teardown();
+		if (strstr(err, "permission denied") != NULL || strstr(err, "other settings") != NULL)
+			fatalx("cannot bind the reader: %s", err);
+		log_warnx("cannot bind the reader yet: %s; retrying", err);
+		worker_nap(SETUP_RETRY_MS);
+	}
+	if (!worker_serving()) {
+		teardown();
+		return;
+	}
+	log_ok("reader bound to %s durable reader", R.stream);
+	while (worker_wait_open()) {
+		s = pull_fetch(R.sub, PULL_BATCH_MAX, PULL_WAIT_MS, &list);
+		if (s != NATS_OK) {
+			natsMsgList_Destroy(&list);
+			worker_nap(200);
+			continue;
+		}
+		if (list.Count > 0)
+			reader_batch(&list);
+		natsMsgList_Destroy(&list);
+	}
+	teardown();
+}
+
+const struct worker_role reader_role = {
+	.name = "reader",
+	.sandbox = SANDBOX_READER,
+	.run = reader_run,
+};
