@@ -14,6 +14,9 @@ int cmd_mesh_stop(int argc, char **argv);
 int cmd_space_provision(int argc, char **argv);
 int cmd_creds_mint(int argc, char **argv);
 int cmd_agent_add(int argc, char **argv);
+int cmd_agent_post(int argc, char **argv);
+int cmd_agent_join(int argc, char **argv);
+int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 
 int cli_parse_port(const char *s, int *port);

@@ -30,6 +30,9 @@ static const struct command {
 	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL]  streams, buckets (WIRE.md §3)" },
 	{ "creds", "mint", cmd_creds_mint, "--space S --profile P [--out FILE] ...  mint a credential" },
 	{ "agent", "add", cmd_agent_add, "NAME --space S --allow ch1,ch2  mint an agent, its ACL row and dlv_ durable" },
+	{ "agent", "post", cmd_agent_post, "NAME CHANNEL TEXT --space S [--id ID]  post as the agent" },
+	{ "agent", "join", cmd_agent_join, "NAME CHANNEL --space S  write a durable membership row (operator)" },
+	{ "agent", "recv", cmd_agent_recv, "NAME --space S [--wait MS]  surface the agent's delivered frames" },
 	{ "status", NULL, cmd_status, "--space S [--root DIR]  is the daemon serving, per worker" },
 };
 

@@ -37,6 +37,18 @@ if ! "$cotal" status --space "$space" --root "$root" >/dev/null 2>&1; then
 		sleep 0.1
 	done
 fi
+# The durable data path: alice and bob join channel general durably, alice
+# posts, and the post reaches bob's dlv_ durable through the fan-out writer
+# and the trusted reader (the sender gets no copy of her own post).
+for name in alice bob; do
+	"$cotal" agent join "$name" general --space "$space" --root "$root"
+done
+"$cotal" agent post alice general "hello from alice (make demo)" --space "$space" --root "$root"
+"$cotal" agent post bob general "hello from bob (make demo)" --space "$space" --root "$root"
+echo "• what each member's dlv_ durable surfaces:"
+"$cotal" agent recv bob --space "$space" --root "$root" --wait 3000
+"$cotal" agent recv alice --space "$space" --root "$root" --wait 3000
+sleep 1.2 # one STATUS period, so the counters below include the posts
 "$cotal" status --space "$space" --root "$root"
 echo
 echo "✓ demo mesh up. Credentials live in $root/.cotal (0700); the broker log is"

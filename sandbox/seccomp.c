@@ -136,6 +136,9 @@ worker_base(struct policy *p)
 	ALLOW_IF(p, futex, arg_masked_eq(1, FUTEX_OP_MASK, FUTEX_WAKE));
 	ALLOW_IF(p, futex, arg_masked_eq(1, FUTEX_OP_MASK, FUTEX_WAIT_BITSET));
 	ALLOW(p, sched_yield);
+	/* glibc's malloc caps its arenas by the CPUs this process may use,
+	 * read the first time a new thread allocates. */
+	ALLOW(p, sched_getaffinity);
 
 	/* Signals: dispositions (nats.c ignores SIGPIPE, glibc installs its
 	 * setxid handler with the first thread), masks around thread
@@ -210,7 +213,7 @@ worker_base(struct policy *p)
  * Sanitizer builds only, never a release build (the code is not compiled
  * without -fsanitize=address). Measured with gcc 12's libasan:
  *   AddressSanitizer gives each thread an alternate signal stack and asks
- *   its tid and the CPU set when nats.c starts a thread;
+ *   its tid when nats.c starts a thread;
  *   LeakSanitizer, at exit, makes the process dumpable again, starts a
  *   tracer task (clone without CLONE_THREAD, sharing memory) and waits for
  *   it; the tracer lists /proc/<pid>/task through the legacy open(2) and
@@ -234,7 +237,6 @@ sanitizer_extra(struct policy *p)
 {
 	ALLOW(p, sigaltstack);
 	ALLOW(p, gettid);
-	ALLOW(p, sched_getaffinity);
 	ALLOW_IF(p, prctl, arg_eq(0, PR_GET_DUMPABLE));
 	ALLOW_IF(p, prctl, arg_eq(0, PR_SET_DUMPABLE));
 	ALLOW_IF(p, prctl, arg_eq(0, PR_SET_PTRACER));

@@ -1,0 +1,363 @@
+/*
+ * `cotal agent post|join|recv`: the minimal agent's side of the data path,
+ * for demos and operators. post and recv use the agent's own credential
+ * (it posts as itself and binds only its own dlv_ durable); join writes the
+ * membership row with the provisioner credential, as the registry would,
+ * until the registry's ctl.delivery rail serves durableJoin.
+ */
+#include "cli/cli.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "lib/log.h"
+#include "lib/natsconn.h"
+#include "lib/records.h"
+#include "lib/tokens.h"
+
+#define RECV_BATCH 256
+
+struct agent_ref {
+	struct workspace ws;
+	char space[SPACE_NAME_MAX + 1];
+	char token[SPACE_TOKEN_MAX + 1];
+	char name[80];
+	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1], uid[UID_MAX + 1];
+	char creds[WS_FILE_MAX];
+};
+
+struct io_args {
+	const char *root, *space, *server, *id;
+	const char *pos[3];
+	int npos;
+	int wait_ms;
+};
+
+static int64_t
+now_ms(void)
+{
+	struct timeval tv;
+
+	gettimeofday(&tv, NULL);
+	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static int
+parse_args(const char *verb, int argc, char **argv, struct io_args *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->wait_ms = 2000;
+	for (int i = 0; i < argc; i++) {
+		int more = i + 1 < argc;
+		if (strcmp(argv[i], "--root") == 0 && more)
+			a->root = argv[++i];
+		else if (strcmp(argv[i], "--space") == 0 && more)
+			a->space = argv[++i];
+		else if (strcmp(argv[i], "--server") == 0 && more)
+			a->server = argv[++i];
+		else if (strcmp(argv[i], "--id") == 0 && more)
+			a->id = argv[++i];
+		else if (strcmp(argv[i], "--wait") == 0 && more) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+			if (*end != '\0' || v < 0 || v > 600000) {
+				log_errx("agent %s: --wait must be milliseconds (0-600000)", verb);
+				return -1;
+			}
+			a->wait_ms = (int)v;
+		} else if (argv[i][0] != '-' && a->npos < 3)
+			a->pos[a->npos++] = argv[i];
+		else {
+			log_errx("agent %s: unknown or incomplete argument \"%s\"", verb, argv[i]);
+			return -1;
+		}
+	}
+	if (a->space == NULL) {
+		log_errx("agent %s: --space is required", verb);
+		return -1;
+	}
+	return 0;
+}
+
+/* The agent's record (agents/<name>.json) and credential path. */
+static int
+agent_load(const struct io_args *a, const char *name, struct agent_ref *r, char *err,
+	   size_t errlen)
+{
+	char dir[WS_PATH_MAX], path[WS_FILE_MAX];
+	const char *principal, *uid;
+	json_t *rec;
+	int rc = -1;
+
+	memset(r, 0, sizeof(*r));
+	if (ws_locate(a->root, &r->ws, err, errlen) != 0 ||
+	    ws_space_dir(&r->ws, a->space, false, dir, sizeof(dir), err, errlen) != 0)
+		return -1;
+	snprintf(r->space, sizeof(r->space), "%s", a->space);
+	space_token(a->space, r->token, sizeof(r->token));
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	snprintf(path, sizeof(path), "%s/agents/%s.json", dir, name);
+	if ((rec = ws_read_json(path, 64 * 1024, err, errlen)) == NULL)
+		return -1;
+	principal = json_string_value(json_object_get(rec, "principal"));
+	uid = json_string_value(json_object_get(rec, "lifecycleUid"));
+	const char *dot = principal ? strchr(principal, '.') : NULL;
+	if (dot == NULL || uid == NULL || (size_t)(dot - principal) > IDENT_MAX ||
+	    strlen(dot + 1) > IDENT_MAX || strlen(uid) > UID_MAX) {
+		snprintf(err, errlen, "%.2048s: principal or lifecycleUid missing or malformed", path);
+		goto out;
+	}
+	memcpy(r->owner, principal, (size_t)(dot - principal));
+	strcpy(r->actor, dot + 1);
+	strcpy(r->uid, uid);
+	snprintf(r->creds, sizeof(r->creds), "%s/agents/%s.creds", dir, name);
+	rc = 0;
+out:
+	json_decref(rec);
+	return rc;
+}
+
+/* Connect as the agent itself. */
+static int
+agent_connect(const struct io_args *a, const struct agent_ref *r, struct creds *c,
+	      natsConnection **nc, char *err, size_t errlen)
+{
+	char url[1024], why[1024], name[128];
+	struct conn_opts o = { 0 };
+
+	if (ws_server_url(&r->ws, a->space, a->server, url, sizeof(url), NULL, err, errlen) != 0)
+		return -1;
+	if (creds_load(r->creds, c, why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	snprintf(name, sizeof(name), "cotal agent %s", r->name);
+	o.url = url;
+	o.name = name;
+	if (conn_open(&o, c, nc, err, errlen) != 0) {
+		creds_free(c);
+		return -1;
+	}
+	return 0;
+}
+
+int
+cmd_agent_post(int argc, char **argv)
+{
+	struct io_args a;
+	struct agent_ref r;
+	struct creds c = { 0 };
+	natsConnection *nc = NULL;
+	jsCtx *js = NULL;
+	jsPubAck *pa = NULL;
+	jsErrCode jerr = 0;
+	char err[16384], subj[8192], from[PRINCIPAL_MAX + 1], id[128];
+	int rc = 1;
+
+	if (parse_args("post", argc, argv, &a) != 0 || a.npos != 3) {
+		fprintf(stderr, "usage: cotal agent post NAME CHANNEL TEXT --space S [--id ID] [--root DIR]\n");
+		return 2;
+	}
+	if (!channel_concrete_valid(a.pos[1]) || strlen(a.pos[1]) > CHANNEL_MAX) {
+		log_errx("agent post: CHANNEL \"%s\" is not a concrete channel", a.pos[1]);
+		return 1;
+	}
+	if (agent_load(&a, a.pos[0], &r, err, sizeof(err)) != 0 ||
+	    agent_connect(&a, &r, &c, &nc, err, sizeof(err)) != 0)
+		goto fail;
+	if (a.id == NULL) {
+		snprintf(id, sizeof(id), "%s-%" PRId64, r.name, now_ms());
+		a.id = id;
+	}
+	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", r.token, r.owner, r.actor, a.pos[1]);
+	principal_format(r.owner, r.actor, from, sizeof(from));
+	json_t *msg = json_pack("{s:s, s:I, s:s, s:{s:s, s:s}, s:[{s:s, s:s}], s:s}",
+	    "id", a.id, "ts", (json_int_t)now_ms(), "space", r.space, "from", "id", from,
+	    "name", r.name, "parts", "kind", "text", "text", a.pos[2], "channel", a.pos[1]);
+	char *body = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	natsStatus s = natsConnection_JetStream(&js, nc, NULL);
+	if (s == NATS_OK)
+		s = js_Publish(&pa, js, subj, body, (int)strlen(body), NULL, &jerr);
+	free(body);
+	if (s != NATS_OK) {
+		char why[1024];
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, sizeof(err), "publish to %s: %s", subj, why);
+		goto fail;
+	}
+	printf("posted %s to %s (CHAT seq %" PRIu64 ")\n", a.id, a.pos[1], pa->Sequence);
+	rc = 0;
+	goto out;
+fail:
+	log_errx("agent post: %s", err);
+out:
+	jsPubAck_Destroy(pa);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	if (c.jwt)
+		creds_free(&c);
+	return rc;
+}
+
+int
+cmd_agent_join(int argc, char **argv)
+{
+	struct io_args a;
+	struct agent_ref r;
+	struct creds c = { 0 };
+	natsConnection *nc = NULL;
+	jsCtx *js = NULL;
+	kvStore *kv = NULL;
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	char err[16384], bucket[SPACE_TOKEN_MAX + 32], stream[SPACE_TOKEN_MAX + 8];
+	char key[MEMBER_KEY_MAX + 1], owner[PRINCIPAL_MAX + 1], why[1024];
+	uint64_t rev = 0;
+	int rc = 1;
+
+	if (parse_args("join", argc, argv, &a) != 0 || a.npos != 2) {
+		fprintf(stderr, "usage: cotal agent join NAME CHANNEL --space S [--root DIR]\n");
+		return 2;
+	}
+	if (!channel_concrete_valid(a.pos[1]) || strlen(a.pos[1]) > CHANNEL_MAX) {
+		log_errx("agent join: \"%s\" must be a concrete channel (durable membership is "
+		    "per-concrete-channel, not wildcard)", a.pos[1]);
+		return 1;
+	}
+	if (agent_load(&a, a.pos[0], &r, err, sizeof(err)) != 0 ||
+	    cli_connect_space(&r.ws, a.space, a.server, "provisioner", &c, &nc, err,
+	    sizeof(err)) != 0)
+		goto fail;
+	snprintf(stream, sizeof(stream), "CHAT_%s", r.token);
+	snprintf(bucket, sizeof(bucket), "cotal_members_%s", r.token);
+	natsStatus s = natsConnection_JetStream(&js, nc, NULL);
+	if (s == NATS_OK)
+		s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
+	if (s == NATS_OK)
+		s = js_KeyValue(&kv, js, bucket);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, sizeof(err), "read %s / bind %s: %s", stream, bucket, why);
+		goto fail;
+	}
+	struct lifecycle who;
+	snprintf(who.owner, sizeof(who.owner), "%s", r.owner);
+	snprintf(who.actor, sizeof(who.actor), "%s", r.actor);
+	snprintf(who.uid, sizeof(who.uid), "%s", r.uid);
+	member_key_format(a.pos[1], &who, key, sizeof(key));
+	principal_format(r.owner, r.actor, owner, sizeof(owner));
+	/* joinCursor = CHAT's last sequence: posts after it are this
+	 * member's (WIRE.md §4). Create only: an existing row is kept. */
+	json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:b, s:s, s:I}", "channel",
+	    a.pos[1], "owner", owner, "lifecycleUid", r.uid, "state", "durable-active",
+	    "joinCursor", (json_int_t)si->State.LastSeq, "generation", 1, "activated", 1,
+	    "writerIdentity", "cotal-cli", "updatedAt", (json_int_t)now_ms());
+	char *body = json_dumps(row, JSON_COMPACT);
+	json_decref(row);
+	s = kvStore_CreateString(&rev, kv, key, body);
+	free(body);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		if (strstr(why, "wrong last sequence") != NULL || strstr(why, "exists") != NULL) {
+			printf("%s is already a durable member of %s\n", r.name, a.pos[1]);
+			rc = 0;
+			goto out;
+		}
+		snprintf(err, sizeof(err), "create %s/%s: %s", bucket, key, why);
+		goto fail;
+	}
+	printf("%s joined %s durably (joinCursor %" PRIu64 ")\n", r.name, a.pos[1],
+	    si->State.LastSeq);
+	rc = 0;
+	goto out;
+fail:
+	log_errx("agent join: %s", err);
+out:
+	jsStreamInfo_Destroy(si);
+	kvStore_Destroy(kv);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	if (c.jwt)
+		creds_free(&c);
+	return rc;
+}
+
+int
+cmd_agent_recv(int argc, char **argv)
+{
+	struct io_args a;
+	struct agent_ref r;
+	struct creds c = { 0 };
+	natsConnection *nc = NULL;
+	jsCtx *js = NULL;
+	natsSubscription *sub = NULL;
+	jsSubOptions so;
+	jsErrCode jerr = 0;
+	char err[16384], stream[SPACE_TOKEN_MAX + 8], durable[LIFECYCLE_MAX + 8], why[1024];
+	int rc = 1, n = 0;
+
+	if (parse_args("recv", argc, argv, &a) != 0 || a.npos != 1) {
+		fprintf(stderr, "usage: cotal agent recv NAME --space S [--wait MS] [--root DIR]\n");
+		return 2;
+	}
+	if (agent_load(&a, a.pos[0], &r, err, sizeof(err)) != 0 ||
+	    agent_connect(&a, &r, &c, &nc, err, sizeof(err)) != 0)
+		goto fail;
+	snprintf(stream, sizeof(stream), "DLV_%s", r.token);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", r.owner, r.actor, r.uid);
+	jsSubOptions_Init(&so);
+	so.Stream = stream;
+	so.Consumer = durable;
+	so.ManualAck = true;
+	natsStatus s = natsConnection_JetStream(&js, nc, NULL);
+	if (s == NATS_OK)
+		s = js_PullSubscribe(&sub, js, NULL, durable, NULL, &so, &jerr);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, sizeof(err), "bind %s: %s", durable, why);
+		goto fail;
+	}
+	/* Everything waiting, then whatever arrives within --wait. */
+	for (int wait = a.wait_ms > 0 ? a.wait_ms : 1;;) {
+		natsMsgList list = { 0 };
+		s = natsSubscription_Fetch(&list, sub, RECV_BATCH, wait, &jerr);
+		if (s != NATS_OK || list.Count == 0) {
+			natsMsgList_Destroy(&list);
+			break;
+		}
+		for (int i = 0; i < list.Count; i++) {
+			natsMsg *m = list.Msgs[i];
+			json_t *f = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0,
+			    NULL);
+			json_t *msg = json_object_get(f, "msg");
+			json_t *part = json_array_get(json_object_get(msg, "parts"), 0);
+			const char *text = json_string_value(json_object_get(part, "text"));
+			printf("%s %s: %s\n", json_string_value(json_object_get(f, "channel")) ?: "?",
+			    json_string_value(json_object_get(json_object_get(msg, "from"), "name")) ?: "?",
+			    text ? text : "(no text part)");
+			json_decref(f);
+			/* Surfaced: the entry's journey ends here. */
+			natsMsg_Ack(m, NULL);
+			n++;
+		}
+		natsMsgList_Destroy(&list);
+		wait = 200;
+	}
+	natsConnection_Flush(nc);
+	printf("%d message%s for %s\n", n, n == 1 ? "" : "s", r.name);
+	rc = 0;
+	goto out;
+fail:
+	log_errx("agent recv: %s", err);
+out:
+	natsSubscription_Destroy(sub);
+	jsCtx_Destroy(js);
+	natsConnection_Destroy(nc);
+	if (c.jwt)
+		creds_free(&c);
+	return rc;
+}
