@@ -97,6 +97,8 @@ on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *arg)
 	(void)js;
 	pthread_mutex_lock(&b->mu);
 	int item = slot_take(b, msg);
+	if (pa != NULL && pa->Sequence > b->max_seq)
+		b->max_seq = pa->Sequence;
 	if (pa == NULL) {
 		snprintf(why, sizeof(why), "publish to %s: %s", natsMsg_GetSubject(msg),
 		    pae && pae->ErrText ? pae->ErrText :
@@ -156,6 +158,7 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 		memset(b->slots, 0, b->nslots * sizeof(*b->slots));
 	b->used = 0;
 	b->error[0] = '\0';
+	b->max_seq = 0;
 	pthread_mutex_unlock(&b->mu);
 	return 0;
 }

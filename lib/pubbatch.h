@@ -28,6 +28,7 @@ struct pubbatch {
 	size_t nslots, used;
 	bool *failed;
 	int nitems, cap_items;
+	uint64_t max_seq;         /* highest stream sequence a PubAck named */
 	char error[256];          /* the first failure of the batch */
 };
 

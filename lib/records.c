@@ -93,7 +93,7 @@ dinbox_subject_parse(const char *subject, const char *prefix, struct lifecycle *
 		return refuse(why, whylen, "subject is not of the dinbox shape");
 	/* Exactly 6 tokens: cotal, <s>, dinbox, <o>, <a>, <uid>. The space
 	 * token has no dots, so three are left after the kind. */
-	if (strchr(prefix + strlen("cotal."), '.') != NULL)
+	if (strncmp(prefix, "cotal.", 6) != 0 || strchr(prefix + 6, '.') != NULL)
 		return refuse(why, whylen, "subject: bad space prefix");
 	if (!next_token(&p, out->owner, sizeof(out->owner)) || !identity_token_valid(out->owner))
 		return refuse(why, whylen, "subject: bad owner token");
@@ -151,6 +151,36 @@ decode_object(const char *data, size_t len)
 	}
 	return v;
 }
+
+/* Nesting depth of v: a scalar 0, a container one more than its deepest
+ * member. Bounded by the parser's own limit. */
+static size_t
+json_depth(json_t *v)
+{
+	size_t d = 0, i;
+	const char *k;
+	json_t *x;
+
+	if (json_is_object(v)) {
+		json_object_foreach(v, k, x) {
+			size_t c = json_depth(x);
+			d = c > d ? c : d;
+		}
+		return d + 1;
+	}
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x) {
+			size_t c = json_depth(x);
+			d = c > d ? c : d;
+		}
+		return d + 1;
+	}
+	return 0;
+}
+
+/* What an entry or a frame adds around its msg: keys, a concrete channel
+ * (no escapes), two 20-digit numbers, the longer reason. */
+#define ENVELOPE_MAX (CHANNEL_MAX + 128)
 
 enum post_verdict
 post_decode(const char *data, size_t len, const struct chat_subject *cs, json_t **msg,
@@ -216,6 +246,20 @@ post_decode(const char *data, size_t len, const struct chat_subject *cs, json_t 
 	json_object_set_new(m, "channel", json_string(cs->channel));
 	json_object_del(m, "to");
 	json_object_del(m, "toService");
+	/* The entry and the frame wrap the message one level deeper and carry
+	 * it re-serialized (a real is written with 17 digits), so a post must
+	 * leave room for both, or its entry would not decode. */
+	if (json_depth(m) >= JSON_PARSER_MAX_DEPTH) {
+		refuse(why, whylen, "payload nested deeper than %d levels",
+		    JSON_PARSER_MAX_DEPTH - 1);
+		goto undecodable;
+	}
+	size_t need = json_dumpb(m, NULL, 0, JSON_COMPACT);
+	if (need == 0 || need > RECORD_MAX - ENVELOPE_MAX) {
+		refuse(why, whylen, "payload serializes to %zu bytes, over %d", need,
+		    RECORD_MAX - ENVELOPE_MAX);
+		goto undecodable;
+	}
 	*msg = m;
 	return POST_OK;
 undecodable:

@@ -77,8 +77,9 @@ enum post_verdict {
 enum post_verdict post_decode(const char *data, size_t len, const struct chat_subject *cs,
 			      json_t **msg, char *why, size_t whylen);
 
-/* The post's id (never NULL once decoded) and its @mentions: lowercased
- * names, at most MENTIONS_MAX, non-strings skipped. */
+/* The post's id (never NULL once decoded) and its @mentions as the post
+ * spells them (compared case-insensitively), at most MENTIONS_MAX,
+ * non-strings skipped. */
 const char *post_id(const json_t *msg);
 size_t post_mentions(const json_t *msg, const char **names, size_t max);
 

@@ -35,6 +35,16 @@
 #define RETRY_NAK_MS 1000         /* a post whose routing or publish failed */
 #define SETUP_RETRY_MS 2000
 #define CHANNEL_DEFAULTS "=defaults"
+/*
+ * INBOX_<s> keeps at most 1000 entries per member (WIRE.md §3, discard
+ * old): a member whose store receives more than that before the reader
+ * fetches them would lose the oldest. Every post adds at most one entry per
+ * member, so the fan-out stays at most FANOUT_MAX_LEAD posts ahead of what
+ * the reader has fetched; with a batch on top that is below 1000.
+ */
+#define FANOUT_MAX_LEAD 640
+#define LEAD_RING 64              /* batches remembered for the lead */
+#define LEAD_POLL_MS 5
 
 /* Counters (ipc.c names them). */
 enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED };
@@ -62,15 +72,24 @@ struct fanout {
 	struct strmap configs;     /* channel -> char * value (channels) */
 	struct strmap roster_live; /* <o>.<a> -> struct presence (presence) */
 	struct strmap acls;        /* <o>.<a>.<uid> -> struct acl_row (acl) */
+
+	/* Batches copied that the reader may not have fetched yet: their
+	 * highest INBOX sequence and post count. */
+	struct { uint64_t seq; int posts; } lead[LEAD_RING];
+	int lead_head, lead_n, lead_posts;
+	char inbox[SPACE_TOKEN_MAX + 8];
 };
 
 static struct fanout F;
 
 /* Rate-limited drop lines, one per cause. */
-enum drop_cause { DROP_SUBJECT, DROP_UNDECODABLE, DROP_INAUTHENTIC, DROP_CAUSES };
+enum drop_cause { DROP_SUBJECT, DROP_UNDECODABLE, DROP_INAUTHENTIC, DROP_TOO_LARGE, DROP_CAUSES };
 static const char *const drop_names[DROP_CAUSES] = {
 	"a subject of no chat shape", "an undecodable post", "an inauthentic post",
+	"a post too large to copy",
 };
+/* Room a copy needs beyond its body: the dedup key header and framing. */
+#define COPY_HEADROOM (DEDUP_KEY_MAX + 256)
 static struct {
 	int64_t last_ms;
 	uint64_t suppressed;
@@ -442,8 +461,9 @@ struct post {
 	enum delivery_class class;
 };
 
-/* Publish every entry of post i. */
-static void
+/* Publish every entry of post i; false when the post cannot be copied at
+ * all (dropped, not retried: it would fail the same way forever). */
+static bool
 publish_post(int i, struct post *p, const struct targets *t)
 {
 	char subj[SPACE_TOKEN_MAX + LIFECYCLE_MAX + 16], key[DEDUP_KEY_MAX];
@@ -456,11 +476,20 @@ publish_post(int i, struct post *p, const struct targets *t)
 
 	if (t->n == 0) {
 		free(prefix);
-		return;
+		return true;
 	}
 	if (prefix == NULL) {
 		pubbatch_fail(&F.pub, i, "cannot serialize the entry");
-		return;
+		return true;
+	}
+	int64_t maxp = natsConnection_GetMaxPayload(W.nc);
+	if (maxp > 0 && (int64_t)(plen + COPY_HEADROOM) > maxp) {
+		char why[WHY_MAX];
+		snprintf(why, sizeof(why), "its entry of %zu bytes exceeds the broker's max_payload "
+		    "of %" PRId64 " bytes", plen, maxp);
+		log_drop(DROP_TOO_LARGE, p->seq, why);
+		free(prefix);
+		return false;
 	}
 	for (size_t k = 0; k < t->n; k++) {
 		const struct target *g = &t->v[k];
@@ -486,6 +515,69 @@ publish_post(int i, struct post *p, const struct targets *t)
 	}
 	free(body);
 	free(prefix);
+	return true;
+}
+
+/* ---- the lead over the reader ---- */
+
+static void
+lead_record(uint64_t seq, int posts)
+{
+	if (seq == 0)
+		return; /* nothing copied */
+	if (F.lead_n == LEAD_RING) {
+		/* Fold the oldest into its successor: the bound stays safe. */
+		int i = F.lead_head, j = (i + 1) % LEAD_RING;
+		F.lead[j].posts += F.lead[i].posts;
+		F.lead_head = j;
+		F.lead_n--;
+	}
+	int k = (F.lead_head + F.lead_n) % LEAD_RING;
+	F.lead[k].seq = seq;
+	F.lead[k].posts = posts;
+	F.lead_n++;
+	F.lead_posts += posts;
+}
+
+/* Forget the batches the reader has fetched entirely. */
+static void
+lead_settle(uint64_t delivered)
+{
+	while (F.lead_n > 0 && F.lead[F.lead_head].seq <= delivered) {
+		F.lead_posts -= F.lead[F.lead_head].posts;
+		F.lead_head = (F.lead_head + 1) % LEAD_RING;
+		F.lead_n--;
+	}
+}
+
+/* Wait while the reader is too far behind; false when the loop must stop. */
+static bool
+lead_wait(void)
+{
+	static int64_t last_log;
+	int64_t since = 0;
+
+	while (F.lead_posts > FANOUT_MAX_LEAD) {
+		jsConsumerInfo *ci = NULL;
+		jsErrCode jerr = 0;
+		if (!worker_serving())
+			return false;
+		if (js_GetConsumerInfo(&ci, F.pub.js, F.inbox, "reader", NULL, &jerr) == NATS_OK) {
+			lead_settle(ci->Delivered.Stream);
+			jsConsumerInfo_Destroy(ci);
+			if (F.lead_posts <= FANOUT_MAX_LEAD)
+				break;
+		}
+		if (since == 0)
+			since = mono_ms();
+		if (mono_ms() - since > 5000 && mono_ms() - last_log > DROP_LOG_EVERY_MS) {
+			log_warnx("the reader is %d posts behind on %s; copying waits for it", F.lead_posts,
+			    F.inbox);
+			last_log = mono_ms();
+		}
+		worker_nap(LEAD_POLL_MS);
+	}
+	return true;
 }
 
 static bool
@@ -591,7 +683,10 @@ fanout_batch(natsMsgList *list)
 			kvmirror_unlock(&F.acl);
 			kvmirror_unlock(&F.presence);
 		}
-		publish_post(i, p, &t);
+		if (!publish_post(i, p, &t)) {
+			json_decref(p->msg);
+			p->msg = NULL; /* acked below as dropped */
+		}
 	}
 	pubbatch_wait(&F.pub);
 
@@ -609,6 +704,7 @@ fanout_batch(natsMsgList *list)
 	if (F.pub.error[0] != '\0')
 		log_warnx("a publish failed, its posts will be redelivered: %s", F.pub.error);
 	fence_done(&W.fence);
+	lead_record(F.pub.max_seq, list->Count);
 out:
 	for (int i = 0; i < list->Count; i++)
 		json_decref(posts[i].msg);
@@ -643,6 +739,8 @@ setup(char *err, size_t errlen)
 	space_token(W.cfg.space, token, sizeof(token));
 	snprintf(F.prefix, sizeof(F.prefix), "cotal.%s", token);
 	snprintf(F.stream, sizeof(F.stream), "CHAT_%s", token);
+	snprintf(F.inbox, sizeof(F.inbox), "INBOX_%s", token);
+	F.lead_head = F.lead_n = F.lead_posts = 0;
 	snprintf(filter, sizeof(filter), "cotal.%s.chat.>", token);
 	if (pubbatch_init(&F.pub, W.nc) != 0) {
 		snprintf(err, errlen, "cannot make a JetStream context");
@@ -703,7 +801,7 @@ fanout_run(void)
 		return;
 	}
 	log_ok("fan-out bound to %s durable fanout", F.stream);
-	while (worker_wait_open()) {
+	while (worker_wait_open() && lead_wait()) {
 		s = pull_fetch(F.sub, PULL_BATCH_MAX, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);

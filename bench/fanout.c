@@ -1,0 +1,453 @@
+/*
+ * bench/fanout: the durable data path's throughput and latency, as a ratio
+ * against the raw broker measured in the same run (issue 4, "Benchmark").
+ *
+ * For each member count M it posts to a durable channel with M members and
+ * measures, end to end through the real daemon:
+ *   - copies/s from CHAT to DLV (every copy costs an INBOX and a DLV store),
+ *   - post-to-DLV latency (p50, p99) of a paced stream of posts,
+ *   - the daemon's and the broker's CPU per copy (/proc/<pid>/stat of the
+ *     supervisor, its workers and nats-server),
+ * and the raw ceiling: one C client publishing the same number of copies
+ * asynchronously, with message ids, to a stream set up like INBOX_<s>.
+ *
+ * Members are lifecycles written straight into the ACL and members buckets
+ * (as the manager and the registry would); frames land in DLV_<s> whether
+ * or not a dlv_ consumer exists, so none is made for them.
+ *
+ *   bench_fanout [--copies N] [--members 1,10,100,1000] [--other-rows R]
+ *                [--latency-posts K]
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/natsconn.h"
+#include "tests/harness/harness.h"
+
+#define MAX_ROUNDS 8
+#define POLL_MS 20
+#define STALL_S 60 /* no progress this long: the round failed */
+
+static struct mesh mesh;
+static struct daemon dmn;
+static struct conn prov;
+static struct agent poster;
+static struct conn post_conn;
+
+static int64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void
+die(const char *what, const char *err)
+{
+	fprintf(stderr, "✗ bench: %s: %s\n", what, err ? err : "");
+	if (dmn.pid > 0)
+		fprintf(stderr, "  daemon log: %s\n", dmn.log);
+	exit(1);
+}
+
+/* CPU ticks (utime + stime) of a process. */
+static uint64_t
+cpu_ticks(pid_t pid)
+{
+	char path[64], buf[2048];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+	    &ut, &st) != 2)
+		return 0;
+	return ut + st;
+}
+
+/* The daemon's tree: the supervisor and each worker in its status file. */
+static uint64_t
+daemon_ticks(void)
+{
+	static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
+	uint64_t t = cpu_ticks(dmn.pid);
+
+	for (int i = 0; i < 4; i++) {
+		pid_t p = h_daemon_worker_pid(&dmn, roles[i]);
+		if (p > 0)
+			t += cpu_ticks(p);
+	}
+	return t;
+}
+
+static uint64_t
+stream_last_seq(const char *stream)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	uint64_t seq;
+
+	if (js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr) != NATS_OK)
+		die("stream info", stream);
+	seq = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	return seq;
+}
+
+static void
+random_token(char *out, size_t n, const char *alphabet)
+{
+	size_t k = strlen(alphabet);
+
+	for (size_t i = 0; i + 1 < n; i++)
+		out[i] = alphabet[(size_t)rand() % k];
+	out[n - 1] = '\0';
+}
+
+struct lc {
+	char actor[40], uid[27];
+};
+
+/* Write n synthetic members of channel: ACL row allowing it, member row
+ * joined now. Returns them (malloc'd). */
+static struct lc *
+add_members(const char *channel, int n, uint64_t join)
+{
+	struct lc *v = calloc((size_t)n, sizeof(*v));
+	char err[1024], key[512], body[1024], bucket[256];
+	kvStore *acl = NULL, *mem = NULL;
+	uint64_t rev;
+
+	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", mesh.token);
+	if (js_KeyValue(&acl, prov.js, bucket) != NATS_OK)
+		die("bind", bucket);
+	snprintf(bucket, sizeof(bucket), "cotal_members_%s", mesh.token);
+	if (js_KeyValue(&mem, prov.js, bucket) != NATS_OK)
+		die("bind", bucket);
+	for (int i = 0; i < n; i++) {
+		random_token(v[i].actor, 21, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
+		random_token(v[i].uid, 27, "abcdefghijklmnopqrstuvwxyz0123456789");
+		snprintf(key, sizeof(key), "local.%s.%s", v[i].actor, v[i].uid);
+		snprintf(body, sizeof(body), "{\"allowSubscribe\":[\"%s\"],\"revision\":1,"
+		    "\"updatedAt\":%" PRId64 "}", channel, now_ns() / 1000000);
+		if (kvStore_PutString(&rev, acl, key, body) != NATS_OK)
+			die("put acl row", key);
+		snprintf(key, sizeof(key), "%s/local.%s.%s", channel, v[i].actor, v[i].uid);
+		snprintf(body, sizeof(body), "{\"channel\":\"%s\",\"owner\":\"local.%s\","
+		    "\"lifecycleUid\":\"%s\",\"state\":\"durable-active\",\"joinCursor\":%" PRIu64
+		    ",\"generation\":1,\"activated\":true,\"writerIdentity\":\"bench\","
+		    "\"updatedAt\":%" PRId64 "}", channel, v[i].actor, v[i].uid, join,
+		    now_ns() / 1000000);
+		if (kvStore_PutString(&rev, mem, key, body) != NATS_OK)
+			die("put member row", key);
+	}
+	(void)err;
+	kvStore_Destroy(acl);
+	kvStore_Destroy(mem);
+	return v;
+}
+
+/* Publish n posts to channel asynchronously as the poster; text carries
+ * the publish time. */
+static void
+post_burst(const char *channel, int n, int gap_us)
+{
+	char subj[512], body[1024], id[64];
+	jsPubOptions po;
+
+	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", mesh.token, poster.owner,
+	    poster.actor, channel);
+	for (int i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "%s-%d-%" PRId64, channel, i, now_ns());
+		int len = snprintf(body, sizeof(body), "{\"id\":\"%s\",\"ts\":%" PRId64 ","
+		    "\"space\":\"%s\",\"from\":{\"id\":\"%s.%s\",\"name\":\"poster\"},"
+		    "\"parts\":[{\"kind\":\"text\",\"text\":\"%" PRId64 "\"}],\"channel\":\"%s\"}",
+		    id, now_ns() / 1000000, mesh.space, poster.owner, poster.actor, now_ns(), channel);
+		if (js_PublishAsync(post_conn.js, subj, body, len, NULL) != NATS_OK)
+			die("publish", subj);
+		if (gap_us > 0)
+			usleep((useconds_t)gap_us);
+	}
+	jsPubOptions_Init(&po);
+	po.MaxWait = 60000;
+	if (js_PublishAsyncComplete(post_conn.js, &po) != NATS_OK)
+		die("publish", "PubAcks missing");
+}
+
+/* Wait until DLV's last sequence reaches target; seconds taken from t0. */
+static double
+wait_copies(uint64_t target, int64_t t0, const char *what)
+{
+	char dlv[256];
+	uint64_t last = 0, seen = 0;
+	int64_t progress = now_ns();
+
+	snprintf(dlv, sizeof(dlv), "DLV_%s", mesh.token);
+	for (;;) {
+		last = stream_last_seq(dlv);
+		if (last >= target)
+			return (double)(now_ns() - t0) / 1e9;
+		if (last != seen) {
+			seen = last;
+			progress = now_ns();
+		} else if (now_ns() - progress > (int64_t)STALL_S * 1000000000) {
+			char why[128];
+			snprintf(why, sizeof(why), "DLV stuck at %" PRIu64 " of %" PRIu64, last, target);
+			die(what, why);
+		}
+		usleep(POLL_MS * 1000);
+	}
+}
+
+struct paced {
+	const char *ch;
+	int k;
+};
+
+static void *
+latency_poster(void *arg)
+{
+	struct paced *a = arg;
+
+	post_burst(a->ch, a->k, 5000);
+	return NULL;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Paced posts; latency = arrival in DLV of the copy for one member (the
+ * last written), from an ephemeral consumer on its frame subject. */
+static void
+measure_latency(const char *channel, const struct lc *sample, int k, double *p50, double *p99)
+{
+	char stream[256], filter[512];
+	jsConsumerConfig cc;
+	jsSubOptions so;
+	jsErrCode jerr = 0;
+	natsSubscription *sub = NULL;
+	int64_t *lat = calloc((size_t)k, sizeof(*lat));
+	int got = 0;
+
+	snprintf(stream, sizeof(stream), "DLV_%s", mesh.token);
+	snprintf(filter, sizeof(filter), "cotal.%s.dlv.local.%s.%s", mesh.token, sample->actor,
+	    sample->uid);
+	jsConsumerConfig_Init(&cc);
+	cc.FilterSubject = filter;
+	cc.AckPolicy = js_AckNone;
+	cc.DeliverPolicy = js_DeliverNew;
+	jsSubOptions_Init(&so);
+	so.Stream = stream;
+	so.Config = cc;
+	if (js_PullSubscribe(&sub, prov.js, filter, NULL, NULL, &so, &jerr) != NATS_OK)
+		die("latency consumer", filter);
+	/* Posts at 5 ms intervals, on a thread of their own; frames read here. */
+	pthread_t th;
+	struct paced arg = { channel, k };
+	pthread_create(&th, NULL, latency_poster, &arg);
+	int64_t deadline = now_ns() + (int64_t)(k * 5 + 30000) * 1000000;
+	while (got < k && now_ns() < deadline) {
+		natsMsgList list = { 0 };
+		if (natsSubscription_Fetch(&list, sub, 64, 200, &jerr) == NATS_OK) {
+			int64_t t = now_ns();
+			for (int i = 0; i < list.Count && got < k; i++) {
+				const char *d = natsMsg_GetData(list.Msgs[i]);
+				const char *p = strstr(d, "\"text\":\"");
+				if (p != NULL)
+					lat[got++] = t - strtoll(p + 8, NULL, 10);
+			}
+		}
+		natsMsgList_Destroy(&list);
+	}
+	pthread_join(th, NULL);
+	natsSubscription_Unsubscribe(sub);
+	natsSubscription_Destroy(sub);
+	if (got < k)
+		die("latency", "frames missing");
+	qsort(lat, (size_t)k, sizeof(*lat), cmp_i64);
+	*p50 = (double)lat[k / 2] / 1e6;
+	*p99 = (double)lat[(k * 99) / 100 < k ? (k * 99) / 100 : k - 1] / 1e6;
+	free(lat);
+}
+
+
+/* The raw ceiling: n async publishes with message ids from one client to a
+ * stream set up like INBOX_<s>. msgs/s. */
+static double
+raw_ceiling(int n, int members)
+{
+	static int round;
+	char name[64], subj[128], filter[64], id[64], body[1024];
+	jsStreamConfig sc;
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	jsPubOptions po;
+	natsMsg *m = NULL;
+
+	snprintf(name, sizeof(name), "BENCH_RAW_%d", ++round);
+	/* The provisioner may publish under $KV.> only. */
+	snprintf(filter, sizeof(filter), "$KV.bench_raw_%d.>", round);
+	const char *subjects[] = { filter };
+	jsStreamConfig_Init(&sc);
+	sc.Name = name;
+	sc.Subjects = subjects;
+	sc.SubjectsLen = 1;
+	sc.Storage = js_FileStorage;
+	sc.MaxMsgsPerSubject = 1000;
+	sc.Duplicates = (int64_t)2 * 3600 * 1000000000;
+	if (js_AddStream(&si, prov.js, &sc, NULL, &jerr) != NATS_OK)
+		die("raw stream", name);
+	jsStreamInfo_Destroy(si);
+	memset(body, 'x', 300);
+	body[300] = '\0';
+	int64_t t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		snprintf(subj, sizeof(subj), "$KV.bench_raw_%d.m%d", round, i % members);
+		snprintf(id, sizeof(id), "raw-%d-%d", round, i);
+		natsMsg_Create(&m, subj, NULL, body, 300);
+		natsMsgHeader_Set(m, "Nats-Msg-Id", id);
+		if (js_PublishMsgAsync(prov.js, &m, NULL) != NATS_OK)
+			die("raw publish", subj);
+		natsMsg_Destroy(m);
+	}
+	jsPubOptions_Init(&po);
+	po.MaxWait = 60000;
+	if (js_PublishAsyncComplete(prov.js, &po) != NATS_OK)
+		die("raw publish", "PubAcks missing");
+	double s = (double)(now_ns() - t0) / 1e9;
+	js_DeleteStream(prov.js, name, NULL, &jerr);
+	return n / s;
+}
+
+/* Rows on channels nobody posts to: routing must not pay for them. */
+static void
+add_other_rows(int n)
+{
+	for (int done = 0; done < n; done += 100) {
+		char ch[64];
+		snprintf(ch, sizeof(ch), "other-%d", done / 100);
+		free(add_members(ch, n - done < 100 ? n - done : 100, 0));
+	}
+}
+
+struct result {
+	int members, posts, other_rows;
+	double copies_s, raw_s, p50, p99, daemon_us, broker_us;
+};
+
+static void
+run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
+{
+	char channel[64], dlv[256];
+	uint64_t join, base;
+	int posts = copies / m > 0 ? copies / m : 1;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	snprintf(channel, sizeof(channel), "bench-%d-%d", m, other_rows);
+	snprintf(dlv, sizeof(dlv), "DLV_%s", mesh.token);
+	if (h_chat_last_seq(&prov, &mesh, &join) != 0)
+		die("chat info", NULL);
+	struct lc *v = add_members(channel, m, join);
+	/* Let the daemon's mirrors take the rows in before timing. */
+	sleep(1);
+	base = stream_last_seq(dlv);
+	uint64_t d0 = daemon_ticks(), b0 = cpu_ticks(mesh.broker);
+	int64_t t0 = now_ns();
+	post_burst(channel, posts, 0);
+	double secs = wait_copies(base + (uint64_t)posts * (uint64_t)m, t0, channel);
+	uint64_t d1 = daemon_ticks(), b1 = cpu_ticks(mesh.broker);
+	uint64_t total = (uint64_t)posts * (uint64_t)m;
+
+	r->members = m;
+	r->posts = posts;
+	r->other_rows = other_rows;
+	r->copies_s = (double)total / secs;
+	r->daemon_us = (double)(d1 - d0) / (double)hz * 1e6 / (double)total;
+	r->broker_us = (double)(b1 - b0) / (double)hz * 1e6 / (double)total;
+	measure_latency(channel, &v[m - 1], lat_posts, &r->p50, &r->p99);
+	r->raw_s = raw_ceiling((int)total, m);
+	free(v);
+}
+
+int
+main(int argc, char **argv)
+{
+	int members[MAX_ROUNDS] = { 1, 10, 100, 1000 }, nm = 4, copies = 100000;
+	int other_rows = 10000, lat_posts = 200;
+	char err[1024];
+	struct result res[MAX_ROUNDS + 1];
+	int nres = 0;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--copies") == 0 && i + 1 < argc)
+			copies = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--other-rows") == 0 && i + 1 < argc)
+			other_rows = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--latency-posts") == 0 && i + 1 < argc)
+			lat_posts = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--members") == 0 && i + 1 < argc) {
+			nm = 0;
+			for (char *t = strtok(argv[++i], ","); t && nm < MAX_ROUNDS; t = strtok(NULL, ","))
+				members[nm++] = atoi(t);
+		} else {
+			fprintf(stderr, "usage: bench_fanout [--copies N] [--members 1,10,100,1000] "
+			    "[--other-rows R] [--latency-posts K]\n");
+			return 2;
+		}
+	}
+	srand((unsigned)now_ns());
+	if (h_mesh_up(&mesh, "bench", true) != 0)
+		die("mesh", "cannot bring the broker up");
+	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
+		die("provisioner", err);
+	if (h_agent_add(&mesh, "poster", "bench", &poster) != 0 ||
+	    h_connect(&mesh, poster.creds, &post_conn, err, sizeof(err)) != 0)
+		die("poster", err);
+	if (h_daemon_start(&mesh, &dmn, NULL) != 0 || h_daemon_wait_connected(&dmn, 20000) != 0 ||
+	    !h_log_has(dmn.log, "fan-out bound", 20000) || !h_log_has(dmn.log, "reader bound", 20000))
+		die("daemon", "did not bind its durables");
+
+	for (int i = 0; i < nm; i++) {
+		fprintf(stderr, "• M=%d ...\n", members[i]);
+		run_round(members[i], copies, 0, lat_posts, &res[nres++]);
+	}
+	if (other_rows > 0) {
+		fprintf(stderr, "• M=100 with %d rows on other channels ...\n", other_rows);
+		add_other_rows(other_rows);
+		run_round(100, copies, other_rows, lat_posts, &res[nres++]);
+	}
+
+	printf("| members | other rows | posts | copies/s | raw broker msgs/s | ratio | p50 ms | p99 ms "
+	    "| daemon CPU µs/copy | broker CPU µs/copy |\n");
+	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (int i = 0; i < nres; i++) {
+		struct result *r = &res[i];
+		printf("| %d | %d | %d | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f | %.1f |\n",
+		    r->members, r->other_rows, r->posts, r->copies_s, r->raw_s, r->copies_s / r->raw_s,
+		    r->p50, r->p99, r->daemon_us, r->broker_us);
+	}
+	h_daemon_kill(&dmn);
+	h_close(&post_conn);
+	h_close(&prov);
+	h_mesh_down(&mesh);
+	nats_Close();
+	return 0;
+}
