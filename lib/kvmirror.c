@@ -6,6 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+#include <stdlib.h>
+
 #include "lib/natsconn.h"
 
 #define WATCH_POLL_MS 250
@@ -39,6 +42,12 @@ created_ms(kvEntry *e)
 	int64_t t = kvEntry_Created(e);
 
 	return t > 100000000000000LL ? t / 1000000 : t;
+}
+
+static natsConnection *
+natsConn_of(struct kvmirror *m)
+{
+	return m->nc;
 }
 
 /* (Re)start the watch; the whole bucket is delivered again. */
@@ -165,15 +174,14 @@ current(const struct kvmirror *m, uint64_t last)
 	return m->loaded && m->applied >= last;
 }
 
-int
-kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen)
+/* Wait until m has applied last (rebuilding the watch if it does not). */
+static int
+barrier_wait(struct kvmirror *m, uint64_t last, char *err, size_t errlen)
 {
 	struct timespec dl;
-	uint64_t last, target;
+	uint64_t target;
 	int rc = 0;
 
-	if (last_seq(m, &last, err, errlen) != 0)
-		return -1;
 	pthread_mutex_lock(&m->mu);
 	deadline_in(&dl, KVMIRROR_BARRIER_MS);
 	while (!current(m, last))
@@ -204,7 +212,94 @@ out:
 }
 
 int
-kvmirror_open(struct kvmirror *m, jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen)
+{
+	uint64_t last;
+
+	if (last_seq(m, &last, err, errlen) != 0)
+		return -1;
+	return barrier_wait(m, last, err, errlen);
+}
+
+#define BARRIER_MAX 8
+#define BARRIER_TIMEOUT_MS 5000
+
+int
+kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
+{
+	natsConnection *nc;
+	natsSubscription *sub = NULL;
+	natsInbox *inbox = NULL;
+	uint64_t last[BARRIER_MAX] = { 0 };
+	bool got[BARRIER_MAX] = { false };
+	char subj[KVMIRROR_BUCKET_MAX + 32], reply[256], why[512];
+	int left = n, rc = -1;
+
+	if (n <= 0 || n > BARRIER_MAX)
+		return n == 0 ? 0 : -1;
+	nc = natsConn_of(m[0]);
+	if (natsInbox_Create(&inbox) != NATS_OK) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	/* Under the credential's own reply prefix: it may subscribe nowhere
+	 * else. natsInbox_Create gives a fresh unique token after "_INBOX.". */
+	const char *uniq = strchr((const char *)inbox, '.');
+	char base[200];
+	snprintf(base, sizeof(base), "%s.%s", m[0]->inbox_prefix, uniq ? uniq + 1 : "b");
+	snprintf(reply, sizeof(reply), "%s.*", base);
+	if (natsConnection_SubscribeSync(&sub, nc, reply) != NATS_OK) {
+		snprintf(err, errlen, "cannot subscribe for the barrier's answers");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", m[i]->stream);
+		snprintf(reply, sizeof(reply), "%s.%d", base, i);
+		if (natsConnection_PublishRequest(nc, subj, reply, NULL, 0) != NATS_OK) {
+			snprintf(err, errlen, "stream info %s: cannot send the request", m[i]->stream);
+			goto out;
+		}
+	}
+	natsConnection_Flush(nc);
+	while (left > 0) {
+		natsMsg *r = NULL;
+		natsStatus s = natsSubscription_NextMsg(&r, sub, BARRIER_TIMEOUT_MS);
+		if (s != NATS_OK) {
+			conn_strerror(s, why, sizeof(why));
+			snprintf(err, errlen, "stream info of the mirrored buckets: %s", why);
+			goto out;
+		}
+		const char *dot = strrchr(natsMsg_GetSubject(r), '.');
+		int i = dot ? atoi(dot + 1) : -1;
+		json_t *doc = json_loadb(natsMsg_GetData(r), (size_t)natsMsg_GetDataLength(r), 0, NULL);
+		json_t *ls = json_object_get(json_object_get(doc, "state"), "last_seq");
+		if (i >= 0 && i < n && !got[i] && json_is_integer(ls)) {
+			last[i] = (uint64_t)json_integer_value(ls);
+			got[i] = true;
+			left--;
+		} else if (i >= 0 && i < n && !got[i]) {
+			const char *d = json_string_value(json_object_get(json_object_get(doc, "error"),
+			    "description"));
+			snprintf(err, errlen, "stream info %s: %s", m[i]->stream, d ? d : "no state");
+			json_decref(doc);
+			natsMsg_Destroy(r);
+			goto out;
+		}
+		json_decref(doc);
+		natsMsg_Destroy(r);
+	}
+	rc = 0;
+	for (int i = 0; i < n && rc == 0; i++)
+		rc = barrier_wait(m[i], last[i], err, errlen);
+out:
+	natsSubscription_Destroy(sub);
+	natsInbox_Destroy(inbox);
+	return rc;
+}
+
+int
+kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+	      const char *bucket, kvmirror_apply_fn apply,
 	      kvmirror_reset_fn reset, void *arg, char *err, size_t errlen)
 {
 	char why[512];
@@ -218,6 +313,8 @@ kvmirror_open(struct kvmirror *m, jsCtx *js, const char *bucket, kvmirror_apply_
 	strcpy(m->bucket, bucket);
 	snprintf(m->stream, sizeof(m->stream), "KV_%s", bucket);
 	m->js = js;
+	m->nc = nc;
+	snprintf(m->inbox_prefix, sizeof(m->inbox_prefix), "%s", inbox_prefix);
 	m->apply = apply;
 	m->reset = reset;
 	m->arg = arg;

@@ -33,6 +33,8 @@ typedef void (*kvmirror_reset_fn)(void *arg);
 struct kvmirror {
 	char bucket[KVMIRROR_BUCKET_MAX];
 	char stream[KVMIRROR_BUCKET_MAX + 4];
+	natsConnection *nc;
+	char inbox_prefix[64];   /* the credential's reply subjects */
 	jsCtx *js;
 	kvStore *kv;
 	kvmirror_apply_fn apply;
@@ -54,11 +56,15 @@ struct kvmirror {
 
 /* Bind the bucket and start the watch; waits for the initial state.
  * 0, or -1 with err. */
-int kvmirror_open(struct kvmirror *m, jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
-		  kvmirror_reset_fn reset, void *arg, char *err, size_t errlen);
+int kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		  const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
+		  char *err, size_t errlen);
 /* The barrier: 0 once every write committed before the call is applied,
  * -1 with err when the bucket cannot be read. */
 int kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen);
+/* The barrier over several mirrors of one connection at once: their last
+ * sequences are asked for together, one round trip for all. */
+int kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen);
 void kvmirror_lock(struct kvmirror *m);
 void kvmirror_unlock(struct kvmirror *m);
 void kvmirror_close(struct kvmirror *m);

@@ -121,41 +121,57 @@ fetch_once(natsSubscription *sub, int batch, bool nowait, int wait_ms, natsMsgLi
 	return natsSubscription_FetchRequest(list, sub, &req);
 }
 
+/* Append what one request that does not wait brings; its count. */
+static int
+fetch_append(natsSubscription *sub, int want, natsMsgList *list)
+{
+	natsMsgList more = { 0 };
+	natsMsg **all;
+
+	if (fetch_once(sub, want, true, 0, &more) != NATS_OK || more.Count == 0) {
+		natsMsgList_Destroy(&more);
+		return 0;
+	}
+	all = realloc(list->Msgs, sizeof(natsMsg *) * (size_t)(list->Count + more.Count));
+	if (all == NULL) {
+		natsMsgList_Destroy(&more);
+		return 0;
+	}
+	memcpy(all + list->Count, more.Msgs, sizeof(natsMsg *) * (size_t)more.Count);
+	list->Msgs = all;
+	list->Count += more.Count;
+	int n = more.Count;
+	free(more.Msgs); /* the messages moved */
+	return n;
+}
+
 natsStatus
 pull_fetch(natsSubscription *sub, int max, int wait_ms, natsMsgList *list)
 {
-	natsMsgList more = { 0 };
 	natsStatus s;
+	int first = max < PULL_REQUEST_MAX ? max : PULL_REQUEST_MAX;
 
 	memset(list, 0, sizeof(*list));
 	if (max > PULL_BATCH_MAX)
 		max = PULL_BATCH_MAX;
-	s = fetch_once(sub, max, true, 0, list);
-	if (s == NATS_OK && list->Count > 0)
-		return NATS_OK;
+	s = fetch_once(sub, first, true, 0, list);
 	if (s != NATS_OK && s != NATS_NOT_FOUND && s != NATS_TIMEOUT)
 		return s;
-	natsMsgList_Destroy(list);
-	memset(list, 0, sizeof(*list));
-	/* Nothing waiting: the first message to arrive, at once. */
-	s = fetch_once(sub, 1, false, wait_ms, list);
-	if (s == NATS_TIMEOUT || s == NATS_NOT_FOUND)
-		return NATS_OK;
-	if (s != NATS_OK || max == 1)
-		return s;
-	/* And whatever came with it. */
-	if (fetch_once(sub, max - 1, true, 0, &more) == NATS_OK && more.Count > 0) {
-		natsMsg **all = calloc((size_t)(list->Count + more.Count), sizeof(natsMsg *));
-		if (all != NULL) {
-			memcpy(all, list->Msgs, sizeof(natsMsg *) * (size_t)list->Count);
-			memcpy(all + list->Count, more.Msgs, sizeof(natsMsg *) * (size_t)more.Count);
-			free(list->Msgs);
-			free(more.Msgs);
-			list->Msgs = all;
-			list->Count += more.Count;
+	if (s != NATS_OK || list->Count == 0) {
+		natsMsgList_Destroy(list);
+		memset(list, 0, sizeof(*list));
+		/* Nothing waiting: the first message to arrive, at once. */
+		s = fetch_once(sub, 1, false, wait_ms, list);
+		if (s == NATS_TIMEOUT || s == NATS_NOT_FOUND)
 			return NATS_OK;
-		}
+		if (s != NATS_OK)
+			return s;
 	}
-	natsMsgList_Destroy(&more);
+	/* And whatever is waiting behind it, up to max. */
+	while (list->Count < max) {
+		int want = max - list->Count;
+		if (fetch_append(sub, want < PULL_REQUEST_MAX ? want : PULL_REQUEST_MAX, list) == 0)
+			break;
+	}
 	return NATS_OK;
 }

@@ -9,7 +9,8 @@
 #include <nats/nats.h>
 #include <stddef.h>
 
-#define PULL_BATCH_MAX 256   /* the broker's and WIRE.md's batch limit */
+#define PULL_REQUEST_MAX 256 /* messages asked for in one pull request */
+#define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
 
 /*
@@ -23,7 +24,8 @@ int pull_bind(jsCtx *js, const char *stream, jsConsumerConfig *cfg, natsSubscrip
 	      char *err, size_t errlen);
 /*
  * Up to max messages: what is waiting, at once; when nothing is, the first
- * to arrive within wait_ms and whatever came with it. NATS_OK with
+ * to arrive within wait_ms and whatever came with it. More than
+ * PULL_REQUEST_MAX are gathered by further requests that do not wait. NATS_OK with
  * list->Count possibly 0 on a quiet consumer; another status on failure.
  */
 natsStatus pull_fetch(natsSubscription *sub, int max, int wait_ms, natsMsgList *list);

@@ -43,6 +43,7 @@
  * the reader has fetched; with a batch on top that is below 1000.
  */
 #define FANOUT_MAX_LEAD 640
+#define FANOUT_BATCH 256          /* posts per batch (issue 4: up to 256) */
 #define LEAD_RING 64              /* batches remembered for the lead */
 #define LEAD_POLL_MS 5
 
@@ -643,11 +644,9 @@ fanout_batch(natsMsgList *list)
 
 	/* The barrier: a join or a class flip committed before this batch was
 	 * fetched is seen by it. */
-	if (kvmirror_barrier(&F.members, err, sizeof(err)) != 0 ||
-	    kvmirror_barrier(&F.channels, err, sizeof(err)) != 0 ||
-	    (batch_has_mentions(posts, list->Count) &&
-	    (kvmirror_barrier(&F.presence, err, sizeof(err)) != 0 ||
-	    kvmirror_barrier(&F.acl, err, sizeof(err)) != 0))) {
+	struct kvmirror *mirrors[] = { &F.members, &F.channels, &F.presence, &F.acl };
+	if (kvmirror_barrier_all(mirrors, batch_has_mentions(posts, list->Count) ? 4 : 2, err,
+	    sizeof(err)) != 0) {
 		if (mono_ms() - last_barrier_log > DROP_LOG_EVERY_MS) {
 			log_warnx("cannot route a batch of %d posts, retrying it: %s", list->Count, err);
 			last_barrier_log = mono_ms();
@@ -756,19 +755,19 @@ setup(char *err, size_t errlen)
 	if (pull_bind(F.pub.js, F.stream, &cc, &F.sub, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_open(&F.members, F.pub.js, bucket, members_apply, members_reset, NULL, err,
+	if (kvmirror_open(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply, members_reset, NULL, err,
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_channels_%s", token);
-	if (kvmirror_open(&F.channels, F.pub.js, bucket, configs_apply, configs_reset, NULL, err,
+	if (kvmirror_open(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply, configs_reset, NULL, err,
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_presence_%s", token);
-	if (kvmirror_open(&F.presence, F.pub.js, bucket, presence_apply, presence_reset, NULL, err,
+	if (kvmirror_open(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply, presence_reset, NULL, err,
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
-	if (kvmirror_open(&F.acl, F.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
+	if (kvmirror_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
 		return -1;
 	return 0;
 }
@@ -802,7 +801,7 @@ fanout_run(void)
 	}
 	log_ok("fan-out bound to %s durable fanout", F.stream);
 	while (worker_wait_open() && lead_wait()) {
-		s = pull_fetch(F.sub, PULL_BATCH_MAX, PULL_WAIT_MS, &list);
+		s = pull_fetch(F.sub, FANOUT_BATCH, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
 			worker_nap(200);

@@ -248,8 +248,8 @@ reader_batch(natsMsgList *list)
 
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
-	if (kvmirror_barrier(&R.acl, err, sizeof(err)) != 0 ||
-	    kvmirror_barrier(&R.members, err, sizeof(err)) != 0) {
+	struct kvmirror *mirrors[] = { &R.acl, &R.members };
+	if (kvmirror_barrier_all(mirrors, 2, err, sizeof(err)) != 0) {
 		if (mono_ms() - last_barrier_log > BAD_LOG_EVERY_MS) {
 			log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s",
 			    list->Count, err);
@@ -391,10 +391,10 @@ setup(char *err, size_t errlen)
 	if (pull_bind(R.pub.js, R.stream, &cc, &R.sub, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
-	if (kvmirror_open(&R.acl, R.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
+	if (kvmirror_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_open(&R.members, R.pub.js, bucket, members_apply, members_reset, NULL, err,
+	if (kvmirror_open(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply, members_reset, NULL, err,
 	    errlen) != 0)
 		return -1;
 	return 0;
