@@ -11,7 +11,7 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-unit demo demo-stop clean fuzz
+.PHONY: all build asan deps check check-unit demo demo-stop clean fuzz bench
 
 all: build
 
@@ -45,10 +45,14 @@ check-unit: build
 fuzz:
 	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build build-fuzz -j$(JOBS)
-	@for t in jwt creds nkeys ipc; do \
+	@for t in jwt creds nkeys ipc records; do \
 	    mkdir -p build-fuzz/corpus/$$t; \
 	    build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=60 build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
+
+# The data path's benchmark (reported, not asserted): docs/BENCHMARKS.md.
+bench: deps build
+	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_fanout $(BENCH_ARGS)
 
 # A local authenticated dev mesh with one provisioned space and two agents.
 demo: deps build

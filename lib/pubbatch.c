@@ -129,7 +129,9 @@ pubbatch_destroy(struct pubbatch *b)
 {
 	if (b->js != NULL) {
 		natsMsgList pending = { 0 };
-		if (js_PublishAsyncGetPendingList(&pending, b->js) == NATS_OK)
+		/* libnats 3.4.1 dereferences its pending map unchecked: ask
+		 * only once an asynchronous publish has made it. */
+		if (b->published && js_PublishAsyncGetPendingList(&pending, b->js) == NATS_OK)
 			natsMsgList_Destroy(&pending);
 		jsCtx_Destroy(b->js);
 	}
@@ -201,6 +203,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 	slot_put(b, m, item);
 	pthread_mutex_unlock(&b->mu);
 	natsMsg *mine = m;
+	b->published = true;
 	s = js_PublishMsgAsync(b->js, &mine, NULL);
 	if (s != NATS_OK) {
 		/* Still ours: the library did not take it. */
@@ -222,7 +225,7 @@ pubbatch_wait(struct pubbatch *b)
 
 	jsPubOptions_Init(&po);
 	po.MaxWait = PUBBATCH_WAIT_MS;
-	if (js_PublishAsyncComplete(b->js, &po) == NATS_OK)
+	if (!b->published || js_PublishAsyncComplete(b->js, &po) == NATS_OK)
 		return;
 	/* What is still unanswered fails its item; a later retry is deduped
 	 * by its Nats-Msg-Id where it has one. */

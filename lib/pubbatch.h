@@ -29,6 +29,7 @@ struct pubbatch {
 	bool *failed;
 	int nitems, cap_items;
 	uint64_t max_seq;         /* highest stream sequence a PubAck named */
+	bool published;           /* nats.c's pending map exists only after one */
 	char error[256];          /* the first failure of the batch */
 };
 

@@ -32,6 +32,9 @@
 
 #define READER_ACK_WAIT_S 60
 #define READER_MAX_ACK_PENDING 1000   /* WIRE.md §3 */
+/* Half of it: a reader that dies strands its batch until the ack wait runs
+ * out, and its successor keeps the other half to go on with. */
+#define READER_BATCH (READER_MAX_ACK_PENDING / 2)
 #define BAD_LOG_EVERY_MS 10000
 #define SETUP_RETRY_MS 2000
 
@@ -424,7 +427,7 @@ reader_run(void)
 	}
 	log_ok("reader bound to %s durable reader", R.stream);
 	while (worker_wait_open()) {
-		s = pull_fetch(R.sub, PULL_BATCH_MAX, PULL_WAIT_MS, &list);
+		s = pull_fetch(R.sub, READER_BATCH, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
 			worker_nap(200);
