@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/natsconn.h"
 
@@ -105,6 +106,8 @@ on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *arg)
 		    natsStatus_GetText(pae ? pae->Err : NATS_ERR));
 		mark_failed(b, item, why);
 	}
+	if (item >= 0 && b->inflight > 0 && --b->inflight == 0)
+		pthread_cond_broadcast(&b->answered);
 	pthread_mutex_unlock(&b->mu);
 	natsMsg_Destroy(msg);
 }
@@ -116,6 +119,7 @@ pubbatch_init(struct pubbatch *b, natsConnection *nc)
 
 	memset(b, 0, sizeof(*b));
 	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->answered, NULL);
 	jsOptions_Init(&o);
 	o.PublishAsync.MaxPending = PUBBATCH_MAX_PENDING;
 	o.PublishAsync.StallWait = PUBBATCH_STALL_MS;
@@ -137,6 +141,7 @@ pubbatch_destroy(struct pubbatch *b)
 	}
 	free(b->slots);
 	free(b->failed);
+	pthread_cond_destroy(&b->answered);
 	pthread_mutex_destroy(&b->mu);
 	memset(b, 0, sizeof(*b));
 }
@@ -159,6 +164,7 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 	if (b->slots != NULL)
 		memset(b->slots, 0, b->nslots * sizeof(*b->slots));
 	b->used = 0;
+	b->inflight = 0;
 	b->error[0] = '\0';
 	b->max_seq = 0;
 	pthread_mutex_unlock(&b->mu);
@@ -201,6 +207,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 		return;
 	}
 	slot_put(b, m, item);
+	b->inflight++;
 	pthread_mutex_unlock(&b->mu);
 	natsMsg *mine = m;
 	b->published = true;
@@ -210,7 +217,8 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 		conn_strerror(s, err, sizeof(err));
 		snprintf(why, sizeof(why), "publish to %s: %s", subj, err);
 		pthread_mutex_lock(&b->mu);
-		slot_take(b, m);
+		if (slot_take(b, m) >= 0)
+			b->inflight--;
 		mark_failed(b, item, why);
 		pthread_mutex_unlock(&b->mu);
 		natsMsg_Destroy(mine);
@@ -222,20 +230,41 @@ pubbatch_wait(struct pubbatch *b)
 {
 	jsPubOptions po;
 	natsMsgList pending = { 0 };
+	struct timespec dl;
 
+	if (!b->published)
+		return;
 	jsPubOptions_Init(&po);
 	po.MaxWait = PUBBATCH_WAIT_MS;
-	if (!b->published || js_PublishAsyncComplete(b->js, &po) == NATS_OK)
-		return;
-	/* What is still unanswered fails its item; a later retry is deduped
-	 * by its Nats-Msg-Id where it has one. */
-	if (js_PublishAsyncGetPendingList(&pending, b->js) != NATS_OK)
-		return;
+	if (js_PublishAsyncComplete(b->js, &po) != NATS_OK &&
+	    js_PublishAsyncGetPendingList(&pending, b->js) == NATS_OK) {
+		/* What is still unanswered fails its item and gets no handler;
+		 * a retry is deduped by its Nats-Msg-Id where it has one. */
+		pthread_mutex_lock(&b->mu);
+		for (int i = 0; i < pending.Count; i++) {
+			int item = slot_take(b, pending.Msgs[i]);
+			if (item >= 0 && b->inflight > 0)
+				b->inflight--;
+			mark_failed(b, item, "no PubAck in time");
+		}
+		pthread_mutex_unlock(&b->mu);
+		natsMsgList_Destroy(&pending);
+	}
+	/* libnats counts a PubAck in before it runs its handler: wait for the
+	 * handlers too, or a late failure would be missed. */
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += PUBBATCH_WAIT_MS / 1000 + 1;
 	pthread_mutex_lock(&b->mu);
-	for (int i = 0; i < pending.Count; i++)
-		mark_failed(b, slot_take(b, pending.Msgs[i]), "no PubAck in time");
+	while (b->inflight > 0)
+		if (pthread_cond_timedwait(&b->answered, &b->mu, &dl) != 0)
+			break;
+	if (b->inflight > 0) {
+		/* Handlers that never ran: fail every item still in the table. */
+		for (size_t i = 0; i < b->nslots; i++)
+			if (b->slots[i].msg != NULL && b->slots[i].item >= 0)
+				mark_failed(b, b->slots[i].item, "no PubAck handled in time");
+	}
 	pthread_mutex_unlock(&b->mu);
-	natsMsgList_Destroy(&pending);
 }
 
 bool
