@@ -83,17 +83,20 @@ cpu_ticks(pid_t pid)
 	return ut + st;
 }
 
-/* The daemon's tree: the supervisor and each worker in its status file. */
+/* The daemon's tree: the supervisor and each worker in its status file;
+ * the fan-out's and the reader's own shares in role[0], role[1]. */
 static uint64_t
-daemon_ticks(void)
+daemon_ticks(uint64_t role[2])
 {
 	static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
 	uint64_t t = cpu_ticks(dmn.pid);
 
 	for (int i = 0; i < 4; i++) {
 		pid_t p = h_daemon_worker_pid(&dmn, roles[i]);
-		if (p > 0)
-			t += cpu_ticks(p);
+		uint64_t c = p > 0 ? cpu_ticks(p) : 0;
+		if (i < 2)
+			role[i] = c;
+		t += c;
 	}
 	return t;
 }
@@ -378,7 +381,7 @@ add_other_rows(int n)
 
 struct result {
 	int members, posts, other_rows;
-	double copies_s, raw_s, p50, p99, daemon_us, broker_us;
+	double copies_s, raw_s, p50, p99, daemon_us, broker_us, fanout_us, reader_us;
 };
 
 static void
@@ -397,11 +400,12 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 	/* Let the daemon's mirrors take the rows in before timing. */
 	sleep(1);
 	base = stream_last_seq(dlv);
-	uint64_t d0 = daemon_ticks(), b0 = cpu_ticks(mesh.broker);
+	uint64_t r0[2], r1[2];
+	uint64_t d0 = daemon_ticks(r0), b0 = cpu_ticks(mesh.broker);
 	int64_t t0 = now_ns();
 	post_burst(channel, posts, 0);
 	double secs = wait_copies(base + (uint64_t)posts * (uint64_t)m, t0, channel);
-	uint64_t d1 = daemon_ticks(), b1 = cpu_ticks(mesh.broker);
+	uint64_t d1 = daemon_ticks(r1), b1 = cpu_ticks(mesh.broker);
 	uint64_t total = (uint64_t)posts * (uint64_t)m;
 
 	r->members = m;
@@ -410,6 +414,9 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 	r->copies_s = (double)total / secs;
 	r->daemon_us = (double)(d1 - d0) / (double)hz * 1e6 / (double)total;
 	r->broker_us = (double)(b1 - b0) / (double)hz * 1e6 / (double)total;
+	/* A worker restarted meanwhile has a new pid: its share reads 0. */
+	r->fanout_us = r1[0] >= r0[0] ? (double)(r1[0] - r0[0]) / (double)hz * 1e6 / (double)total : 0;
+	r->reader_us = r1[1] >= r0[1] ? (double)(r1[1] - r0[1]) / (double)hz * 1e6 / (double)total : 0;
 	/* Latency at a third of the measured throughput, so it is the path's
 	 * own and not a queue's. */
 	int gap = (int)(1e6 * m / (r->copies_s / 3));
@@ -471,13 +478,13 @@ main(int argc, char **argv)
 	}
 
 	printf("| members | other rows | posts | copies/s | raw broker msgs/s | ratio | p50 ms | p99 ms "
-	    "| daemon CPU µs/copy | broker CPU µs/copy |\n");
+	    "| daemon CPU µs/copy (fan-out, reader) | broker CPU µs/copy |\n");
 	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int i = 0; i < nres; i++) {
 		struct result *r = &res[i];
-		printf("| %d | %d | %d | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f | %.1f |\n",
+		printf("| %d | %d | %d | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f (%.1f, %.1f) | %.1f |\n",
 		    r->members, r->other_rows, r->posts, r->copies_s, r->raw_s, r->copies_s / r->raw_s,
-		    r->p50, r->p99, r->daemon_us, r->broker_us);
+		    r->p50, r->p99, r->daemon_us, r->fanout_us, r->reader_us, r->broker_us);
 	}
 	h_daemon_kill(&dmn);
 	for (int k = 0; k < POSTERS; k++)

@@ -243,6 +243,9 @@ post_decode(const char *data, size_t len, const struct chat_subject *cs, json_t 
 		return POST_INAUTHENTIC;
 	}
 	/* Normalization: the channel is the subject's; to/toService go. */
+	/* The channel goes last, so the reader can check it without decoding
+	 * the message again (entry_view). */
+	json_object_del(m, "channel");
 	json_object_set_new(m, "channel", json_string(cs->channel));
 	json_object_del(m, "to");
 	json_object_del(m, "toService");
@@ -660,4 +663,118 @@ frame_build(json_t *msg, const char *channel, size_t *len)
 	s = dump(f, len);
 	json_decref(f);
 	return s;
+}
+
+/*
+ * Past one JSON value starting at p (whitespace-free, as jansson's compact
+ * output is), or NULL when it is not one. Bounded by end and by depth.
+ */
+static const char *
+skip_value(const char *p, const char *end)
+{
+	int depth = 0;
+
+	do {
+		if (p >= end)
+			return NULL;
+		switch (*p) {
+		case '{':
+		case '[':
+			if (++depth > 4096)
+				return NULL;
+			p++;
+			continue;
+		case '}':
+		case ']':
+			if (--depth < 0)
+				return NULL;
+			p++;
+			break;
+		case '"':
+			for (p++; p < end && *p != '"'; p++)
+				if (*p == '\\' && ++p == end)
+					return NULL;
+			if (p >= end)
+				return NULL;
+			p++;
+			break;
+		default:
+			/* A number, true, false, null, or a separator inside a
+			 * container. */
+			if (depth == 0) {
+				while (p < end && *p != ',' && *p != '}' && *p != ']')
+					p++;
+				return p;
+			}
+			p++;
+			continue;
+		}
+	} while (depth > 0);
+	return p;
+}
+
+int
+entry_view(const char *data, size_t len, struct entry_view *v)
+{
+	static const char head[] = "{\"msg\":{";
+	const char *end = data + len, *m, *me;
+	char tail[CHANNEL_MAX + 256], suffix[CHANNEL_MAX + 32];
+	json_t *t, *ch;
+	int rc = -1;
+
+	memset(v, 0, sizeof(*v));
+	if (len < sizeof(head) || len > RECORD_MAX || memcmp(data, head, sizeof(head) - 1) != 0)
+		return -1;
+	m = data + sizeof(head) - 2;
+	if ((me = skip_value(m, end)) == NULL || (size_t)(end - me) >= sizeof(tail) - 1 ||
+	    end - me < 2 || *me != ',')
+		return -1;
+	/* The rest, {"channel":…,"seq":…,…}, is small: decode it. */
+	tail[0] = '{';
+	memcpy(tail + 1, me + 1, (size_t)(end - me - 1));
+	t = json_loadb(tail, (size_t)(end - me), JSON_REJECT_DUPLICATES, NULL);
+	if (!json_is_object(t))
+		goto out;
+	ch = json_object_get(t, "channel");
+	const char *c = json_string_value(ch);
+	const char *reason = json_string_value(json_object_get(t, "reason"));
+	if (c == NULL || strlen(c) > CHANNEL_MAX || !channel_concrete_valid(c) ||
+	    json_object_get(t, "msg") != NULL ||
+	    get_cursor(json_object_get(t, "seq"), &v->seq) != 0 || v->seq == 0 ||
+	    get_cursor(json_object_get(t, "generation"), &v->generation) != 0 || reason == NULL)
+		goto out;
+	if (strcmp(reason, "durable-channel") == 0)
+		v->reason = REASON_DURABLE;
+	else if (strcmp(reason, "live-mention") == 0)
+		v->reason = REASON_MENTION;
+	else
+		goto out;
+	/* The message's own channel must be the entry's, and last: a concrete
+	 * channel needs no escaping. */
+	int n = snprintf(suffix, sizeof(suffix), "\"channel\":\"%s\"}", c);
+	size_t ml = (size_t)(me - m);
+	if (n <= 0 || (size_t)n + 1 > ml || memcmp(m + ml - (size_t)n, suffix, (size_t)n) != 0 ||
+	    (m[ml - (size_t)n - 1] != ',' && m[ml - (size_t)n - 1] != '{'))
+		goto out;
+	strcpy(v->channel, c);
+	v->msg = m;
+	v->msglen = ml;
+	rc = 0;
+out:
+	json_decref(t);
+	return rc;
+}
+
+char *
+frame_build_raw(const char *msg, size_t msglen, const char *channel, size_t *len)
+{
+	char *out = NULL;
+	int n = asprintf(&out, "{\"version\":1,\"channel\":\"%s\",\"msg\":%.*s}", channel,
+	    (int)msglen, msg);
+
+	if (n < 0)
+		return NULL;
+	if (len != NULL)
+		*len = (size_t)n;
+	return out;
 }

@@ -164,6 +164,25 @@ struct entry {
 int entry_parse(const char *data, size_t len, struct entry *out, char *why, size_t whylen);
 void entry_free(struct entry *e);
 
+/*
+ * The reader's fast path: an entry as the fan-out writes it, {"msg":{…},
+ * "channel":…,…}, whose message ends with its "channel" equal to the
+ * entry's, is taken apart without decoding the message (msg points into
+ * data). -1 when the entry is laid out otherwise or does not check: the
+ * caller then decodes it with entry_parse.
+ */
+struct entry_view {
+	const char *msg;
+	size_t msglen;
+	char channel[CHANNEL_MAX + 1];
+	uint64_t seq;
+	enum entry_reason reason;
+	uint64_t generation;
+};
+int entry_view(const char *data, size_t len, struct entry_view *v);
+/* The frame around an already serialized message (its channel checked). */
+char *frame_build_raw(const char *msg, size_t msglen, const char *channel, size_t *len);
+
 /* Handoff frame body {version:1, channel, msg} with msg.channel = channel;
  * malloc'd, or NULL. */
 char *frame_build(json_t *msg, const char *channel, size_t *len);

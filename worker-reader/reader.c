@@ -213,10 +213,58 @@ struct item {
 	uint64_t seq, delivered;
 	struct lifecycle who;
 	char lc[LIFECYCLE_MAX + 1];
-	struct entry e;
+	struct entry e;          /* e.msg NULL on the fast path */
+	struct entry_view view;  /* the fast path: the message as stored */
+	const char *key;         /* the entry's Nats-Msg-Id (fast path) */
 	bool parsed;
 	enum verdict v;
 };
+
+/*
+ * The entry's dedup key, when the fan-out's header is there and names this
+ * lifecycle and generation: the frame reuses it (WIRE.md §2, one key for
+ * the entry and its frame).
+ */
+static const char *
+entry_key(natsMsg *m, const struct lifecycle *who, uint64_t generation)
+{
+	char suffix[LIFECYCLE_MAX + 32];
+	const char *k = NULL;
+	size_t kl;
+	int n;
+
+	if (natsMsgHeader_Get(m, "Nats-Msg-Id", &k) != NATS_OK || k == NULL)
+		return NULL;
+	n = snprintf(suffix, sizeof(suffix), ":%s.%s:%s:%" PRIu64, who->owner, who->actor, who->uid,
+	    generation);
+	kl = strlen(k);
+	if (n <= 0 || kl <= (size_t)n + 1 || kl > DEDUP_KEY_MAX ||
+	    strcmp(k + kl - (size_t)n, suffix) != 0)
+		return NULL;
+	return k;
+}
+
+/* Decode an entry: the fast path when it is laid out as the fan-out
+ * writes it and carries its key, else in full. */
+static int
+item_parse(struct item *it, char *why, size_t whylen)
+{
+	const char *data = natsMsg_GetData(it->m);
+	size_t len = (size_t)natsMsg_GetDataLength(it->m);
+
+	if (entry_view(data, len, &it->view) == 0 &&
+	    (it->key = entry_key(it->m, &it->who, it->view.generation)) != NULL) {
+		memset(&it->e, 0, sizeof(it->e));
+		strcpy(it->e.channel, it->view.channel);
+		it->e.seq = it->view.seq;
+		it->e.reason = it->view.reason;
+		it->e.generation = it->view.generation;
+		return 0;
+	}
+	it->view.msg = NULL;
+	it->key = NULL;
+	return entry_parse(data, len, &it->e, why, whylen);
+}
 
 static void
 reader_batch(natsMsgList *list)
@@ -239,9 +287,7 @@ reader_batch(natsMsgList *list)
 			jsMsgMetaData_Destroy(md);
 		}
 		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
-		    sizeof(why)) != 0 ||
-		    entry_parse(natsMsg_GetData(it->m), (size_t)natsMsg_GetDataLength(it->m), &it->e,
-		    why, sizeof(why)) != 0) {
+		    sizeof(why)) != 0 || item_parse(it, why, sizeof(why)) != 0) {
 			log_bad_entry(it->seq, why);
 			continue;
 		}
@@ -294,16 +340,20 @@ reader_batch(natsMsgList *list)
 		size_t len;
 		if (!it->parsed || it->v != V_DELIVER)
 			continue;
-		char *body = frame_build(it->e.msg, it->e.channel, &len);
+		char *body = it->view.msg != NULL ?
+		    frame_build_raw(it->view.msg, it->view.msglen, it->e.channel, &len) :
+		    frame_build(it->e.msg, it->e.channel, &len);
 		if (body == NULL) {
 			pubbatch_fail(&R.pub, i, "cannot serialize the frame");
 			continue;
 		}
 		snprintf(subj, sizeof(subj), "%s.dlv.%s.%s.%s", R.prefix, it->who.owner,
 		    it->who.actor, it->who.uid);
-		bool has_key = dedup_key(post_id(it->e.msg), &it->who, it->e.generation, dkey,
-		    sizeof(dkey));
-		pubbatch_publish(&R.pub, i, subj, body, len, has_key ? dkey : NULL, FRAME_HEADER, "1");
+		const char *key = it->key;
+		if (key == NULL && dedup_key(post_id(it->e.msg), &it->who, it->e.generation, dkey,
+		    sizeof(dkey)))
+			key = dkey;
+		pubbatch_publish(&R.pub, i, subj, body, len, key, FRAME_HEADER, "1");
 		free(body);
 	}
 	pubbatch_wait(&R.pub);

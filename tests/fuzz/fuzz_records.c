@@ -93,9 +93,41 @@ subjects(const char *s)
 	}
 }
 
+/* The reader's fast path agrees with the full decode: same fields, and
+ * the stored message decodes to the same message. must: the entry was
+ * built from a decoded post, so the fast path has to take it. */
+static void
+entry_view_agrees(const char *s, size_t len, const json_t *msg, const char *channel,
+		  uint64_t seq, enum entry_reason reason, uint64_t generation, bool must)
+{
+	struct entry_view v;
+
+	if (entry_view(s, len, &v) != 0) {
+		if (must) {
+			fprintf(stderr, "the fast path refuses an entry the fan-out built\n");
+			abort();
+		}
+		return;
+	}
+	if (v.msg < s || v.msg + v.msglen > s + len || strcmp(v.channel, channel) != 0 ||
+	    v.seq != seq || v.reason != reason || v.generation != generation)
+		abort();
+	json_t *m = json_loadb(v.msg, v.msglen, 0, NULL);
+	if (m == NULL || !json_equal(m, msg))
+		abort();
+	json_decref(m);
+	size_t fl;
+	char *f = frame_build_raw(v.msg, v.msglen, v.channel, &fl);
+	json_t *fr = f ? json_loadb(f, fl, 0, NULL) : NULL;
+	if (fr == NULL || !json_equal(json_object_get(fr, "msg"), msg))
+		abort();
+	json_decref(fr);
+	free(f);
+}
+
 static void
 entry_round_trip(const json_t *msg, const char *channel, uint64_t seq, enum entry_reason reason,
-		 uint64_t generation)
+		 uint64_t generation, bool from_post)
 {
 	struct entry e;
 	char why[WHY_MAX], *s;
@@ -111,6 +143,7 @@ entry_round_trip(const json_t *msg, const char *channel, uint64_t seq, enum entr
 	    e.generation != generation || !json_equal(e.msg, msg))
 		abort();
 	entry_free(&e);
+	entry_view_agrees(s, len, msg, channel, seq, reason, generation, from_post);
 	/* The fan-out's prefix plus the generation is the same entry. */
 	{
 		size_t plen;
@@ -162,8 +195,8 @@ post(const char *data, size_t size)
 	/* An id within MSG_ID_MAX always makes a key, unless it is empty. */
 	if (dedup_key(post_id(msg), &to, 7, key, sizeof(key)) != (post_id(msg)[0] != '\0'))
 		abort();
-	entry_round_trip(msg, fixed_cs.channel, 42, REASON_DURABLE, 3);
-	entry_round_trip(msg, fixed_cs.channel, 1, REASON_MENTION, 0);
+	entry_round_trip(msg, fixed_cs.channel, 42, REASON_DURABLE, 3, true);
+	entry_round_trip(msg, fixed_cs.channel, 1, REASON_MENTION, 0, true);
 	if ((s = frame_build(msg, fixed_cs.channel, &len)) == NULL)
 		abort();
 	free(s);
@@ -211,12 +244,20 @@ rows(const char *data, size_t size, const char *subject_channel)
 	if (entry_parse(data, size, &e, why, sizeof(why)) == 0) {
 		if (e.msg == NULL || e.seq == 0 || !channel_concrete_valid(e.channel))
 			abort();
-		entry_round_trip(e.msg, e.channel, e.seq, e.reason, e.generation);
+		entry_round_trip(e.msg, e.channel, e.seq, e.reason, e.generation, false);
 		entry_free(&e);
 	} else if (e.msg != NULL) {
 		abort();
 	}
 
+	{
+		/* Whatever the fast path accepts stays within the input. */
+		struct entry_view v;
+		if (entry_view(data, size, &v) == 0 &&
+		    (v.msg < data || v.msg + v.msglen > data + size || v.seq == 0 ||
+		    !channel_concrete_valid(v.channel)))
+			abort();
+	}
 	(void)channel_class(data, size, NULL, 0);
 	(void)channel_class(NULL, 0, data, size);
 	(void)channel_class(data, half, data + half, size - half);

@@ -1600,6 +1600,95 @@ test_frame_build_overwrites_msg_channel(void **state)
 	json_decref(msg);
 }
 
+/* ---- the reader's fast path (entry_view) ---- */
+
+/* A post as the fan-out stores it: decoded, normalized, channel last. */
+static json_t *
+normalized_post(const char *payload)
+{
+	static const struct chat_subject cs = { "local", "alice", "room.a" };
+	char why[WHY_MAX];
+	json_t *msg = NULL;
+
+	assert_int_equal(post_decode(payload, strlen(payload), &cs, &msg, why, sizeof(why)), POST_OK);
+	return msg;
+}
+
+/* "The frame's channel comes from the subject": the fast path takes an
+ * entry apart and hands the stored message on unchanged. */
+static void
+test_entry_view_takes_the_fanouts_entry_apart(void **state)
+{
+	json_t *msg = normalized_post("{\"id\":\"x{\\\"}\",\"ts\":1,\"space\":\"s\","
+	    "\"channel\":\"elsewhere\",\"from\":{\"id\":\"local.alice\",\"name\":\"a\"},"
+	    "\"parts\":[{\"kind\":\"text\",\"text\":\"} ] \\\"channel\\\":\"}],\"extra\":[1,{\"b\":null}]}");
+	struct entry_view v;
+	size_t len, fl;
+	char *e = entry_build(msg, "room.a", 17, REASON_DURABLE, 3, &len);
+
+	(void)state;
+	assert_int_equal(entry_view(e, len, &v), 0);
+	assert_string_equal(v.channel, "room.a");
+	assert_int_equal(v.seq, 17);
+	assert_int_equal(v.reason, REASON_DURABLE);
+	assert_int_equal(v.generation, 3);
+	json_t *back = json_loadb(v.msg, v.msglen, 0, NULL);
+	assert_true(json_equal(back, msg));
+	char *f = frame_build_raw(v.msg, v.msglen, v.channel, &fl);
+	json_t *fr = json_loadb(f, fl, 0, NULL);
+	assert_int_equal(json_integer_value(json_object_get(fr, "version")), 1);
+	assert_string_equal(json_string_value(json_object_get(fr, "channel")), "room.a");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(fr, "msg"),
+	    "channel")), "room.a");
+	json_decref(fr);
+	free(f);
+	json_decref(back);
+	free(e);
+	json_decref(msg);
+}
+
+/* An entry whose message names another channel, or is laid out by
+ * another writer, goes to the full decode, never through unchecked. */
+static void
+test_entry_view_refuses_what_it_cannot_check(void **state)
+{
+	struct entry_view v;
+	static const char *const bad[] = {
+		/* message channel differs from the entry's */
+		"{\"msg\":{\"id\":\"a\",\"channel\":\"b\"},\"channel\":\"c\",\"seq\":1,"
+		"\"reason\":\"durable-channel\",\"generation\":1}",
+		/* message channel not last */
+		"{\"msg\":{\"channel\":\"c\",\"id\":\"a\"},\"channel\":\"c\",\"seq\":1,"
+		"\"reason\":\"durable-channel\",\"generation\":1}",
+		/* channel only nested */
+		"{\"msg\":{\"x\":{\"channel\":\"c\"}},\"channel\":\"c\",\"seq\":1,"
+		"\"reason\":\"durable-channel\",\"generation\":1}",
+		/* another key order */
+		"{\"channel\":\"c\",\"msg\":{\"channel\":\"c\"},\"seq\":1,"
+		"\"reason\":\"durable-channel\",\"generation\":1}",
+		/* seq 0, bad reason, wildcard channel, truncated, a second msg */
+		"{\"msg\":{\"channel\":\"c\"},\"channel\":\"c\",\"seq\":0,"
+		"\"reason\":\"durable-channel\",\"generation\":1}",
+		"{\"msg\":{\"channel\":\"c\"},\"channel\":\"c\",\"seq\":1,"
+		"\"reason\":\"other\",\"generation\":1}",
+		"{\"msg\":{\"channel\":\"c.*\"},\"channel\":\"c.*\",\"seq\":1,"
+		"\"reason\":\"durable-channel\",\"generation\":1}",
+		"{\"msg\":{\"channel\":\"c\"},\"channel\":\"c\",\"seq\":1,",
+		"{\"msg\":{\"channel\":\"c\"},\"channel\":\"c\",\"seq\":1,"
+		"\"reason\":\"durable-channel\",\"generation\":1,\"msg\":{}}",
+		"{\"msg\":{\"channel\":\"c\"",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (entry_view(bad[i], strlen(bad[i]), &v) == 0)
+			fail_msg("entry %zu taken by the fast path: %s", i, bad[i]);
+	const char *good = "{\"msg\":{\"channel\":\"c\"},\"channel\":\"c\",\"seq\":1,"
+	    "\"reason\":\"live-mention\",\"generation\":0}";
+	assert_int_equal(entry_view(good, strlen(good), &v), 0);
+	assert_int_equal(v.reason, REASON_MENTION);
+}
+
 int
 main(void)
 {
@@ -1652,6 +1741,8 @@ main(void)
 		cmocka_unit_test(test_entry_of_every_decoded_post_parses_back),
 		cmocka_unit_test(test_entry_of_large_decoded_post_parses_back),
 		cmocka_unit_test(test_frame_build_overwrites_msg_channel),
+		cmocka_unit_test(test_entry_view_takes_the_fanouts_entry_apart),
+		cmocka_unit_test(test_entry_view_refuses_what_it_cannot_check),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
