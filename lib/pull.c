@@ -1,6 +1,8 @@
 /* Durable pull consumers (see pull.h). */
 #include "lib/pull.h"
 
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +60,11 @@ explain(natsStatus s, jsErrCode jerr, const char *what, char *err, size_t errlen
 }
 
 int
-pull_bind(jsCtx *js, const char *stream, jsConsumerConfig *cfg, natsSubscription **sub,
-	  char *err, size_t errlen)
+pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const char *stream,
+	  jsConsumerConfig *cfg, struct puller *p, char *err, size_t errlen)
 {
 	jsConsumerInfo *ci = NULL;
-	jsSubOptions so;
+	natsInbox *uniq = NULL;
 	jsErrCode jerr = 0;
 	char what[512], diff[512];
 	natsStatus s;
@@ -94,84 +96,167 @@ pull_bind(jsCtx *js, const char *stream, jsConsumerConfig *cfg, natsSubscription
 	}
 	jsConsumerInfo_Destroy(ci);
 
-	jsSubOptions_Init(&so);
-	so.Stream = stream;
-	so.Consumer = cfg->Durable;
-	so.ManualAck = true;
-	s = js_PullSubscribe(sub, js, cfg->FilterSubject, cfg->Durable, NULL, &so, &jerr);
+	memset(p, 0, sizeof(*p));
+	p->nc = nc;
+	snprintf(p->next, sizeof(p->next), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream, cfg->Durable);
+	/* Under the credential's own reply prefix; natsInbox_Create gives a
+	 * unique token after "_INBOX.". */
+	if (natsInbox_Create(&uniq) != NATS_OK) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	const char *u = strchr((const char *)uniq, '.');
+	snprintf(p->reply, sizeof(p->reply), "%s.pull.%s", inbox_prefix, u ? u + 1 : "x");
+	natsInbox_Destroy(uniq);
+	s = natsConnection_SubscribeSync(&p->sub, nc, p->reply);
+	if (s == NATS_OK)
+		s = natsSubscription_SetPendingLimits(p->sub, -1, -1);
 	if (s != NATS_OK) {
 		char w2[600];
-		snprintf(w2, sizeof(w2), "bind %s", what);
-		explain(s, jerr, w2, err, errlen);
+		snprintf(w2, sizeof(w2), "subscribe for %s", what);
+		explain(s, 0, w2, err, errlen);
+		natsSubscription_Destroy(p->sub);
+		p->sub = NULL;
 		return -1;
 	}
 	return 0;
 }
 
-static natsStatus
-fetch_once(natsSubscription *sub, int batch, bool nowait, int wait_ms, natsMsgList *list)
+void
+pull_close(struct puller *p)
 {
-	jsFetchRequest req;
-
-	/* A fresh request every call (STYLE.md pitfalls). */
-	jsFetchRequest_Init(&req);
-	req.Batch = batch;
-	req.NoWait = nowait;
-	req.Expires = nowait ? 0 : (int64_t)wait_ms * 1000000;
-	return natsSubscription_FetchRequest(list, sub, &req);
+	natsSubscription_Destroy(p->sub);
+	p->sub = NULL;
 }
 
-/* Append what one request that does not wait brings; its count. */
-static int
-fetch_append(natsSubscription *sub, int want, natsMsgList *list)
+/* A status message (404, 408, ...) ends a request: it comes to the reply
+ * subject itself, a delivered message under its stream subject. */
+static bool
+is_status(struct puller *p, natsMsg *m)
 {
-	natsMsgList more = { 0 };
-	natsMsg **all;
+	return strcmp(natsMsg_GetSubject(m), p->reply) == 0;
+}
 
-	if (fetch_once(sub, want, true, 0, &more) != NATS_OK || more.Count == 0) {
-		natsMsgList_Destroy(&more);
-		return 0;
+static int
+append(natsMsgList *list, int *cap, natsMsg *m)
+{
+	if (list->Count == *cap) {
+		int n = *cap ? *cap * 2 : 64;
+		natsMsg **v = realloc(list->Msgs, sizeof(*v) * (size_t)n);
+		if (v == NULL)
+			return -1;
+		list->Msgs = v;
+		*cap = n;
 	}
-	all = realloc(list->Msgs, sizeof(natsMsg *) * (size_t)(list->Count + more.Count));
-	if (all == NULL) {
-		natsMsgList_Destroy(&more);
-		return 0;
+	list->Msgs[list->Count++] = m;
+	return 0;
+}
+
+/*
+ * Send one request and collect its answer: up to batch messages, ended by
+ * the broker's status or by the batch filling. expires_ms 0: do not wait
+ * for messages (no_wait). The count collected, or -1 when the broker did
+ * not answer in time or the connection failed (*s says how).
+ */
+static int
+request(struct puller *p, int batch, int expires_ms, natsMsgList *list, int *cap, natsStatus *s)
+{
+	char body[128];
+	int got = 0, wait = expires_ms > 0 ? expires_ms + 1000 : PULL_ANSWER_MS;
+
+	if (expires_ms > 0)
+		snprintf(body, sizeof(body), "{\"batch\":%d,\"expires\":%" PRId64 "}", batch,
+		    (int64_t)expires_ms * 1000000);
+	else
+		snprintf(body, sizeof(body), "{\"batch\":%d,\"no_wait\":true}", batch);
+	*s = natsConnection_PublishRequestString(p->nc, p->next, p->reply, body);
+	if (*s != NATS_OK)
+		return -1;
+	while (got < batch) {
+		natsMsg *m = NULL;
+		*s = natsSubscription_NextMsg(&m, p->sub, wait);
+		if (*s == NATS_TIMEOUT)
+			return got > 0 ? got : -1;
+		if (*s != NATS_OK)
+			return -1;
+		if (is_status(p, m)) {
+			natsMsg_Destroy(m);
+			break;
+		}
+		if (append(list, cap, m) != 0) {
+			natsMsg_Destroy(m);
+			*s = NATS_NO_MEMORY;
+			return -1;
+		}
+		got++;
 	}
-	memcpy(all + list->Count, more.Msgs, sizeof(natsMsg *) * (size_t)more.Count);
-	list->Msgs = all;
-	list->Count += more.Count;
-	int n = more.Count;
-	free(more.Msgs); /* the messages moved */
-	return n;
+	*s = NATS_OK;
+	return got;
 }
 
 natsStatus
-pull_fetch(natsSubscription *sub, int max, int wait_ms, natsMsgList *list)
+pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 {
-	natsStatus s;
-	int first = max < PULL_REQUEST_MAX ? max : PULL_REQUEST_MAX;
+	natsStatus s = NATS_OK;
+	int cap = 0, got;
 
 	memset(list, 0, sizeof(*list));
 	if (max > PULL_BATCH_MAX)
 		max = PULL_BATCH_MAX;
-	s = fetch_once(sub, first, true, 0, list);
-	if (s != NATS_OK && s != NATS_NOT_FOUND && s != NATS_TIMEOUT)
-		return s;
-	if (s != NATS_OK || list->Count == 0) {
-		natsMsgList_Destroy(list);
-		memset(list, 0, sizeof(*list));
-		/* Nothing waiting: the first message to arrive, at once. */
-		s = fetch_once(sub, 1, false, wait_ms, list);
-		if (s == NATS_TIMEOUT || s == NATS_NOT_FOUND)
-			return NATS_OK;
-		if (s != NATS_OK)
-			return s;
+	/* A message a request gave up on may still have arrived: it is ours. */
+	for (natsMsg *m = NULL; list->Count < max &&
+	    natsSubscription_NextMsg(&m, p->sub, 0) == NATS_OK; m = NULL) {
+		if (is_status(p, m) || append(list, &cap, m) != 0)
+			natsMsg_Destroy(m);
 	}
-	/* And whatever is waiting behind it, up to max. */
+	if (list->Count == 0) {
+		got = request(p, max < PULL_REQUEST_MAX ? max : PULL_REQUEST_MAX, 0, list, &cap, &s);
+		if (got < 0)
+			return s == NATS_OK ? NATS_TIMEOUT : s;
+		if (got == 0) {
+			/* Nothing waiting: the first message to arrive, at once. */
+			got = request(p, 1, wait_ms, list, &cap, &s);
+			if (got <= 0)
+				return got < 0 && s != NATS_TIMEOUT ? s : NATS_OK;
+		}
+	}
+	/* And whatever is waiting behind, up to max. */
 	while (list->Count < max) {
 		int want = max - list->Count;
-		if (fetch_append(sub, want < PULL_REQUEST_MAX ? want : PULL_REQUEST_MAX, list) == 0)
+		want = want < PULL_REQUEST_MAX ? want : PULL_REQUEST_MAX;
+		got = request(p, want, 0, list, &cap, &s);
+		if (got < want)
 			break;
 	}
 	return NATS_OK;
+}
+
+static void
+ack_with(struct puller *p, natsMsg *m, const char *body)
+{
+	const char *reply = natsMsg_GetReply(m);
+
+	if (reply != NULL && strncmp(reply, "$JS.ACK.", 8) == 0)
+		natsConnection_PublishString(p->nc, reply, body);
+}
+
+void
+pull_ack(struct puller *p, natsMsg *m)
+{
+	ack_with(p, m, "+ACK");
+}
+
+void
+pull_nak(struct puller *p, natsMsg *m, int delay_ms)
+{
+	char body[64];
+
+	snprintf(body, sizeof(body), "-NAK {\"delay\":%" PRId64 "}", (int64_t)delay_ms * 1000000);
+	ack_with(p, m, body);
+}
+
+void
+pull_term(struct puller *p, natsMsg *m)
+{
+	ack_with(p, m, "+TERM");
 }

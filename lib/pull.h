@@ -1,33 +1,53 @@
 /*
  * The durable pull consumers a worker drives (WIRE.md §3): bind one,
- * creating it when it does not exist, and fetch batches from it without
- * holding a lone message back for the rest of a batch.
+ * creating it when it does not exist, fetch batches from it without holding
+ * a lone message back for the rest of a batch, and ack what it fetched.
+ *
+ * The pull requests are made here rather than by libnats's fetch: a request
+ * that does not wait has no expiry, and libnats then stops waiting for its
+ * answer at once, leaving the messages to arrive into a later call, where
+ * libnats 3.4.1 overruns an array sized for fewer (STYLE.md pitfalls). Here
+ * every request is answered in full before the next one goes out.
  */
 #ifndef COTAL_PULL_H
 #define COTAL_PULL_H
 
 #include <nats/nats.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define PULL_REQUEST_MAX 256 /* messages asked for in one pull request */
 #define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
+#define PULL_ANSWER_MS 5000  /* the broker's answer to a request that does not wait */
+
+struct puller {
+	natsConnection *nc;
+	natsSubscription *sub;   /* our own reply subject, synchronous */
+	char next[512];          /* $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> */
+	char reply[128];
+};
 
 /*
  * Bind durable `cfg->Durable` on stream, creating it with cfg when it does
  * not exist. An existing consumer whose filter, ack policy or deliver
  * policy differ from cfg is refused with the difference named. A create the
  * credential may not make is a permission denial, never "already exists".
- * 0, or -1 with err.
+ * Replies come to <inbox_prefix>.pull.<unique>. 0, or -1 with err.
  */
-int pull_bind(jsCtx *js, const char *stream, jsConsumerConfig *cfg, natsSubscription **sub,
-	      char *err, size_t errlen);
+int pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const char *stream,
+	      jsConsumerConfig *cfg, struct puller *p, char *err, size_t errlen);
+void pull_close(struct puller *p);
 /*
  * Up to max messages: what is waiting, at once; when nothing is, the first
- * to arrive within wait_ms and whatever came with it. More than
- * PULL_REQUEST_MAX are gathered by further requests that do not wait. NATS_OK with
+ * to arrive within wait_ms, and then what is waiting behind it. NATS_OK with
  * list->Count possibly 0 on a quiet consumer; another status on failure.
  */
-natsStatus pull_fetch(natsSubscription *sub, int max, int wait_ms, natsMsgList *list);
+natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list);
+
+/* Acks of a fetched message (explicit ack policy). */
+void pull_ack(struct puller *p, natsMsg *m);
+void pull_nak(struct puller *p, natsMsg *m, int delay_ms);
+void pull_term(struct puller *p, natsMsg *m);
 
 #endif

@@ -65,7 +65,7 @@ struct fanout {
 	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
 	char stream[SPACE_TOKEN_MAX + 8];   /* CHAT_<s> */
 	struct pubbatch pub;
-	natsSubscription *sub;
+	struct puller pull;
 
 	struct kvmirror members, channels, presence, acl;
 	struct strmap rows;        /* member key -> struct member_row (members) */
@@ -597,7 +597,7 @@ nak_all(natsMsgList *list, uint64_t ticket)
 	if (!fence_begin(&W.fence, ticket))
 		return;
 	for (int i = 0; i < list->Count; i++)
-		natsMsg_NakWithDelay(list->Msgs[i], RETRY_NAK_MS, NULL);
+		pull_nak(&F.pull, list->Msgs[i], RETRY_NAK_MS);
 	fence_done(&W.fence);
 	worker_count(C_RETRIED, (uint64_t)list->Count);
 }
@@ -693,11 +693,11 @@ fanout_batch(natsMsgList *list)
 	 * redelivered, never acked. */
 	for (int i = 0; i < list->Count; i++) {
 		if (posts[i].msg != NULL && pubbatch_failed(&F.pub, i)) {
-			natsMsg_NakWithDelay(posts[i].m, RETRY_NAK_MS, NULL);
+			pull_nak(&F.pull, posts[i].m, RETRY_NAK_MS);
 			worker_count(C_RETRIED, 1);
 			continue;
 		}
-		natsMsg_Ack(posts[i].m, NULL);
+		pull_ack(&F.pull, posts[i].m);
 		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
 	}
 	if (F.pub.error[0] != '\0')
@@ -724,8 +724,7 @@ teardown(void)
 	configs_reset(NULL);
 	presence_reset(NULL);
 	acl_reset(NULL);
-	natsSubscription_Destroy(F.sub);
-	F.sub = NULL;
+	pull_close(&F.pull);
 	pubbatch_destroy(&F.pub);
 }
 
@@ -752,7 +751,8 @@ setup(char *err, size_t errlen)
 	cc.AckPolicy = js_AckExplicit;
 	cc.AckWait = (int64_t)FANOUT_ACK_WAIT_S * 1000000000;
 	cc.DeliverPolicy = js_DeliverNew;
-	if (pull_bind(F.pub.js, F.stream, &cc, &F.sub, err, errlen) != 0)
+	if (pull_bind(F.pub.js, W.nc, W.cfg.inbox_prefix, F.stream, &cc, &F.pull, err,
+	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
 	if (kvmirror_open(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply, members_reset, NULL, err,
@@ -801,7 +801,7 @@ fanout_run(void)
 	}
 	log_ok("fan-out bound to %s durable fanout", F.stream);
 	while (worker_wait_open() && lead_wait()) {
-		s = pull_fetch(F.sub, FANOUT_BATCH, PULL_WAIT_MS, &list);
+		s = pull_fetch(&F.pull, FANOUT_BATCH, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
 			worker_nap(200);

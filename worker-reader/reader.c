@@ -45,7 +45,7 @@ struct reader {
 	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
 	char stream[SPACE_TOKEN_MAX + 8];   /* INBOX_<s> */
 	struct pubbatch pub;
-	natsSubscription *sub;
+	struct puller pull;
 	struct kvmirror acl, members;
 	struct strmap acls;     /* <o>.<a>.<uid> -> struct acl_row */
 	struct strmap rows;     /* member key -> struct member_row */
@@ -147,13 +147,13 @@ static void
 retry_or_give_up(natsMsg *m, uint64_t seq, uint64_t delivered, const char *lc, const char *why)
 {
 	if (reader_after_failure(delivered) == V_GIVE_UP) {
-		natsMsg_Term(m, NULL);
+		pull_term(&R.pull, m);
 		worker_count(C_GAVEUP, 1);
 		log_warnx("gave up on entry %" PRIu64 " for %s after %" PRIu64
 		    " deliveries (kept): %s", seq, lc, delivered, why);
 		return;
 	}
-	natsMsg_NakWithDelay(m, READER_RETRY_MS, NULL);
+	pull_nak(&R.pull, m, READER_RETRY_MS);
 	worker_count(C_RETRIED, 1);
 }
 
@@ -189,7 +189,7 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 	}
 	if (!fence_begin(&W.fence, ticket))
 		return;
-	natsMsg_Ack(m, NULL);
+	pull_ack(&R.pull, m);
 	worker_count(C_REMOVED, 1);
 	log_warnx("removed entry %" PRIu64 " of retired lifecycle %s", seq, lc);
 	if (has_row) {
@@ -306,7 +306,7 @@ reader_batch(natsMsgList *list)
 		}
 		if (fence_begin(&W.fence, ticket)) {
 			for (int i = 0; i < list->Count; i++)
-				natsMsg_NakWithDelay(items[i].m, READER_RETRY_MS, NULL);
+				pull_nak(&R.pull, items[i].m, READER_RETRY_MS);
 			fence_done(&W.fence);
 		}
 		goto out;
@@ -362,7 +362,7 @@ reader_batch(natsMsgList *list)
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		if (!it->parsed) {
-			natsMsg_Term(it->m, NULL);
+			pull_term(&R.pull, it->m);
 			worker_count(C_DENIED, 1);
 			continue;
 		}
@@ -372,19 +372,19 @@ reader_batch(natsMsgList *list)
 				retry_or_give_up(it->m, it->seq, it->delivered, it->lc, R.pub.error);
 				break;
 			}
-			natsMsg_Ack(it->m, NULL);
+			pull_ack(&R.pull, it->m);
 			worker_count(C_DELIVERED, 1);
 			break;
 		case V_DROP:
-			natsMsg_Ack(it->m, NULL);
+			pull_ack(&R.pull, it->m);
 			worker_count(C_DENIED, 1);
 			break;
 		case V_RETRY:
-			natsMsg_NakWithDelay(it->m, READER_RETRY_MS, NULL);
+			pull_nak(&R.pull, it->m, READER_RETRY_MS);
 			worker_count(C_RETRIED, 1);
 			break;
 		case V_GIVE_UP:
-			natsMsg_Term(it->m, NULL);
+			pull_term(&R.pull, it->m);
 			worker_count(C_GAVEUP, 1);
 			log_warnx("gave up on entry %" PRIu64 " for unknown owner %s after %" PRIu64
 			    " deliveries (kept)", it->seq, it->lc, it->delivered);
@@ -413,8 +413,7 @@ teardown(void)
 	kvmirror_close(&R.acl);
 	members_reset(NULL);
 	acl_reset(NULL);
-	natsSubscription_Destroy(R.sub);
-	R.sub = NULL;
+	pull_close(&R.pull);
 	pubbatch_destroy(&R.pub);
 }
 
@@ -441,7 +440,8 @@ setup(char *err, size_t errlen)
 	cc.AckWait = (int64_t)READER_ACK_WAIT_S * 1000000000;
 	cc.DeliverPolicy = js_DeliverAll;
 	cc.MaxAckPending = READER_MAX_ACK_PENDING;
-	if (pull_bind(R.pub.js, R.stream, &cc, &R.sub, err, errlen) != 0)
+	if (pull_bind(R.pub.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
+	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
 	if (kvmirror_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
@@ -477,7 +477,7 @@ reader_run(void)
 	}
 	log_ok("reader bound to %s durable reader", R.stream);
 	while (worker_wait_open()) {
-		s = pull_fetch(R.sub, READER_BATCH, PULL_WAIT_MS, &list);
+		s = pull_fetch(&R.pull, READER_BATCH, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
 			worker_nap(200);
