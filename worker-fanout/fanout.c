@@ -45,7 +45,7 @@
 #define FANOUT_MAX_LEAD 640
 #define FANOUT_BATCH 256          /* posts per batch (issue 4: up to 256) */
 #define LEAD_RING 64              /* batches remembered for the lead */
-#define LEAD_POLL_MS 5
+#define LEAD_POLL_MS 20           /* the reader's progress, asked this often */
 
 /* Counters (ipc.c names them). */
 enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED };
