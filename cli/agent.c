@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli/mint.h"
 #include "cli/provision.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
 #include "lib/tokens.h"
@@ -32,15 +32,6 @@ agent_name_valid(const char *s)
 		    (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
 			return 0;
 	return 1;
-}
-
-static int64_t
-now_ms(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
 /* Write the lifecycle's read-ACL row (create only: a lifecycle is new). */
@@ -64,7 +55,7 @@ write_acl_row(natsConnection *nc, const char *space, const char *principal,
 	for (size_t i = 0; i < nallow; i++)
 		json_array_append_new(list, json_string(allow[i]));
 	row = json_pack("{s:o, s:i, s:I}", "allowSubscribe", list, "revision", 1,
-	    "updatedAt", (json_int_t)now_ms());
+	    "updatedAt", (json_int_t)wall_ms());
 	text = json_dumps(row, JSON_COMPACT);
 	json_decref(row);
 	st = natsConnection_JetStream(&js, nc, NULL);

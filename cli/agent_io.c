@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
 #include "lib/records.h"
@@ -35,15 +35,6 @@ struct io_args {
 	int npos;
 	int wait_ms;
 };
-
-static int64_t
-now_ms(void)
-{
-	struct timeval tv;
-
-	gettimeofday(&tv, NULL);
-	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 static int
 parse_args(const char *verb, int argc, char **argv, struct io_args *a)
@@ -125,23 +116,10 @@ static int
 agent_connect(const struct io_args *a, const struct agent_ref *r, struct creds *c,
 	      natsConnection **nc, char *err, size_t errlen)
 {
-	char url[1024], why[1024], name[128];
-	struct conn_opts o = { 0 };
+	char name[128];
 
-	if (ws_server_url(&r->ws, a->space, a->server, url, sizeof(url), NULL, err, errlen) != 0)
-		return -1;
-	if (creds_load(r->creds, c, why, sizeof(why)) != 0) {
-		snprintf(err, errlen, "%s", why);
-		return -1;
-	}
 	snprintf(name, sizeof(name), "cotal agent %s", r->name);
-	o.url = url;
-	o.name = name;
-	if (conn_open(&o, c, nc, err, errlen) != 0) {
-		creds_free(c);
-		return -1;
-	}
-	return 0;
+	return cli_connect_file(&r->ws, a->space, a->server, r->creds, name, c, nc, err, errlen);
 }
 
 int
@@ -169,13 +147,13 @@ cmd_agent_post(int argc, char **argv)
 	    agent_connect(&a, &r, &c, &nc, err, sizeof(err)) != 0)
 		goto fail;
 	if (a.id == NULL) {
-		snprintf(id, sizeof(id), "%s-%" PRId64, r.name, now_ms());
+		snprintf(id, sizeof(id), "%s-%" PRId64, r.name, wall_ms());
 		a.id = id;
 	}
 	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", r.token, r.owner, r.actor, a.pos[1]);
 	principal_format(r.owner, r.actor, from, sizeof(from));
 	json_t *msg = json_pack("{s:s, s:I, s:s, s:{s:s, s:s}, s:[{s:s, s:s}], s:s}",
-	    "id", a.id, "ts", (json_int_t)now_ms(), "space", r.space, "from", "id", from,
+	    "id", a.id, "ts", (json_int_t)wall_ms(), "space", r.space, "from", "id", from,
 	    "name", r.name, "parts", "kind", "text", "text", a.pos[2], "channel", a.pos[1]);
 	char *body = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
@@ -255,7 +233,7 @@ cmd_agent_join(int argc, char **argv)
 	json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:b, s:s, s:I}", "channel",
 	    a.pos[1], "owner", owner, "lifecycleUid", r.uid, "state", "durable-active",
 	    "joinCursor", (json_int_t)si->State.LastSeq, "generation", 1, "activated", 1,
-	    "writerIdentity", "cotal-cli", "updatedAt", (json_int_t)now_ms());
+	    "writerIdentity", "cotal-cli", "updatedAt", (json_int_t)wall_ms());
 	char *body = json_dumps(row, JSON_COMPACT);
 	json_decref(row);
 	s = kvStore_CreateString(&rev, kv, key, body);

@@ -30,6 +30,10 @@ const char *cli_nats_server_path(void);
  * Connect to the space's broker as one of its standing credentials
  * (.cotal/space.<key>/<profile>.creds). c must outlive the connection.
  */
+/* The same with any creds file (an agent's own), named `name` in CONNZ. */
+int cli_connect_file(const struct workspace *ws, const char *space, const char *server_opt,
+		     const char *path, const char *name, struct creds *c, natsConnection **nc,
+		     char *err, size_t errlen);
 int cli_connect_space(const struct workspace *ws, const char *space,
 		      const char *server_opt, const char *profile, struct creds *c,
 		      natsConnection **nc, char *err, size_t errlen);

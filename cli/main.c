@@ -77,18 +77,29 @@ cli_connect_space(const struct workspace *ws, const char *space, const char *ser
 		  const char *profile, struct creds *c, natsConnection **nc, char *err,
 		  size_t errlen)
 {
-	char dir[WS_PATH_MAX], path[WS_FILE_MAX], url[1024], why[1024], name[128];
-	struct conn_opts o = { 0 };
+	char dir[WS_PATH_MAX], path[WS_FILE_MAX], name[128];
 
-	if (ws_space_dir(ws, space, false, dir, sizeof(dir), err, errlen) != 0 ||
-	    ws_server_url(ws, space, server_opt, url, sizeof(url), NULL, err, errlen) != 0)
+	if (ws_space_dir(ws, space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
 	snprintf(path, sizeof(path), "%s/%s.creds", dir, profile);
+	snprintf(name, sizeof(name), "cotal-cli %s", profile);
+	return cli_connect_file(ws, space, server_opt, path, name, c, nc, err, errlen);
+}
+
+int
+cli_connect_file(const struct workspace *ws, const char *space, const char *server_opt,
+		 const char *path, const char *name, struct creds *c, natsConnection **nc,
+		 char *err, size_t errlen)
+{
+	char url[1024], why[1024];
+	struct conn_opts o = { 0 };
+
+	if (ws_server_url(ws, space, server_opt, url, sizeof(url), NULL, err, errlen) != 0)
+		return -1;
 	if (creds_load(path, c, why, sizeof(why)) != 0) {
 		snprintf(err, errlen, "%s", why);
 		return -1;
 	}
-	snprintf(name, sizeof(name), "cotal-cli %s", profile);
 	o.url = url;
 	o.name = name;
 	if (conn_open(&o, c, nc, err, errlen) != 0) {

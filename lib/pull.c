@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/log.h"
 #include "lib/natsconn.h"
 #include "lib/worker.h"
 
@@ -259,4 +260,40 @@ void
 pull_term(struct puller *p, natsMsg *m)
 {
 	ack_with(p, m, "+TERM");
+}
+
+void
+pull_loop_run(const struct pull_loop *l)
+{
+	char err[1024];
+	natsMsgList list;
+
+	while (worker_serving()) {
+		if (l->setup(err, sizeof(err)) == 0)
+			break;
+		l->teardown();
+		/* A denial is the credential's fault, not the broker's mood:
+		 * say so loudly and let the supervisor's backoff pace us. */
+		if (strstr(err, "permission denied") != NULL || strstr(err, "other settings") != NULL)
+			fatalx("cannot bind the %s: %s", l->what, err);
+		log_warnx("cannot bind the %s yet: %s; retrying", l->what, err);
+		worker_nap(PULL_SETUP_RETRY_MS);
+	}
+	if (!worker_serving()) {
+		l->teardown();
+		return;
+	}
+	log_ok("%s bound to %s", l->what, l->bound);
+	while (worker_wait_open() && (l->may_fetch == NULL || l->may_fetch())) {
+		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_WAIT_MS, &list);
+		if (s != NATS_OK) {
+			natsMsgList_Destroy(&list);
+			worker_nap(PULL_ERROR_NAP_MS);
+			continue;
+		}
+		if (list.Count > 0)
+			l->batch(&list);
+		natsMsgList_Destroy(&list);
+	}
+	l->teardown();
 }

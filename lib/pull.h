@@ -13,6 +13,7 @@
 #define COTAL_PULL_H
 
 #include <nats/nats.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,8 @@
 #define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
 #define PULL_ANSWER_MS 5000  /* the broker's answer to a request that does not wait */
+#define PULL_SETUP_RETRY_MS 2000
+#define PULL_ERROR_NAP_MS 200
 
 struct puller {
 	natsConnection *nc;
@@ -51,3 +54,21 @@ void pull_nak(struct puller *p, natsMsg *m, int delay_ms);
 void pull_term(struct puller *p, natsMsg *m);
 
 #endif
+
+/*
+ * The loop of a role that drives one pull consumer: set up (retrying while
+ * the broker is not ready; a permission denial or a consumer with other
+ * settings is fatal, the supervisor's backoff paces the retries), then fetch
+ * batches and hand each to batch() for as long as the worker serves.
+ */
+struct pull_loop {
+	const char *what;                  /* "fan-out", "reader": log lines */
+	int (*setup)(char *err, size_t errlen);
+	void (*teardown)(void);
+	bool (*may_fetch)(void);           /* NULL: always; false: return */
+	void (*batch)(natsMsgList *list);
+	struct puller *pull;
+	int batch_max;
+	const char *bound;                 /* what setup bound, for the log */
+};
+void pull_loop_run(const struct pull_loop *l);

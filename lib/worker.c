@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
 #include "sandbox/sandbox.h"
@@ -32,15 +33,6 @@ enum { KEEP_ON, STOP_NOW, REBUILD };
 
 static int dispatch(const struct ipc_msg *m);
 static void set_jwt(const struct ipc_msg *m);
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Wait for one message on fd within ms; fatal on a protocol error. */
 static int

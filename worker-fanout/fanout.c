@@ -20,6 +20,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "lib/aclindex.h"
+#include "lib/clock.h"
 #include "lib/kvmirror.h"
 #include "lib/log.h"
 #include "lib/pubbatch.h"
@@ -33,7 +35,6 @@
 #define PRESENCE_TTL_MS 6000      /* WIRE.md §3: the roster's bucket TTL */
 #define DROP_LOG_EVERY_MS 10000   /* one line per cause per this long */
 #define RETRY_NAK_MS 1000         /* a post whose routing or publish failed */
-#define SETUP_RETRY_MS 2000
 #define CHANNEL_DEFAULTS "=defaults"
 /*
  * INBOX_<s> keeps at most 1000 entries per member (WIRE.md §3, discard
@@ -67,18 +68,19 @@ struct fanout {
 	struct pubbatch pub;
 	struct puller pull;
 
-	struct kvmirror members, channels, presence, acl;
+	struct kvmirror members, channels, presence;
+	struct aclindex acl;
 	struct strmap rows;        /* member key -> struct member_row (members) */
 	struct strmap rosters;     /* channel -> struct roster (members) */
 	struct strmap configs;     /* channel -> char * value (channels) */
 	struct strmap roster_live; /* <o>.<a> -> struct presence (presence) */
-	struct strmap acls;        /* <o>.<a>.<uid> -> struct acl_row (acl) */
 
 	/* Batches copied that the reader may not have fetched yet: their
 	 * highest INBOX sequence and post count. */
 	struct { uint64_t seq; int posts; } lead[LEAD_RING];
 	int lead_head, lead_n, lead_posts;
 	char inbox[SPACE_TOKEN_MAX + 8];
+	char bound[SPACE_TOKEN_MAX + 32];
 };
 
 static struct fanout F;
@@ -95,24 +97,6 @@ static struct {
 	int64_t last_ms;
 	uint64_t suppressed;
 } drop_log[DROP_CAUSES];
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 log_drop(enum drop_cause c, uint64_t seq, const char *why)
@@ -278,38 +262,6 @@ presence_reset(void *arg)
 	strmap_clear(&F.roster_live, free);
 }
 
-static void
-free_acl(void *v)
-{
-	acl_row_free(v);
-	free(v);
-}
-
-static void
-acl_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	  int64_t created)
-{
-	struct acl_row *r, *old;
-
-	(void)arg, (void)rev, (void)created;
-	if ((old = strmap_del(&F.acls, key)) != NULL)
-		free_acl(old);
-	if (value == NULL)
-		return;
-	if ((r = malloc(sizeof(*r))) == NULL)
-		fatalx("out of memory");
-	acl_row_parse(value, len, r);
-	if (strmap_put(&F.acls, key, r, NULL) != 0)
-		fatalx("out of memory");
-}
-
-static void
-acl_reset(void *arg)
-{
-	(void)arg;
-	strmap_clear(&F.acls, free_acl);
-}
-
 /* ---- routing ---- */
 
 /* One copy to make. */
@@ -443,7 +395,7 @@ route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets 
 			continue;
 		snprintf(alias, sizeof(alias), "%s.", nm.key);
 		struct alias_match am = { .alias = alias, .len = strlen(alias) };
-		strmap_each(&F.acls, match_alias, &am);
+		strmap_each(&F.acl.rows, match_alias, &am);
 		if (am.count != 1 || !acl_covers(am.row, cs->channel))
 			continue;
 		if (lifecycle_parse(am.key, &who) != 0)
@@ -644,7 +596,7 @@ fanout_batch(natsMsgList *list)
 
 	/* The barrier: a join or a class flip committed before this batch was
 	 * fetched is seen by it. */
-	struct kvmirror *mirrors[] = { &F.members, &F.channels, &F.presence, &F.acl };
+	struct kvmirror *mirrors[] = { &F.members, &F.channels, &F.presence, &F.acl.mirror };
 	if (kvmirror_barrier_all(mirrors, batch_has_mentions(posts, list->Count) ? 4 : 2, err,
 	    sizeof(err)) != 0) {
 		if (mono_ms() - last_barrier_log > DROP_LOG_EVERY_MS) {
@@ -677,9 +629,9 @@ fanout_batch(natsMsgList *list)
 			kvmirror_unlock(&F.members);
 		} else if (mentions) {
 			kvmirror_lock(&F.presence);
-			kvmirror_lock(&F.acl);
+			kvmirror_lock(&F.acl.mirror);
 			route_mentions(&p->cs, p->msg, &t);
-			kvmirror_unlock(&F.acl);
+			kvmirror_unlock(&F.acl.mirror);
 			kvmirror_unlock(&F.presence);
 		}
 		if (!publish_post(i, p, &t)) {
@@ -716,14 +668,13 @@ out:
 static void
 teardown(void)
 {
-	kvmirror_close(&F.acl);
+	aclindex_close(&F.acl);
 	kvmirror_close(&F.presence);
 	kvmirror_close(&F.channels);
 	kvmirror_close(&F.members);
 	members_reset(NULL);
 	configs_reset(NULL);
 	presence_reset(NULL);
-	acl_reset(NULL);
 	pull_close(&F.pull);
 	pubbatch_destroy(&F.pub);
 }
@@ -755,63 +706,36 @@ setup(char *err, size_t errlen)
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_open(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply, members_reset, NULL, err,
-	    errlen) != 0)
+	if (kvmirror_open(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply,
+	    members_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_channels_%s", token);
-	if (kvmirror_open(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply, configs_reset, NULL, err,
-	    errlen) != 0)
+	if (kvmirror_open(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply,
+	    configs_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_presence_%s", token);
-	if (kvmirror_open(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply, presence_reset, NULL, err,
-	    errlen) != 0)
+	if (kvmirror_open(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply,
+	    presence_reset, NULL, err, errlen) != 0)
 		return -1;
-	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
-	if (kvmirror_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
+	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, err, errlen) != 0)
 		return -1;
+	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
 	return 0;
 }
 
 static void
 fanout_run(void)
 {
-	char err[1024];
-	natsMsgList list;
-	natsStatus s;
+	const struct pull_loop loop = {
+		.what = "fan-out", .setup = setup, .teardown = teardown, .may_fetch = lead_wait,
+		.batch = fanout_batch, .pull = &F.pull, .batch_max = FANOUT_BATCH, .bound = F.bound,
+	};
 
 	strmap_init(&F.rows);
 	strmap_init(&F.rosters);
 	strmap_init(&F.configs);
 	strmap_init(&F.roster_live);
-	strmap_init(&F.acls);
-	while (worker_serving()) {
-		if (setup(err, sizeof(err)) == 0)
-			break;
-		teardown();
-		/* A denial is the credential's fault, not the broker's mood:
-		 * say so loudly and let the supervisor's backoff pace us. */
-		if (strstr(err, "permission denied") != NULL || strstr(err, "other settings") != NULL)
-			fatalx("cannot bind the fan-out: %s", err);
-		log_warnx("cannot bind the fan-out yet: %s; retrying", err);
-		worker_nap(SETUP_RETRY_MS);
-	}
-	if (!worker_serving()) {
-		teardown();
-		return;
-	}
-	log_ok("fan-out bound to %s durable fanout", F.stream);
-	while (worker_wait_open() && lead_wait()) {
-		s = pull_fetch(&F.pull, FANOUT_BATCH, PULL_WAIT_MS, &list);
-		if (s != NATS_OK) {
-			natsMsgList_Destroy(&list);
-			worker_nap(200);
-			continue;
-		}
-		if (list.Count > 0)
-			fanout_batch(&list);
-		natsMsgList_Destroy(&list);
-	}
-	teardown();
+	pull_loop_run(&loop);
 }
 
 const struct worker_role fanout_role = {

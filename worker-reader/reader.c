@@ -19,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/aclindex.h"
+#include "lib/clock.h"
 #include "lib/kvmirror.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
@@ -36,7 +38,6 @@
  * out, and its successor keeps the other half to go on with. */
 #define READER_BATCH (READER_MAX_ACK_PENDING / 2)
 #define BAD_LOG_EVERY_MS 10000
-#define SETUP_RETRY_MS 2000
 
 /* Counters (ipc.c names them). */
 enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED };
@@ -46,55 +47,15 @@ struct reader {
 	char stream[SPACE_TOKEN_MAX + 8];   /* INBOX_<s> */
 	struct pubbatch pub;
 	struct puller pull;
-	struct kvmirror acl, members;
-	struct strmap acls;     /* <o>.<a>.<uid> -> struct acl_row */
+	struct aclindex acl;
+	struct kvmirror members;
 	struct strmap rows;     /* member key -> struct member_row */
+	char bound[SPACE_TOKEN_MAX + 32];
 };
 
 static struct reader R;
 
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- mirrors ---- */
-
-static void
-free_acl(void *v)
-{
-	acl_row_free(v);
-	free(v);
-}
-
-static void
-acl_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	  int64_t created)
-{
-	struct acl_row *r, *old;
-
-	(void)arg, (void)rev, (void)created;
-	if ((old = strmap_del(&R.acls, key)) != NULL)
-		free_acl(old);
-	if (value == NULL)
-		return; /* deleted: unknown owner */
-	if ((r = malloc(sizeof(*r))) == NULL)
-		fatalx("out of memory");
-	acl_row_parse(value, len, r);
-	if (strmap_put(&R.acls, key, r, NULL) != 0)
-		fatalx("out of memory");
-}
-
-static void
-acl_reset(void *arg)
-{
-	(void)arg;
-	strmap_clear(&R.acls, free_acl);
-}
 
 static void
 members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
@@ -297,7 +258,7 @@ reader_batch(natsMsgList *list)
 
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
-	struct kvmirror *mirrors[] = { &R.acl, &R.members };
+	struct kvmirror *mirrors[] = { &R.acl.mirror, &R.members };
 	if (kvmirror_barrier_all(mirrors, 2, err, sizeof(err)) != 0) {
 		if (mono_ms() - last_barrier_log > BAD_LOG_EVERY_MS) {
 			log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s",
@@ -313,21 +274,21 @@ reader_batch(natsMsgList *list)
 	}
 
 	/* Check: every entry against the ACL and interval of now. */
-	kvmirror_lock(&R.acl);
+	kvmirror_lock(&R.acl.mirror);
 	kvmirror_lock(&R.members);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		struct acl_row none = { 0 };
 		if (!it->parsed)
 			continue;
-		const struct acl_row *acl = strmap_get(&R.acls, it->lc);
+		const struct acl_row *acl = aclindex_get(&R.acl, it->lc);
 		const struct member_row *row = NULL;
 		if (member_key_format(it->e.channel, &it->who, key, sizeof(key)))
 			row = strmap_get(&R.rows, key);
 		it->v = reader_decide(&it->e, acl ? acl : &none, row, it->delivered);
 	}
 	kvmirror_unlock(&R.members);
-	kvmirror_unlock(&R.acl);
+	kvmirror_unlock(&R.acl.mirror);
 
 	/* Copy: the authorized frames, asynchronously. */
 	if (!fence_begin(&W.fence, ticket))
@@ -410,9 +371,8 @@ static void
 teardown(void)
 {
 	kvmirror_close(&R.members);
-	kvmirror_close(&R.acl);
+	aclindex_close(&R.acl);
 	members_reset(NULL);
-	acl_reset(NULL);
 	pull_close(&R.pull);
 	pubbatch_destroy(&R.pub);
 }
@@ -443,51 +403,26 @@ setup(char *err, size_t errlen)
 	if (pull_bind(R.pub.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
 	    errlen) != 0)
 		return -1;
-	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
-	if (kvmirror_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, acl_apply, acl_reset, NULL, err, errlen) != 0)
+	if (aclindex_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, token, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_open(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply, members_reset, NULL, err,
-	    errlen) != 0)
+	if (kvmirror_open(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,
+	    members_reset, NULL, err, errlen) != 0)
 		return -1;
+	snprintf(R.bound, sizeof(R.bound), "%s durable reader", R.stream);
 	return 0;
 }
 
 static void
 reader_run(void)
 {
-	char err[1024];
-	natsMsgList list;
-	natsStatus s;
+	const struct pull_loop loop = {
+		.what = "reader", .setup = setup, .teardown = teardown, .batch = reader_batch,
+		.pull = &R.pull, .batch_max = READER_BATCH, .bound = R.bound,
+	};
 
-	strmap_init(&R.acls);
 	strmap_init(&R.rows);
-	while (worker_serving()) {
-		if (setup(err, sizeof(err)) == 0)
-			break;
-		teardown();
-		if (strstr(err, "permission denied") != NULL || strstr(err, "other settings") != NULL)
-			fatalx("cannot bind the reader: %s", err);
-		log_warnx("cannot bind the reader yet: %s; retrying", err);
-		worker_nap(SETUP_RETRY_MS);
-	}
-	if (!worker_serving()) {
-		teardown();
-		return;
-	}
-	log_ok("reader bound to %s durable reader", R.stream);
-	while (worker_wait_open()) {
-		s = pull_fetch(&R.pull, READER_BATCH, PULL_WAIT_MS, &list);
-		if (s != NATS_OK) {
-			natsMsgList_Destroy(&list);
-			worker_nap(200);
-			continue;
-		}
-		if (list.Count > 0)
-			reader_batch(&list);
-		natsMsgList_Destroy(&list);
-	}
-	teardown();
+	pull_loop_run(&loop);
 }
 
 const struct worker_role reader_role = {

@@ -630,20 +630,19 @@ h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channe
 	return 0;
 }
 
-int
-h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,
-	    natsMsg **out, char *err, size_t errlen)
+/* Bind (never create) the agent's dlv_ durable, as the agent does. */
+static natsSubscription *
+dlv_bind(struct conn *c, struct mesh *m, const struct agent *a, char *durable, size_t dlen,
+	 char *err, size_t errlen)
 {
-	char stream[256], durable[512];
+	char stream[256];
 	natsSubscription *sub = NULL;
-	natsMsgList list = { 0 };
 	jsSubOptions so;
 	jsErrCode jerr = 0;
 	natsStatus s;
 
-	*out = NULL;
 	snprintf(stream, sizeof(stream), "DLV_%s", m->token);
-	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", a->owner, a->actor, a->uid);
+	snprintf(durable, dlen, "dlv_%s-%s-%s", a->owner, a->actor, a->uid);
 	jsSubOptions_Init(&so);
 	so.Stream = stream;
 	so.Consumer = durable;
@@ -653,8 +652,24 @@ h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool 
 		char why[512];
 		conn_strerror(s, why, sizeof(why));
 		snprintf(err, errlen, "bind %s: %s (jerr %d)", durable, why, (int)jerr);
-		return -1;
+		return NULL;
 	}
+	return sub;
+}
+
+int
+h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,
+	    natsMsg **out, char *err, size_t errlen)
+{
+	char durable[512];
+	natsSubscription *sub = NULL;
+	natsMsgList list = { 0 };
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	*out = NULL;
+	if ((sub = dlv_bind(c, m, a, durable, sizeof(durable), err, errlen)) == NULL)
+		return -1;
 	s = natsSubscription_Fetch(&list, sub, 1, ms, &jerr);
 	if (s == NATS_OK && list.Count > 0) {
 		*out = list.Msgs[0];
@@ -943,26 +958,15 @@ json_t *
 h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
 	    bool *headers_ok, char *err, size_t errlen)
 {
-	char stream[256], durable[512];
+	char durable[512];
 	natsSubscription *sub = NULL;
-	jsSubOptions so;
 	jsErrCode jerr = 0;
 	json_t *out = json_array();
 	natsStatus s;
 	int wait = ms;
 
 	*headers_ok = true;
-	snprintf(stream, sizeof(stream), "DLV_%s", m->token);
-	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", a->owner, a->actor, a->uid);
-	jsSubOptions_Init(&so);
-	so.Stream = stream;
-	so.Consumer = durable;
-	so.ManualAck = true;
-	s = js_PullSubscribe(&sub, c->js, NULL, durable, NULL, &so, &jerr);
-	if (s != NATS_OK) {
-		char why[512];
-		conn_strerror(s, why, sizeof(why));
-		snprintf(err, errlen, "bind %s: %s (jerr %d)", durable, why, (int)jerr);
+	if ((sub = dlv_bind(c, m, a, durable, sizeof(durable), err, errlen)) == NULL) {
 		json_decref(out);
 		return NULL;
 	}

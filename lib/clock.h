@@ -1,0 +1,27 @@
+/* The two clocks: monotonic for timeouts and rate limits, wall for what
+ * the broker stamps. Milliseconds. */
+#ifndef COTAL_CLOCK_H
+#define COTAL_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#endif
