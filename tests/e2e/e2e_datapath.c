@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -139,11 +140,545 @@ test_each_member_receives_one_frame(void **state)
 		h_close(&m[i].c);
 }
 
+/* ---- helpers of the tests below ---- */
+
+static void
+member_leave(struct member *mb, const char *channel, uint64_t join, uint64_t generation)
+{
+	char err[1024];
+	uint64_t last = 0;
+
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &last), 0);
+	if (h_member_put(&prov, &mesh, &mb->a, channel, join, last, generation, err,
+	    sizeof(err)) != 0)
+		fail_msg("%s", err);
+}
+
+static uint64_t
+chat_last(void)
+{
+	uint64_t last = 0;
+
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &last), 0);
+	return last;
+}
+
+static void
+post(struct member *mb, const char *channel, const char *id, const char *text)
+{
+	assert_int_equal(h_post(&mb->c, &mesh, &mb->a, channel, id, text, NULL), 0);
+}
+
+/* Publish raw bytes on the member's own chat subject (poison posts). */
+static void
+post_raw(struct member *mb, const char *channel, const char *body, size_t len)
+{
+	char subj[512];
+	jsPubAck *pa = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", mesh.token, mb->a.owner,
+	    mb->a.actor, channel);
+	assert_int_equal(js_Publish(&pa, mb->c.js, subj, body, (int)len, NULL, &jerr), NATS_OK);
+	jsPubAck_Destroy(pa);
+}
+
+/* Texts of the frames, in order, as one string "a,b,c". */
+static void
+texts(json_t *frames, char *out, size_t len)
+{
+	size_t i, n = 0;
+	json_t *f;
+
+	out[0] = '\0';
+	json_array_foreach(frames, i, f)
+		n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s", i ? "," : "",
+		    frame_text(f) ? frame_text(f) : "?");
+}
+
+static void
+expect_texts(struct member *mb, int ms, const char *want)
+{
+	char got[4096];
+	json_t *f = drain(mb, ms);
+
+	texts(f, got, sizeof(got));
+	json_decref(f);
+	if (strcmp(got, want) != 0)
+		fail_msg("%s surfaced \"%s\", want \"%s\"", mb->a.name, got, want);
+}
+
+static jsConsumerInfo *
+reader_info(void)
+{
+	char stream[256];
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
+	assert_int_equal(js_GetConsumerInfo(&ci, prov.js, stream, "reader", NULL, &jerr), NATS_OK);
+	return ci;
+}
+
+/* Wait until the reader has nothing pending nor unacked (or, all_fetched,
+ * only nothing left to fetch: entries being retried stay unacked). */
+static void
+reader_waits(int ms, bool all_fetched)
+{
+	for (int waited = 0;; waited += 100) {
+		jsConsumerInfo *ci = reader_info();
+		bool idle = ci->NumPending == 0 && (all_fetched || ci->NumAckPending == 0);
+		jsConsumerInfo_Destroy(ci);
+		if (idle)
+			return;
+		if (waited > ms)
+			fail_msg("the reader still has entries pending or unacked after %d ms", ms);
+		usleep(100 * 1000);
+	}
+}
+
+static void
+reader_settles(int ms)
+{
+	reader_waits(ms, false);
+}
+
+static uint64_t
+inbox_last(void)
+{
+	char stream[256];
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	uint64_t last;
+
+	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
+	assert_int_equal(js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr), NATS_OK);
+	last = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	return last;
+}
+
+static bool
+inbox_holds(uint64_t seq)
+{
+	char stream[256];
+	natsMsg *m = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
+	s = js_GetMsg(&m, prov.js, stream, seq, NULL, &jerr);
+	natsMsg_Destroy(m);
+	return s == NATS_OK;
+}
+
+static int
+log_count(const char *needle)
+{
+	char line[8192];
+	int n = 0;
+	FILE *f = fopen(dmn.log, "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+static void
+lifecycle_of(const struct member *mb, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.%s.%s", mb->a.owner, mb->a.actor, mb->a.uid);
+}
+
+/*
+ * "per-member join and leave cursors so a post concurrent with a join or
+ * leave orders deterministically": a post before the join, one between and
+ * one after the leave; only the middle one is surfaced. A rejoin with
+ * generation+1 receives again.
+ */
+static void
+test_join_and_leave_cursors_bound_what_is_surfaced(void **state)
+{
+	struct member a, b;
+
+	(void)state;
+	member_add(&a, "jl-a", "cursors");
+	member_add(&b, "jl-b", "cursors");
+	post(&a, "cursors", "c-before", "before");
+	member_join(&b, "cursors", 1);
+	uint64_t join = chat_last();
+	post(&a, "cursors", "c-between", "between");
+	member_leave(&b, "cursors", join, 1);
+	post(&a, "cursors", "c-after", "after");
+	expect_texts(&b, WAIT_MS, "between");
+	/* "Rejoin = generation+1, new joinCursor." */
+	member_join(&b, "cursors", 2);
+	post(&a, "cursors", "c-again", "again");
+	expect_texts(&b, WAIT_MS, "again");
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+/*
+ * "An agent can leave a channel or lose a grant afterward, so 'this inbox
+ * belongs to agent A' is not authorization to hand A everything in it":
+ * entries waiting in INBOX while the ACL is narrowed to [] surface nothing
+ * and are acked.
+ */
+static void
+test_acl_narrowed_while_entries_wait_surfaces_nothing(void **state)
+{
+	struct member a, b;
+	char err[1024];
+	pid_t reader = h_daemon_worker_pid(&dmn, "reader");
+
+	(void)state;
+	member_add(&a, "nar-a", "narrow");
+	member_add(&b, "nar-b", "narrow");
+	member_join(&b, "narrow", 1);
+	reader_settles(WAIT_MS);
+	assert_true(reader > 0);
+	uint64_t before = inbox_last();
+	assert_int_equal(kill(reader, SIGSTOP), 0);
+	post(&a, "narrow", "n-1", "one");
+	post(&a, "narrow", "n-2", "two");
+	post(&a, "narrow", "n-3", "three");
+	for (int i = 0; inbox_last() < before + 3; i++) {
+		if (i > 80) {
+			kill(reader, SIGCONT);
+			fail_msg("the fan-out did not write the entries");
+		}
+		usleep(100 * 1000);
+	}
+	int rc = h_acl_put(&prov, &mesh, &b.a, "[]", false, err, sizeof(err));
+	assert_int_equal(kill(reader, SIGCONT), 0);
+	if (rc != 0)
+		fail_msg("%s", err);
+	reader_settles(WAIT_MS);
+	expect_texts(&b, QUIET_MS, "");
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+/* Provision a dlv_ durable for another lifecycle of an agent's alias. */
+static void
+successor_durable(const struct member *mb, const char *uid)
+{
+	char stream[256], durable[256], filter[512];
+	jsConsumerConfig cc;
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "DLV_%s", mesh.token);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", mb->a.owner, mb->a.actor, uid);
+	snprintf(filter, sizeof(filter), "cotal.%s.dlv.%s.%s.%s", mesh.token, mb->a.owner,
+	    mb->a.actor, uid);
+	jsConsumerConfig_Init(&cc);
+	cc.Durable = durable;
+	cc.FilterSubject = filter;
+	cc.AckPolicy = js_AckExplicit;
+	cc.DeliverPolicy = js_DeliverAll;
+	assert_int_equal(js_AddConsumer(&ci, prov.js, stream, &cc, NULL, &jerr), NATS_OK);
+	jsConsumerInfo_Destroy(ci);
+}
+
+static uint64_t
+durable_pending(const struct member *mb, const char *uid)
+{
+	char stream[256], durable[256];
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	uint64_t n;
+
+	snprintf(stream, sizeof(stream), "DLV_%s", mesh.token);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", mb->a.owner, mb->a.actor, uid);
+	assert_int_equal(js_GetConsumerInfo(&ci, prov.js, stream, durable, NULL, &jerr), NATS_OK);
+	n = ci->NumPending + ci->NumAckPending;
+	jsConsumerInfo_Destroy(ci);
+	return n;
+}
+
+/*
+ * "An entry addressed to a retired lifecycle is dropped and removed from
+ * the store the first time the reader meets it. [...] a later reader with a
+ * fresh cursor does not pay for it again." Its member row goes too, and
+ * nothing reaches a successor lifecycle of the same alias.
+ */
+static void
+test_retired_lifecycle_entries_are_removed_once(void **state)
+{
+	static const char succ_uid[] = "succ0000000000000000000000";
+	struct member a, b;
+	char err[1024], lc[256], key[512], needle[512];
+
+	(void)state;
+	member_add(&a, "ret-a", "retire");
+	member_add(&b, "ret-b", "retire");
+	member_join(&b, "retire", 1);
+	assert_int_equal(h_acl_put(&prov, &mesh, &b.a, NULL, true, err, sizeof(err)), 0);
+	/* The successor: a live ACL row and a durable of its own. */
+	struct agent succ = b.a;
+	snprintf(succ.uid, sizeof(succ.uid), "%s", succ_uid);
+	assert_int_equal(h_acl_put(&prov, &mesh, &succ, "[\"retire\"]", false, err, sizeof(err)), 0);
+	successor_durable(&b, succ_uid);
+
+	uint64_t before = inbox_last();
+	post(&a, "retire", "r-1", "to a retired lifecycle");
+	lifecycle_of(&b, lc, sizeof(lc));
+	snprintf(needle, sizeof(needle), "removed entry %llu of retired lifecycle %s",
+	    (unsigned long long)(before + 1), lc);
+	assert_true(h_log_has(dmn.log, needle, WAIT_MS));
+	assert_false(inbox_holds(before + 1));
+	snprintf(key, sizeof(key), "retire/%s", lc);
+	for (int i = 0;; i++) {
+		char *v = h_kv_get(&prov, &mesh, "members", key, err, sizeof(err));
+		free(v);
+		if (v == NULL && strcmp(err, "not found") == 0)
+			break;
+		if (i > 50)
+			fail_msg("member row %s is still there", key);
+		usleep(100 * 1000);
+	}
+	reader_settles(WAIT_MS);
+
+	/* A fresh cursor: delete `reader`; the restarted reader makes it again
+	 * with deliver-all and meets every entry the store still holds. */
+	char stream[256];
+	jsErrCode jerr = 0;
+	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
+	pid_t reader = h_daemon_worker_pid(&dmn, "reader");
+	assert_int_equal(kill(reader, SIGSTOP), 0);
+	assert_int_equal(js_DeleteConsumer(prov.js, stream, "reader", NULL, &jerr), NATS_OK);
+	kill(reader, SIGKILL);
+	kill(reader, SIGCONT);
+	for (int i = 0; h_daemon_worker_pid(&dmn, "reader") == reader ||
+	    h_daemon_worker_pid(&dmn, "reader") == 0; i++) {
+		if (i > 100)
+			fail_msg("the reader was not restarted");
+		usleep(100 * 1000);
+	}
+	for (int i = 0;; i++) {
+		jsConsumerInfo *ci = NULL;
+		jerr = 0;
+		natsStatus s = js_GetConsumerInfo(&ci, prov.js, stream, "reader", NULL, &jerr);
+		jsConsumerInfo_Destroy(ci);
+		if (s == NATS_OK)
+			break;
+		if (i > 100)
+			fail_msg("the restarted reader did not make its consumer again");
+		usleep(100 * 1000);
+	}
+	/* Everything fetched (an unknown owner's entry of another test may be
+	 * in its retries), and a moment to handle the last batch. */
+	reader_waits(WAIT_MS * 2, true);
+	sleep(2);
+	assert_int_equal(log_count(needle), 1);
+	assert_int_equal(durable_pending(&b, succ_uid), 0);
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+/*
+ * "An entry whose owner has no ACL row at all is retried, then given up
+ * after ten redeliveries, and kept, because a missing row does not prove
+ * the owner is gone."
+ */
+static void
+test_missing_acl_row_is_given_up_after_ten_and_kept(void **state)
+{
+	struct member a, b;
+	char bucket[256], key[256], lc[256], needle[512];
+	kvStore *kv = NULL;
+
+	(void)state;
+	member_add(&a, "miss-a", "missing");
+	member_add(&b, "miss-b", "missing");
+	member_join(&b, "missing", 1);
+	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", mesh.token);
+	lifecycle_of(&b, lc, sizeof(lc));
+	snprintf(key, sizeof(key), "%s", lc);
+	assert_int_equal(js_KeyValue(&kv, prov.js, bucket), NATS_OK);
+	assert_int_equal(kvStore_Delete(kv, key), NATS_OK);
+	kvStore_Destroy(kv);
+	uint64_t before = inbox_last();
+	post(&a, "missing", "m-1", "to nobody known");
+	snprintf(needle, sizeof(needle), "gave up on entry %llu for unknown owner %s after 10 "
+	    "deliveries (kept)", (unsigned long long)(before + 1), lc);
+	/* Nine retries two seconds apart. */
+	assert_true(h_log_has(dmn.log, needle, 60000));
+	assert_true(inbox_holds(before + 1));
+	expect_texts(&b, QUIET_MS, "");
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+/*
+ * "A post with an empty id is copied without a duplicate-suppression key,
+ * so two distinct id-less posts are both delivered"; two posts with one id
+ * are one.
+ */
+static void
+test_idless_posts_both_surface_and_one_id_surfaces_once(void **state)
+{
+	struct member a, b;
+
+	(void)state;
+	member_add(&a, "id-a", "ids");
+	member_add(&b, "id-b", "ids");
+	member_join(&b, "ids", 1);
+	post(&a, "ids", "", "first id-less");
+	post(&a, "ids", "", "second id-less");
+	expect_texts(&b, WAIT_MS, "first id-less,second id-less");
+	post(&a, "ids", "same-id", "once");
+	post(&a, "ids", "same-id", "twice");
+	expect_texts(&b, WAIT_MS, "once");
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+static void
+presence_put(const struct member *mb, const char *name)
+{
+	char err[1024], key[256], body[1024];
+
+	snprintf(key, sizeof(key), "%s.%s", mb->a.owner, mb->a.actor);
+	snprintf(body, sizeof(body), "{\"card\":{\"id\":\"%s\",\"name\":\"%s\",\"kind\":\"agent\"},"
+	    "\"status\":\"online\",\"ts\":%lld,\"lifecycleUid\":\"%s\"}", key, name,
+	    (long long)time(NULL) * 1000, mb->a.uid);
+	if (h_kv_put(&prov, &mesh, "presence", key, body, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+}
+
+static void
+post_mentioning(struct member *mb, const char *channel, const char *id, const char *names)
+{
+	char body[2048];
+	int n = snprintf(body, sizeof(body), "{\"id\":\"%s\",\"ts\":%lld,\"space\":\"%s\","
+	    "\"from\":{\"id\":\"%s.%s\",\"name\":\"%s\"},\"parts\":[{\"kind\":\"text\","
+	    "\"text\":\"%s\"}],\"channel\":\"%s\",\"mentions\":[%s]}", id,
+	    (long long)time(NULL) * 1000, mesh.space, mb->a.owner, mb->a.actor, mb->a.name, id,
+	    channel, names);
+
+	post_raw(mb, channel, body, (size_t)n);
+}
+
+/*
+ * "For an @mention on a live channel it also writes a copy for each
+ * mentioned peer authorized to read that channel, which is how a mention
+ * reaches an authorized peer who isn't currently joined." An ambiguous
+ * name, an unauthorized peer and a mention on a durable channel get none.
+ */
+static void
+test_live_mention_reaches_the_unique_authorized_peer(void **state)
+{
+	struct member a, peer, outsider, twin1, twin2, m;
+	char err[1024];
+
+	(void)state;
+	member_add(&a, "mn-a", "lounge,hall");
+	member_add(&peer, "mn-peer", "lounge");
+	member_add(&outsider, "mn-out", "elsewhere");
+	member_add(&twin1, "mn-t1", "lounge");
+	member_add(&twin2, "mn-t2", "lounge");
+	member_add(&m, "mn-m", "hall");
+	if (h_kv_put(&prov, &mesh, "channels", "lounge", "{\"deliveryClass\":\"live\"}", err,
+	    sizeof(err)) != 0)
+		fail_msg("%s", err);
+	member_join(&m, "hall", 1);
+	presence_put(&peer, "Petra");
+	presence_put(&outsider, "Olaf");
+	presence_put(&twin1, "Twin");
+	presence_put(&twin2, "twin");
+	post_mentioning(&a, "lounge", "mention-live", "\"petra\",\"olaf\",\"twin\"");
+	/* On a durable channel a mention adds nothing to the members' copies. */
+	post_mentioning(&a, "hall", "mention-durable", "\"petra\"");
+	expect_texts(&peer, WAIT_MS, "mention-live");
+	expect_texts(&m, WAIT_MS, "mention-durable");
+	expect_texts(&outsider, QUIET_MS, "");
+	expect_texts(&twin1, QUIET_MS, "");
+	expect_texts(&twin2, QUIET_MS, "");
+	json_t *f = drain(&peer, QUIET_MS);
+	assert_int_equal(json_array_size(f), 0);
+	json_decref(f);
+	struct member *all[] = { &a, &peer, &outsider, &twin1, &twin2, &m };
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		h_close(&all[i]->c);
+}
+
+static uint64_t
+fanout_counter(const char *name)
+{
+	json_t *st = h_daemon_status(&dmn), *w;
+	size_t i;
+	uint64_t v = 0;
+
+	json_array_foreach(json_object_get(st, "workers"), i, w)
+		if (strcmp(json_string_value(json_object_get(w, "role")), "fanout") == 0)
+			v = (uint64_t)json_integer_value(json_object_get(json_object_get(w, "counters"),
+			    name));
+	json_decref(st);
+	return v;
+}
+
+/*
+ * "An inauthentic or undecodable post is acked and dropped by the fan-out"
+ * and never stalls the loop: bad JSON, parts:null, a forged from.id and a
+ * near-max-payload blob of garbage, then a good post that is delivered.
+ */
+static void
+test_poison_posts_never_stop_the_loop(void **state)
+{
+	struct member a, b;
+	char forged[1024];
+
+	(void)state;
+	member_add(&a, "poi-a", "poison");
+	member_add(&b, "poi-b", "poison");
+	member_join(&b, "poison", 1);
+	uint64_t dropped = fanout_counter("dropped");
+	post_raw(&a, "poison", "{not json", 9);
+	const char *nullparts = "{\"id\":\"np\",\"ts\":1,\"space\":\"s\",\"from\":{\"id\":\"x.y\","
+	    "\"name\":\"n\"},\"parts\":null,\"channel\":\"poison\"}";
+	post_raw(&a, "poison", nullparts, strlen(nullparts));
+	int n = snprintf(forged, sizeof(forged), "{\"id\":\"forged\",\"ts\":1,\"space\":\"%s\","
+	    "\"from\":{\"id\":\"%s.%s\",\"name\":\"b\"},\"parts\":[],\"channel\":\"poison\"}",
+	    mesh.space, b.a.owner, b.a.actor);
+	post_raw(&a, "poison", forged, (size_t)n);
+	size_t big = (size_t)natsConnection_GetMaxPayload(a.c.nc) - 4096;
+	char *garbage = malloc(big);
+	for (size_t i = 0; i < big; i++)
+		garbage[i] = (char)(' ' + (i * 7919) % 90);
+	post_raw(&a, "poison", garbage, big);
+	free(garbage);
+	post(&a, "poison", "good", "good after poison");
+	expect_texts(&b, WAIT_MS, "good after poison");
+	for (int i = 0; fanout_counter("dropped") < dropped + 4; i++) {
+		if (i > 30)
+			fail_msg("the fan-out counted %llu drops, want %llu",
+			    (unsigned long long)(fanout_counter("dropped") - dropped), 4ULL);
+		usleep(100 * 1000);
+	}
+	assert_true(h_log_has(dmn.log, "dropped an undecodable post", 1000));
+	assert_true(h_log_has(dmn.log, "dropped an inauthentic post", 1000));
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_member_receives_one_frame),
+		cmocka_unit_test(test_join_and_leave_cursors_bound_what_is_surfaced),
+		cmocka_unit_test(test_acl_narrowed_while_entries_wait_surfaces_nothing),
+		cmocka_unit_test(test_idless_posts_both_surface_and_one_id_surfaces_once),
+		cmocka_unit_test(test_live_mention_reaches_the_unique_authorized_peer),
+		cmocka_unit_test(test_poison_posts_never_stop_the_loop),
+		cmocka_unit_test(test_missing_acl_row_is_given_up_after_ten_and_kept),
+		cmocka_unit_test(test_retired_lifecycle_entries_are_removed_once),
 	};
 	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
