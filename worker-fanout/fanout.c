@@ -38,10 +38,13 @@
 #define CHANNEL_DEFAULTS "=defaults"
 /*
  * INBOX_<s> keeps at most 1000 entries per member (WIRE.md §3, discard
- * old): a member whose store receives more than that before the reader
- * fetches them would lose the oldest. Every post adds at most one entry per
- * member, so the fan-out stays at most FANOUT_MAX_LEAD posts ahead of what
- * the reader has fetched; with a batch on top that is below 1000.
+ * old): a member whose store receives more than that before the reader has
+ * handled them would lose the oldest. Every post adds at most one entry per
+ * member, so the fan-out stays at most FANOUT_MAX_LEAD posts ahead of the
+ * reader's ack floor; with a batch on top that is below 1000. The floor, not
+ * what the reader has fetched: a reader killed with a batch in hand leaves
+ * it unacked until the ack wait runs out, and the store must still hold it
+ * then.
  */
 #define FANOUT_MAX_LEAD 640
 #define FANOUT_BATCH 256          /* posts per batch (issue 4: up to 256) */
@@ -75,7 +78,7 @@ struct fanout {
 	struct strmap configs;     /* channel -> char * value (channels) */
 	struct strmap roster_live; /* <o>.<a> -> struct presence (presence) */
 
-	/* Batches copied that the reader may not have fetched yet: their
+	/* Batches copied that the reader may not have acked yet: their
 	 * highest INBOX sequence and post count. */
 	struct { uint64_t seq; int posts; } lead[LEAD_RING];
 	int lead_head, lead_n, lead_posts;
@@ -492,7 +495,7 @@ lead_record(uint64_t seq, int posts)
 	F.lead_posts += posts;
 }
 
-/* Forget the batches the reader has fetched entirely. */
+/* Forget the batches below the reader's ack floor. */
 static void
 lead_settle(uint64_t delivered)
 {
@@ -503,12 +506,39 @@ lead_settle(uint64_t delivered)
 	}
 }
 
+/*
+ * A fan-out that starts does not know what its predecessor copied beyond
+ * the reader's ack floor: it counts everything INBOX_<s> holds past the
+ * floor as a full lead, so it first waits for the reader to handle it.
+ */
+static void
+lead_seed(void)
+{
+	jsStreamInfo *si = NULL;
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	uint64_t last = 0, floor = 0;
+
+	if (js_GetStreamInfo(&si, F.pub.js, F.inbox, NULL, &jerr) == NATS_OK) {
+		last = si->State.LastSeq;
+		jsStreamInfo_Destroy(si);
+	}
+	jerr = 0;
+	if (js_GetConsumerInfo(&ci, F.pub.js, F.inbox, "reader", NULL, &jerr) == NATS_OK) {
+		floor = ci->AckFloor.Stream;
+		jsConsumerInfo_Destroy(ci);
+	}
+	if (last > floor)
+		lead_record(last, FANOUT_MAX_LEAD + 1);
+}
+
 /* Wait while the reader is too far behind; false when the loop must stop. */
 static bool
 lead_wait(void)
 {
 	static int64_t last_log;
 	int64_t since = 0;
+	uint64_t floor = 0;
 
 	while (F.lead_posts > FANOUT_MAX_LEAD) {
 		jsConsumerInfo *ci = NULL;
@@ -516,7 +546,8 @@ lead_wait(void)
 		if (!worker_serving())
 			return false;
 		if (js_GetConsumerInfo(&ci, F.pub.js, F.inbox, "reader", NULL, &jerr) == NATS_OK) {
-			lead_settle(ci->Delivered.Stream);
+			floor = ci->AckFloor.Stream;
+			lead_settle(floor);
 			jsConsumerInfo_Destroy(ci);
 			if (F.lead_posts <= FANOUT_MAX_LEAD)
 				break;
@@ -524,8 +555,8 @@ lead_wait(void)
 		if (since == 0)
 			since = mono_ms();
 		if (mono_ms() - since > 5000 && mono_ms() - last_log > DROP_LOG_EVERY_MS) {
-			log_warnx("the reader is %d posts behind on %s; copying waits for it", F.lead_posts,
-			    F.inbox);
+			log_warnx("the reader is %d posts behind on %s; copying waits for it (its "
+			    "ack floor is at %" PRIu64 ")", F.lead_posts, F.inbox, floor);
 			last_log = mono_ms();
 		}
 		worker_nap(LEAD_POLL_MS);
@@ -720,6 +751,7 @@ setup(char *err, size_t errlen)
 	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, err, errlen) != 0)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
+	lead_seed();
 	return 0;
 }
 

@@ -243,6 +243,55 @@ reader_settles(int ms)
 	reader_waits(ms, false);
 }
 
+/* Wait until the reader acked (or terminated) every entry up to seq: its
+ * ack floor is there and nothing is unacked. A nak'd entry waiting for its
+ * redelivery counts in neither NumPending nor NumAckPending, so the floor
+ * is what proves the acks. */
+static void
+reader_acked_through(uint64_t seq, int ms)
+{
+	for (int waited = 0;; waited += 100) {
+		jsConsumerInfo *ci = reader_info();
+		bool done = ci->AckFloor.Stream >= seq && ci->NumAckPending == 0 &&
+		    ci->NumPending == 0;
+		uint64_t floor = ci->AckFloor.Stream;
+		jsConsumerInfo_Destroy(ci);
+		if (done)
+			return;
+		if (waited > ms)
+			fail_msg("the reader's ack floor is %llu after %d ms, want %llu",
+			    (unsigned long long)floor, ms, (unsigned long long)seq);
+		usleep(100 * 1000);
+	}
+}
+
+/* A counter of a worker role from the status file. */
+static uint64_t
+worker_counter(const char *role, const char *name)
+{
+	json_t *st = h_daemon_status(&dmn), *w;
+	size_t i;
+	uint64_t v = 0;
+
+	json_array_foreach(json_object_get(st, "workers"), i, w)
+		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
+			v = (uint64_t)json_integer_value(json_object_get(json_object_get(w, "counters"),
+			    name));
+	json_decref(st);
+	return v;
+}
+
+/* Wait up to ms for a counter to reach want (the status file lags). */
+static uint64_t
+counter_reaches(const char *role, const char *name, uint64_t want, int ms)
+{
+	uint64_t v;
+
+	for (int waited = 0; (v = worker_counter(role, name)) < want && waited < ms; waited += 100)
+		usleep(100 * 1000);
+	return v;
+}
+
 static uint64_t
 inbox_last(void)
 {
@@ -353,12 +402,20 @@ test_acl_narrowed_while_entries_wait_surfaces_nothing(void **state)
 		}
 		usleep(100 * 1000);
 	}
+	/* They wait: the stopped reader has acked none of them. */
+	jsConsumerInfo *ci = reader_info();
+	uint64_t floor = ci->AckFloor.Stream;
+	jsConsumerInfo_Destroy(ci);
+	uint64_t denied = worker_counter("reader", "denied");
 	int rc = h_acl_put(&prov, &mesh, &b.a, "[]", false, err, sizeof(err));
 	assert_int_equal(kill(reader, SIGCONT), 0);
 	if (rc != 0)
 		fail_msg("%s", err);
-	reader_settles(WAIT_MS);
+	assert_true(floor <= before);
+	reader_acked_through(before + 3, WAIT_MS);
 	expect_texts(&b, QUIET_MS, "");
+	if (h_daemon_worker_pid(&dmn, "reader") == reader) /* same process: same counters */
+		assert_true(counter_reaches("reader", "denied", denied + 3, 3000) >= denied + 3);
 	h_close(&a.c);
 	h_close(&b.c);
 }
@@ -401,29 +458,66 @@ durable_pending(const struct member *mb, const char *uid)
 	return n;
 }
 
+/* Lines of the daemon log holding both needles. */
+static int
+log_count2(const char *n1, const char *n2)
+{
+	char line[8192];
+	int n = 0;
+	FILE *f = fopen(dmn.log, "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, n1) != NULL && strstr(line, n2) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* The frames waiting on another lifecycle's dlv_ durable, read (and acked)
+ * by the provisioner, texts as "a,b". */
+static void
+successor_texts(const struct agent *succ, int ms, char *out, size_t len)
+{
+	char err[1024];
+	bool hdr = false;
+	json_t *f = h_dlv_drain(&prov, &mesh, succ, ms, QUIET_MS, &hdr, err, sizeof(err));
+
+	if (f == NULL)
+		fail_msg("%s", err);
+	assert_true(hdr);
+	texts(f, out, len);
+	json_decref(f);
+}
+
 /*
  * "An entry addressed to a retired lifecycle is dropped and removed from
- * the store the first time the reader meets it. [...] a later reader with a
- * fresh cursor does not pay for it again." Its member row goes too, and
- * nothing reaches a successor lifecycle of the same alias.
+ * the store the first time the reader meets it. Retirement leaves a
+ * tombstone on that lifecycle's read-ACL row, and a retired lifecycle never
+ * comes back, so a later reader with a fresh cursor does not pay for it
+ * again. [...] When the entry came from a durable channel, the reader also
+ * removes the retired lifecycle's member row for that channel, when one
+ * exists". Nothing reaches a successor lifecycle of the same alias.
  */
 static void
 test_retired_lifecycle_entries_are_removed_once(void **state)
 {
 	static const char succ_uid[] = "succ0000000000000000000000";
 	struct member a, b;
-	char err[1024], lc[256], key[512], needle[512];
+	char err[1024], lc[256], key[512], needle[512], got[4096];
 
 	(void)state;
 	member_add(&a, "ret-a", "retire");
 	member_add(&b, "ret-b", "retire");
 	member_join(&b, "retire", 1);
 	assert_int_equal(h_acl_put(&prov, &mesh, &b.a, NULL, true, err, sizeof(err)), 0);
-	/* The successor: a live ACL row and a durable of its own. */
+	/* The successor: same owner and actor, another lifecycle uid, a live
+	 * ACL row and a durable of its own; it joins after the retired post. */
 	struct agent succ = b.a;
 	snprintf(succ.uid, sizeof(succ.uid), "%s", succ_uid);
 	assert_int_equal(h_acl_put(&prov, &mesh, &succ, "[\"retire\"]", false, err, sizeof(err)), 0);
 	successor_durable(&b, succ_uid);
+	uint64_t removed = worker_counter("reader", "removed");
 
 	uint64_t before = inbox_last();
 	post(&a, "retire", "r-1", "to a retired lifecycle");
@@ -431,7 +525,10 @@ test_retired_lifecycle_entries_are_removed_once(void **state)
 	snprintf(needle, sizeof(needle), "removed entry %llu of retired lifecycle %s",
 	    (unsigned long long)(before + 1), lc);
 	assert_true(h_log_has(dmn.log, needle, WAIT_MS));
+	assert_int_equal(inbox_last(), before + 1); /* one entry, the retired member's */
 	assert_false(inbox_holds(before + 1));
+	reader_acked_through(before + 1, WAIT_MS);  /* acked once deleted */
+	assert_true(counter_reaches("reader", "removed", removed + 1, 3000) >= removed + 1);
 	snprintf(key, sizeof(key), "retire/%s", lc);
 	for (int i = 0;; i++) {
 		char *v = h_kv_get(&prov, &mesh, "members", key, err, sizeof(err));
@@ -439,10 +536,22 @@ test_retired_lifecycle_entries_are_removed_once(void **state)
 		if (v == NULL && strcmp(err, "not found") == 0)
 			break;
 		if (i > 50)
-			fail_msg("member row %s is still there", key);
+			fail_msg("member row %s is still there (%s)", key, v ? "present" : err);
 		usleep(100 * 1000);
 	}
-	reader_settles(WAIT_MS);
+
+	/* The successor joins now; a later post reaches it, and only that
+	 * one, and no longer the retired lifecycle (its row is gone). */
+	char ferr[1024];
+	if (h_member_put(&prov, &mesh, &succ, "retire", chat_last(), 0, 1, ferr,
+	    sizeof(ferr)) != 0)
+		fail_msg("%s", ferr);
+	post(&a, "retire", "r-2", "to the successor");
+	successor_texts(&succ, WAIT_MS, got, sizeof(got));
+	if (strcmp(got, "to the successor") != 0)
+		fail_msg("the successor surfaced \"%s\", want \"to the successor\"", got);
+	assert_int_equal(inbox_last(), before + 2); /* one entry, the successor's */
+	assert_int_equal(log_count2("removed entry ", lc), 1);
 
 	/* A fresh cursor: delete `reader`; the restarted reader makes it again
 	 * with deliver-all and meets every entry the store still holds. */
@@ -464,18 +573,31 @@ test_retired_lifecycle_entries_are_removed_once(void **state)
 		jsConsumerInfo *ci = NULL;
 		jerr = 0;
 		natsStatus s = js_GetConsumerInfo(&ci, prov.js, stream, "reader", NULL, &jerr);
+		bool fresh = s == NATS_OK && ci->Config != NULL &&
+		    ci->Config->DeliverPolicy == js_DeliverAll;
 		jsConsumerInfo_Destroy(ci);
-		if (s == NATS_OK)
+		if (fresh)
 			break;
 		if (i > 100)
-			fail_msg("the restarted reader did not make its consumer again");
+			fail_msg("the restarted reader did not make its consumer again (deliver all)");
 		usleep(100 * 1000);
 	}
 	/* Everything fetched (an unknown owner's entry of another test may be
 	 * in its retries), and a moment to handle the last batch. */
 	reader_waits(WAIT_MS * 2, true);
+	jsConsumerInfo *ci = reader_info();
+	uint64_t delivered = ci->Delivered.Stream;
+	jsConsumerInfo_Destroy(ci);
+	assert_true(delivered >= before + 2); /* it went past where the entry was */
 	sleep(2);
 	assert_int_equal(log_count(needle), 1);
+	assert_int_equal(log_count2("removed entry ", lc), 1);
+	assert_int_equal(worker_counter("reader", "removed"), 0); /* the new reader's */
+	assert_true(counter_reaches("reader", "entries", 1, 3000) >= 1); /* and it did read */
+	/* The successor got nothing more (a re-read entry's frame keeps its
+	 * dedup key), and nothing meant for the retired lifecycle. */
+	successor_texts(&succ, QUIET_MS, got, sizeof(got));
+	assert_string_equal(got, "");
 	assert_int_equal(durable_pending(&b, succ_uid), 0);
 	h_close(&a.c);
 	h_close(&b.c);
@@ -568,8 +690,10 @@ post_mentioning(struct member *mb, const char *channel, const char *id, const ch
 /*
  * "For an @mention on a live channel it also writes a copy for each
  * mentioned peer authorized to read that channel, which is how a mention
- * reaches an authorized peer who isn't currently joined." An ambiguous
- * name, an unauthorized peer and a mention on a durable channel get none.
+ * reaches an authorized peer who isn't currently joined (SPEC §4)." The
+ * unique, authorized mentioned peer gets one copy; an ambiguous name, an
+ * unauthorized peer and the sender get none; on a durable channel a
+ * mention adds nothing beyond the members' copies.
  */
 static void
 test_live_mention_reaches_the_unique_authorized_peer(void **state)
@@ -579,30 +703,35 @@ test_live_mention_reaches_the_unique_authorized_peer(void **state)
 
 	(void)state;
 	member_add(&a, "mn-a", "lounge,hall");
-	member_add(&peer, "mn-peer", "lounge");
-	member_add(&outsider, "mn-out", "elsewhere");
+	member_add(&peer, "mn-peer", "lounge,hall");   /* may read both, joined to neither */
+	member_add(&outsider, "mn-out", "elsewhere");  /* may read neither */
 	member_add(&twin1, "mn-t1", "lounge");
 	member_add(&twin2, "mn-t2", "lounge");
-	member_add(&m, "mn-m", "hall");
+	member_add(&m, "mn-m", "hall");                /* a durable member of hall */
 	if (h_kv_put(&prov, &mesh, "channels", "lounge", "{\"deliveryClass\":\"live\"}", err,
 	    sizeof(err)) != 0)
 		fail_msg("%s", err);
 	member_join(&m, "hall", 1);
+	uint64_t before = inbox_last();
+	/* Presence lives 6 s: written right before the posts. */
+	presence_put(&a, "Alma");
 	presence_put(&peer, "Petra");
 	presence_put(&outsider, "Olaf");
 	presence_put(&twin1, "Twin");
 	presence_put(&twin2, "twin");
-	post_mentioning(&a, "lounge", "mention-live", "\"petra\",\"olaf\",\"twin\"");
-	/* On a durable channel a mention adds nothing to the members' copies. */
-	post_mentioning(&a, "hall", "mention-durable", "\"petra\"");
-	expect_texts(&peer, WAIT_MS, "mention-live");
-	expect_texts(&m, WAIT_MS, "mention-durable");
+	presence_put(&m, "Mona");
+	post_mentioning(&a, "lounge", "mention-live",
+	    "\"petra\",\"olaf\",\"twin\",\"alma\",\"mona\"");
+	post_mentioning(&a, "hall", "mention-durable", "\"petra\",\"mona\",\"alma\"");
+	expect_texts(&peer, WAIT_MS, "mention-live");      /* exactly one: not the hall one */
+	expect_texts(&m, WAIT_MS, "mention-durable");      /* its member copy, once */
 	expect_texts(&outsider, QUIET_MS, "");
 	expect_texts(&twin1, QUIET_MS, "");
 	expect_texts(&twin2, QUIET_MS, "");
-	json_t *f = drain(&peer, QUIET_MS);
-	assert_int_equal(json_array_size(f), 0);
-	json_decref(f);
+	expect_texts(&a, QUIET_MS, "");
+	/* The fan-out wrote exactly those two copies: petra's live-mention one
+	 * and mona's member one (mona may not read lounge). */
+	assert_int_equal(inbox_last(), before + 2);
 	struct member *all[] = { &a, &peer, &outsider, &twin1, &twin2, &m };
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		h_close(&all[i]->c);
@@ -611,16 +740,7 @@ test_live_mention_reaches_the_unique_authorized_peer(void **state)
 static uint64_t
 fanout_counter(const char *name)
 {
-	json_t *st = h_daemon_status(&dmn), *w;
-	size_t i;
-	uint64_t v = 0;
-
-	json_array_foreach(json_object_get(st, "workers"), i, w)
-		if (strcmp(json_string_value(json_object_get(w, "role")), "fanout") == 0)
-			v = (uint64_t)json_integer_value(json_object_get(json_object_get(w, "counters"),
-			    name));
-	json_decref(st);
-	return v;
+	return worker_counter("fanout", name);
 }
 
 /*
@@ -640,14 +760,21 @@ test_poison_posts_never_stop_the_loop(void **state)
 	member_join(&b, "poison", 1);
 	uint64_t dropped = fanout_counter("dropped");
 	post_raw(&a, "poison", "{not json", 9);
-	const char *nullparts = "{\"id\":\"np\",\"ts\":1,\"space\":\"s\",\"from\":{\"id\":\"x.y\","
-	    "\"name\":\"n\"},\"parts\":null,\"channel\":\"poison\"}";
-	post_raw(&a, "poison", nullparts, strlen(nullparts));
-	int n = snprintf(forged, sizeof(forged), "{\"id\":\"forged\",\"ts\":1,\"space\":\"%s\","
+	/* Authentic but for parts: null. */
+	char nullparts[1024];
+	int n = snprintf(nullparts, sizeof(nullparts), "{\"id\":\"np\",\"ts\":1,\"space\":\"%s\","
+	    "\"from\":{\"id\":\"%s.%s\",\"name\":\"a\"},\"parts\":null,\"channel\":\"poison\"}",
+	    mesh.space, a.a.owner, a.a.actor);
+	post_raw(&a, "poison", nullparts, (size_t)n);
+	/* Well formed, but from.id names someone else. */
+	n = snprintf(forged, sizeof(forged), "{\"id\":\"forged\",\"ts\":1,\"space\":\"%s\","
 	    "\"from\":{\"id\":\"%s.%s\",\"name\":\"b\"},\"parts\":[],\"channel\":\"poison\"}",
 	    mesh.space, b.a.owner, b.a.actor);
 	post_raw(&a, "poison", forged, (size_t)n);
-	size_t big = (size_t)natsConnection_GetMaxPayload(a.c.nc) - 4096;
+	/* Garbage just under the broker's max_payload (1 MiB by default). */
+	int64_t maxp = natsConnection_GetMaxPayload(a.c.nc);
+	assert_true(maxp > 8192);
+	size_t big = (size_t)maxp - 4096;
 	char *garbage = malloc(big);
 	for (size_t i = 0; i < big; i++)
 		garbage[i] = (char)(' ' + (i * 7919) % 90);
@@ -661,6 +788,8 @@ test_poison_posts_never_stop_the_loop(void **state)
 			    (unsigned long long)(fanout_counter("dropped") - dropped), 4ULL);
 		usleep(100 * 1000);
 	}
+	usleep(1000 * 1000);
+	assert_int_equal(fanout_counter("dropped"), dropped + 4); /* the good post is not one */
 	assert_true(h_log_has(dmn.log, "dropped an undecodable post", 1000));
 	assert_true(h_log_has(dmn.log, "dropped an inauthentic post", 1000));
 	h_close(&a.c);
