@@ -165,6 +165,7 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 		memset(b->slots, 0, b->nslots * sizeof(*b->slots));
 	b->used = 0;
 	b->inflight = 0;
+	b->broken = false;
 	b->error[0] = '\0';
 	b->max_seq = 0;
 	pthread_mutex_unlock(&b->mu);
@@ -184,9 +185,17 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 		 const char *msgid, const char *hname, const char *hval)
 {
 	natsMsg *m = NULL;
+	jsPubOptions po;
 	natsStatus s;
 	char why[600], err[400];
 
+	/* Once a publish failed (the broker gone, no room for more PubAcks),
+	 * the rest of the batch fails at once instead of stalling one by one:
+	 * it is redelivered and published again. */
+	if (b->broken) {
+		pubbatch_fail(b, item, "an earlier publish of the batch failed");
+		return;
+	}
 	s = natsMsg_Create(&m, subj, NULL, data, (int)len);
 	if (s == NATS_OK && msgid != NULL)
 		s = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
@@ -211,7 +220,11 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 	pthread_mutex_unlock(&b->mu);
 	natsMsg *mine = m;
 	b->published = true;
-	s = js_PublishMsgAsync(b->js, &mine, NULL);
+	/* A PubAck that never comes (the broker went away) times out in
+	 * libnats and frees its slot. */
+	jsPubOptions_Init(&po);
+	po.MaxWait = PUBBATCH_WAIT_MS;
+	s = js_PublishMsgAsync(b->js, &mine, &po);
 	if (s != NATS_OK) {
 		/* Still ours: the library did not take it. */
 		conn_strerror(s, err, sizeof(err));
@@ -220,6 +233,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 		if (slot_take(b, m) >= 0)
 			b->inflight--;
 		mark_failed(b, item, why);
+		b->broken = true;
 		pthread_mutex_unlock(&b->mu);
 		natsMsg_Destroy(mine);
 	}

@@ -30,6 +30,7 @@ struct pubbatch {
 	int nitems, cap_items;
 	uint64_t max_seq;         /* highest stream sequence a PubAck named */
 	bool published;           /* nats.c's pending map exists only after one */
+	bool broken;              /* a publish of this batch failed: fail the rest at once */
 	pthread_cond_t answered;  /* a handler ran */
 	size_t inflight;          /* published, handler not yet run */
 	char error[256];          /* the first failure of the batch */

@@ -331,9 +331,11 @@ test_workers_die_with_a_killed_supervisor(void **state)
 	assert_non_null(strstr(out, "stale record"));
 }
 
-/* Mint a user of the space's account with the given grants. */
+/* Mint a user of the space's account with the given grants (own_inbox: its
+ * own reply inbox added to sub_allow). */
 static void
-mint_raw(const char *file, json_t *pub_allow, json_t *sub_allow, char *path, size_t len)
+mint_raw(const char *file, json_t *pub_allow, json_t *sub_allow, bool own_inbox, char *path,
+	 size_t len)
 {
 	char kpath[H_PATH_MAX * 2], key[512], err[512], seed[NKEY_SEED_LEN + 1];
 	char upub[NKEY_PUBLIC_LEN + 1];
@@ -344,6 +346,12 @@ mint_raw(const char *file, json_t *pub_allow, json_t *sub_allow, char *path, siz
 	assert_int_equal(devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)), 0);
 	assert_int_equal(nkey_generate(NKEY_USER, &user), 0);
 	nkey_public(&user, upub);
+	if (own_inbox) {
+		char inbox[INBOX_PREFIX_MAX], pat[INBOX_PREFIX_MAX + 4];
+		assert_true(inbox_prefix(upub, inbox, sizeof(inbox)));
+		snprintf(pat, sizeof(pat), "%s.>", inbox);
+		json_array_append_new(sub_allow, json_string(pat));
+	}
 	json_t *mj;
 	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
 	mj = json_load_file(kpath, 0, NULL);
@@ -376,19 +384,45 @@ test_allow_all_credential_is_refused(void **state)
 	json_t *all = json_pack("[s]", ">"), *inbox = json_pack("[s]", "_INBOX_X.>");
 
 	(void)state;
-	mint_raw("allow-all.creds", all, inbox, path, sizeof(path));
+	mint_raw("allow-all.creds", all, inbox, false, path, sizeof(path));
 	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
 	    "--root", mesh.dir, "--creds", path, NULL), 1);
 	assert_non_null(strstr(out, "✗ delivery: refusing an allow-all credential"));
 	assert_non_null(strstr(out, "publish allow list contains \">\""));
 
-	mint_raw("no-perms.creds", NULL, NULL, path, sizeof(path));
+	mint_raw("no-perms.creds", NULL, NULL, false, path, sizeof(path));
 	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
 	    "--root", mesh.dir, "--creds", path, NULL), 1);
 	assert_non_null(strstr(out, "refusing an allow-all credential"));
 	assert_non_null(strstr(out, "no publish permissions"));
 	json_decref(all);
 	json_decref(inbox);
+}
+
+/*
+ * WIRE.md §3: the fanout durable is made "idempotently; a permission denial
+ * is an error, not 'exists'". A credential that may not touch the consumer
+ * API makes the fan-out say so, naming the refused subject, and stop.
+ */
+static void
+test_consumer_denial_is_an_error_not_exists(void **state)
+{
+	char path[H_PATH_MAX], want[512];
+	json_t *pub = json_pack("[s]", "$JS.API.INFO"), *sub = json_array();
+	struct daemon d;
+
+	(void)state;
+	mint_raw("no-consumers.creds", pub, sub, true, path, sizeof(path));
+	assert_int_equal(h_daemon_start(&mesh, &d, "--creds", path, NULL), 0);
+	snprintf(want, sizeof(want), "cannot bind the fan-out: consumer fanout on CHAT_%s: "
+	    "permission denied", mesh.token);
+	bool said = h_log_has(d.log, want, 30000);
+	bool named = h_log_has(d.log, "$JS.API.CONSUMER.INFO.CHAT_", 0);
+	h_daemon_kill(&d);
+	assert_true(said);
+	assert_true(named);
+	json_decref(pub);
+	json_decref(sub);
 }
 
 static void
@@ -448,6 +482,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_cotal_status_lists_each_worker),
 		cmocka_unit_test(test_kill9_each_worker_is_restarted),
 		cmocka_unit_test(test_allow_all_credential_is_refused),
+		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),
