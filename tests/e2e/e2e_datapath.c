@@ -737,12 +737,6 @@ test_live_mention_reaches_the_unique_authorized_peer(void **state)
 		h_close(&all[i]->c);
 }
 
-static uint64_t
-fanout_counter(const char *name)
-{
-	return worker_counter("fanout", name);
-}
-
 /*
  * "An inauthentic or undecodable post is acked and dropped by the fan-out"
  * and never stalls the loop: bad JSON, parts:null, a forged from.id and a
@@ -758,7 +752,7 @@ test_poison_posts_never_stop_the_loop(void **state)
 	member_add(&a, "poi-a", "poison");
 	member_add(&b, "poi-b", "poison");
 	member_join(&b, "poison", 1);
-	uint64_t dropped = fanout_counter("dropped");
+	uint64_t dropped = worker_counter("fanout", "dropped");
 	post_raw(&a, "poison", "{not json", 9);
 	/* Authentic but for parts: null. */
 	char nullparts[1024];
@@ -782,14 +776,14 @@ test_poison_posts_never_stop_the_loop(void **state)
 	free(garbage);
 	post(&a, "poison", "good", "good after poison");
 	expect_texts(&b, WAIT_MS, "good after poison");
-	for (int i = 0; fanout_counter("dropped") < dropped + 4; i++) {
+	for (int i = 0; worker_counter("fanout", "dropped") < dropped + 4; i++) {
 		if (i > 30)
 			fail_msg("the fan-out counted %llu drops, want %llu",
-			    (unsigned long long)(fanout_counter("dropped") - dropped), 4ULL);
+			    (unsigned long long)(worker_counter("fanout", "dropped") - dropped), 4ULL);
 		usleep(100 * 1000);
 	}
 	usleep(1000 * 1000);
-	assert_int_equal(fanout_counter("dropped"), dropped + 4); /* the good post is not one */
+	assert_int_equal(worker_counter("fanout", "dropped"), dropped + 4); /* the good post is not one */
 	assert_true(h_log_has(dmn.log, "dropped an undecodable post", 1000));
 	assert_true(h_log_has(dmn.log, "dropped an inauthentic post", 1000));
 	h_close(&a.c);
