@@ -19,11 +19,11 @@ deps:
 	@COTAL_BROKER_DIR=$(BROKERS) sh cmake/deps.sh
 
 build:
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOTAL_TEST_HOOKS=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build $(BUILD) -j$(JOBS)
 
 asan:
-	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCOTAL_SANITIZE=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCOTAL_SANITIZE=ON -DCOTAL_TEST_HOOKS=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 
 # All tests: the release build, then the ASan+UBSan build (LeakSanitizer
@@ -45,7 +45,7 @@ check-unit: build
 fuzz:
 	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build build-fuzz -j$(JOBS)
-	@for t in jwt creds nkeys ipc records; do \
+	@for t in jwt creds nkeys ipc records ctlreq; do \
 	    mkdir -p build-fuzz/corpus/$$t; \
 	    build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=60 build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done

@@ -1,9 +1,8 @@
 /*
- * `cotal agent post|join|recv`: the minimal agent's side of the data path,
- * for demos and operators. post and recv use the agent's own credential
- * (it posts as itself and binds only its own dlv_ durable); join writes the
- * membership row with the provisioner credential, as the registry would,
- * until the registry's ctl.delivery rail serves durableJoin.
+ * `cotal agent post|recv`: the minimal agent's side of the data path, for
+ * demos and operators. Both use the agent's own credential: it posts as
+ * itself and binds only its own dlv_ durable. (join, leave and the other
+ * control-rail commands are in rails.c.)
  */
 #include "cli/cli.h"
 
@@ -19,15 +18,6 @@
 #include "lib/tokens.h"
 
 #define RECV_BATCH 256
-
-struct agent_ref {
-	struct workspace ws;
-	char space[SPACE_NAME_MAX + 1];
-	char token[SPACE_TOKEN_MAX + 1];
-	char name[80];
-	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1], uid[UID_MAX + 1];
-	char creds[WS_FILE_MAX];
-};
 
 struct io_args {
 	const char *root, *space, *server, *id;
@@ -73,10 +63,9 @@ parse_args(const char *verb, int argc, char **argv, struct io_args *a)
 	return 0;
 }
 
-/* The agent's record (agents/<name>.json) and credential path. */
-static int
-agent_load(const struct io_args *a, const char *name, struct agent_ref *r, char *err,
-	   size_t errlen)
+int
+cli_agent_load(const char *root, const char *space, const char *name, struct agent_ref *r,
+	       char *err, size_t errlen)
 {
 	char dir[WS_PATH_MAX], path[WS_FILE_MAX];
 	const char *principal, *uid;
@@ -84,11 +73,11 @@ agent_load(const struct io_args *a, const char *name, struct agent_ref *r, char 
 	int rc = -1;
 
 	memset(r, 0, sizeof(*r));
-	if (ws_locate(a->root, &r->ws, err, errlen) != 0 ||
-	    ws_space_dir(&r->ws, a->space, false, dir, sizeof(dir), err, errlen) != 0)
+	if (ws_locate(root, &r->ws, err, errlen) != 0 ||
+	    ws_space_dir(&r->ws, space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
-	snprintf(r->space, sizeof(r->space), "%s", a->space);
-	space_token(a->space, r->token, sizeof(r->token));
+	snprintf(r->space, sizeof(r->space), "%s", space);
+	space_token(space, r->token, sizeof(r->token));
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	snprintf(path, sizeof(path), "%s/agents/%s.json", dir, name);
 	if ((rec = ws_read_json(path, 64 * 1024, err, errlen)) == NULL)
@@ -111,15 +100,31 @@ out:
 	return rc;
 }
 
-/* Connect as the agent itself. */
-static int
-agent_connect(const struct io_args *a, const struct agent_ref *r, struct creds *c,
-	      natsConnection **nc, char *err, size_t errlen)
+int
+cli_agent_connect(const struct agent_ref *r, const char *server, struct conn_opts *o,
+		  struct creds *c, natsConnection **nc, char *err, size_t errlen)
 {
+	struct conn_opts plain = { 0 };
 	char name[128];
 
 	snprintf(name, sizeof(name), "cotal agent %s", r->name);
-	return cli_connect_file(&r->ws, a->space, a->server, r->creds, name, c, nc, err, errlen);
+	if (o == NULL)
+		o = &plain;
+	o->name = name;
+	int rc = cli_connect_opts(&r->ws, r->space, server, r->creds, o, c, nc, err, errlen);
+	o->name = NULL;
+	return rc;
+}
+
+void
+cli_print_message(const char *channel, const json_t *msg)
+{
+	json_t *part = json_array_get(json_object_get(msg, "parts"), 0);
+	const char *text = json_string_value(json_object_get(part, "text"));
+
+	printf("%s %s: %s\n", channel ? channel : "?",
+	    json_string_value(json_object_get(json_object_get(msg, "from"), "name")) ?: "?",
+	    text ? text : "(no text part)");
 }
 
 int
@@ -143,8 +148,8 @@ cmd_agent_post(int argc, char **argv)
 		log_errx("agent post: CHANNEL \"%s\" is not a concrete channel", a.pos[1]);
 		return 1;
 	}
-	if (agent_load(&a, a.pos[0], &r, err, sizeof(err)) != 0 ||
-	    agent_connect(&a, &r, &c, &nc, err, sizeof(err)) != 0)
+	if (cli_agent_load(a.root, a.space, a.pos[0], &r, err, sizeof(err)) != 0 ||
+	    cli_agent_connect(&r, a.server, NULL, &c, &nc, err, sizeof(err)) != 0)
 		goto fail;
 	if (a.id == NULL) {
 		snprintf(id, sizeof(id), "%s-%" PRId64, r.name, wall_ms());
@@ -182,89 +187,6 @@ out:
 }
 
 int
-cmd_agent_join(int argc, char **argv)
-{
-	struct io_args a;
-	struct agent_ref r;
-	struct creds c = { 0 };
-	natsConnection *nc = NULL;
-	jsCtx *js = NULL;
-	kvStore *kv = NULL;
-	jsStreamInfo *si = NULL;
-	jsErrCode jerr = 0;
-	char err[16384], bucket[SPACE_TOKEN_MAX + 32], stream[SPACE_TOKEN_MAX + 8];
-	char key[MEMBER_KEY_MAX + 1], owner[PRINCIPAL_MAX + 1], why[1024];
-	uint64_t rev = 0;
-	int rc = 1;
-
-	if (parse_args("join", argc, argv, &a) != 0 || a.npos != 2) {
-		fprintf(stderr, "usage: cotal agent join NAME CHANNEL --space S [--root DIR]\n");
-		return 2;
-	}
-	if (!channel_concrete_valid(a.pos[1]) || strlen(a.pos[1]) > CHANNEL_MAX) {
-		log_errx("agent join: \"%s\" must be a concrete channel (durable membership is "
-		    "per-concrete-channel, not wildcard)", a.pos[1]);
-		return 1;
-	}
-	if (agent_load(&a, a.pos[0], &r, err, sizeof(err)) != 0 ||
-	    cli_connect_space(&r.ws, a.space, a.server, "provisioner", &c, &nc, err,
-	    sizeof(err)) != 0)
-		goto fail;
-	snprintf(stream, sizeof(stream), "CHAT_%s", r.token);
-	snprintf(bucket, sizeof(bucket), "cotal_members_%s", r.token);
-	natsStatus s = natsConnection_JetStream(&js, nc, NULL);
-	if (s == NATS_OK)
-		s = js_GetStreamInfo(&si, js, stream, NULL, &jerr);
-	if (s == NATS_OK)
-		s = js_KeyValue(&kv, js, bucket);
-	if (s != NATS_OK) {
-		conn_strerror(s, why, sizeof(why));
-		snprintf(err, sizeof(err), "read %s / bind %s: %s", stream, bucket, why);
-		goto fail;
-	}
-	struct lifecycle who;
-	snprintf(who.owner, sizeof(who.owner), "%s", r.owner);
-	snprintf(who.actor, sizeof(who.actor), "%s", r.actor);
-	snprintf(who.uid, sizeof(who.uid), "%s", r.uid);
-	member_key_format(a.pos[1], &who, key, sizeof(key));
-	principal_format(r.owner, r.actor, owner, sizeof(owner));
-	/* joinCursor = CHAT's last sequence: posts after it are this
-	 * member's (WIRE.md §4). Create only: an existing row is kept. */
-	json_t *row = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:b, s:s, s:I}", "channel",
-	    a.pos[1], "owner", owner, "lifecycleUid", r.uid, "state", "durable-active",
-	    "joinCursor", (json_int_t)si->State.LastSeq, "generation", 1, "activated", 1,
-	    "writerIdentity", "cotal-cli", "updatedAt", (json_int_t)wall_ms());
-	char *body = json_dumps(row, JSON_COMPACT);
-	json_decref(row);
-	s = kvStore_CreateString(&rev, kv, key, body);
-	free(body);
-	if (s != NATS_OK) {
-		conn_strerror(s, why, sizeof(why));
-		if (strstr(why, "wrong last sequence") != NULL || strstr(why, "exists") != NULL) {
-			printf("%s is already a durable member of %s\n", r.name, a.pos[1]);
-			rc = 0;
-			goto out;
-		}
-		snprintf(err, sizeof(err), "create %s/%s: %s", bucket, key, why);
-		goto fail;
-	}
-	printf("%s joined %s durably (joinCursor %" PRIu64 ")\n", r.name, a.pos[1],
-	    si->State.LastSeq);
-	rc = 0;
-	goto out;
-fail:
-	log_errx("agent join: %s", err);
-out:
-	jsStreamInfo_Destroy(si);
-	kvStore_Destroy(kv);
-	jsCtx_Destroy(js);
-	natsConnection_Destroy(nc);
-	if (c.jwt)
-		creds_free(&c);
-	return rc;
-}
-
-int
 cmd_agent_recv(int argc, char **argv)
 {
 	struct io_args a;
@@ -282,8 +204,8 @@ cmd_agent_recv(int argc, char **argv)
 		fprintf(stderr, "usage: cotal agent recv NAME --space S [--wait MS] [--root DIR]\n");
 		return 2;
 	}
-	if (agent_load(&a, a.pos[0], &r, err, sizeof(err)) != 0 ||
-	    agent_connect(&a, &r, &c, &nc, err, sizeof(err)) != 0)
+	if (cli_agent_load(a.root, a.space, a.pos[0], &r, err, sizeof(err)) != 0 ||
+	    cli_agent_connect(&r, a.server, NULL, &c, &nc, err, sizeof(err)) != 0)
 		goto fail;
 	snprintf(stream, sizeof(stream), "DLV_%s", r.token);
 	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", r.owner, r.actor, r.uid);
@@ -311,12 +233,8 @@ cmd_agent_recv(int argc, char **argv)
 			natsMsg *m = list.Msgs[i];
 			json_t *f = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0,
 			    NULL);
-			json_t *msg = json_object_get(f, "msg");
-			json_t *part = json_array_get(json_object_get(msg, "parts"), 0);
-			const char *text = json_string_value(json_object_get(part, "text"));
-			printf("%s %s: %s\n", json_string_value(json_object_get(f, "channel")) ?: "?",
-			    json_string_value(json_object_get(json_object_get(msg, "from"), "name")) ?: "?",
-			    text ? text : "(no text part)");
+			cli_print_message(json_string_value(json_object_get(f, "channel")),
+			    json_object_get(f, "msg"));
 			json_decref(f);
 			/* Surfaced: the entry's journey ends here. */
 			natsMsg_Ack(m, NULL);

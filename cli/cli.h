@@ -2,11 +2,15 @@
 #ifndef COTAL_CLI_H
 #define COTAL_CLI_H
 
+#include <jansson.h>
 #include <nats/nats.h>
 #include <stddef.h>
 
-#include "lib/workspace.h"
 #include "lib/creds.h"
+#include "lib/natsconn.h"
+#include "lib/records.h"
+#include "lib/tokens.h"
+#include "lib/workspace.h"
 
 int cmd_mesh_init(int argc, char **argv);
 int cmd_mesh_start(int argc, char **argv);
@@ -15,9 +19,18 @@ int cmd_space_provision(int argc, char **argv);
 int cmd_creds_mint(int argc, char **argv);
 int cmd_agent_add(int argc, char **argv);
 int cmd_agent_post(int argc, char **argv);
-int cmd_agent_join(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* The control rails (rails.c): as the agent itself ... */
+int cmd_agent_join(int argc, char **argv);
+int cmd_agent_leave(int argc, char **argv);
+int cmd_agent_memberships(int argc, char **argv);
+int cmd_agent_history(int argc, char **argv);
+/* ... and as the manager (the space's supervisor credential). */
+int cmd_admin_inventory(int argc, char **argv);
+int cmd_admin_evict(int argc, char **argv);
+int cmd_admin_liveness(int argc, char **argv);
+int cmd_admin_reload(int argc, char **argv);
 
 int cli_parse_port(const char *s, int *port);
 /* Split "a,b,c" into at most PROFILE_MAX_ALLOW entries (text is modified). */
@@ -37,5 +50,30 @@ int cli_connect_file(const struct workspace *ws, const char *space, const char *
 int cli_connect_space(const struct workspace *ws, const char *space,
 		      const char *server_opt, const char *profile, struct creds *c,
 		      natsConnection **nc, char *err, size_t errlen);
+/* The same with options o (its url is filled in here), e.g. a control
+ * client's connection handlers. */
+int cli_connect_opts(const struct workspace *ws, const char *space, const char *server_opt,
+		     const char *path, struct conn_opts *o, struct creds *c, natsConnection **nc,
+		     char *err, size_t errlen);
+/* .cotal/space.<key>/<profile>.creds into path. */
+int cli_space_creds_path(const struct workspace *ws, const char *space, const char *profile,
+			 char *path, size_t len, char *err, size_t errlen);
+
+/* An agent `cotal agent add` made: its record agents/<name>.json. */
+struct agent_ref {
+	struct workspace ws;
+	char space[SPACE_NAME_MAX + 1];
+	char token[SPACE_TOKEN_MAX + 1];
+	char name[80];
+	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1], uid[UID_MAX + 1];
+	char creds[WS_FILE_MAX];
+};
+int cli_agent_load(const char *root, const char *space, const char *name, struct agent_ref *r,
+		   char *err, size_t errlen);
+/* Connect as the agent itself (o: extra options, may be NULL). */
+int cli_agent_connect(const struct agent_ref *r, const char *server, struct conn_opts *o,
+		      struct creds *c, natsConnection **nc, char *err, size_t errlen);
+/* One line per message, "<channel> <from.name>: <first text part>". */
+void cli_print_message(const char *channel, const json_t *msg);
 
 #endif

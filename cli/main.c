@@ -31,8 +31,15 @@ static const struct command {
 	{ "creds", "mint", cmd_creds_mint, "--space S --profile P [--out FILE] ...  mint a credential" },
 	{ "agent", "add", cmd_agent_add, "NAME --space S --allow ch1,ch2  mint an agent, its ACL row and dlv_ durable" },
 	{ "agent", "post", cmd_agent_post, "NAME CHANNEL TEXT --space S [--id ID]  post as the agent" },
-	{ "agent", "join", cmd_agent_join, "NAME CHANNEL --space S  write a durable membership row (operator)" },
 	{ "agent", "recv", cmd_agent_recv, "NAME --space S [--wait MS]  surface the agent's delivered frames" },
+	{ "agent", "join", cmd_agent_join, "NAME CHANNEL --space S  join durably (durableJoin, as the agent)" },
+	{ "agent", "leave", cmd_agent_leave, "NAME CHANNEL --space S [--generation N]  leave durably" },
+	{ "agent", "memberships", cmd_agent_memberships, "NAME --space S  the agent's open durable memberships" },
+	{ "agent", "history", cmd_agent_history, "NAME CHANNEL --space S [--limit N]  read a channel's history" },
+	{ "admin", "inventory", cmd_admin_inventory, "PRINCIPAL UID --space S [--wait MS]  a lifecycle's membership rows" },
+	{ "admin", "evict", cmd_admin_evict, "PRINCIPAL... --space S [--wait MS]  verified eviction" },
+	{ "admin", "liveness", cmd_admin_liveness, "[PRINCIPAL] --space S [--wait MS]  the daemon's responder, or a principal's" },
+	{ "admin", "reload", cmd_admin_reload, "--space S [--expect SHA256HEX] [--wait MS]  adopt the delivery credential" },
 	{ "status", NULL, cmd_status, "--space S [--root DIR]  is the daemon serving, per worker" },
 };
 
@@ -73,15 +80,26 @@ cli_nats_server_path(void)
 }
 
 int
+cli_space_creds_path(const struct workspace *ws, const char *space, const char *profile,
+		     char *path, size_t len, char *err, size_t errlen)
+{
+	char dir[WS_PATH_MAX];
+
+	if (ws_space_dir(ws, space, false, dir, sizeof(dir), err, errlen) != 0)
+		return -1;
+	snprintf(path, len, "%s/%s.creds", dir, profile);
+	return 0;
+}
+
+int
 cli_connect_space(const struct workspace *ws, const char *space, const char *server_opt,
 		  const char *profile, struct creds *c, natsConnection **nc, char *err,
 		  size_t errlen)
 {
-	char dir[WS_PATH_MAX], path[WS_FILE_MAX], name[128];
+	char path[WS_FILE_MAX], name[128];
 
-	if (ws_space_dir(ws, space, false, dir, sizeof(dir), err, errlen) != 0)
+	if (cli_space_creds_path(ws, space, profile, path, sizeof(path), err, errlen) != 0)
 		return -1;
-	snprintf(path, sizeof(path), "%s/%s.creds", dir, profile);
 	snprintf(name, sizeof(name), "cotal-cli %s", profile);
 	return cli_connect_file(ws, space, server_opt, path, name, c, nc, err, errlen);
 }
@@ -91,8 +109,18 @@ cli_connect_file(const struct workspace *ws, const char *space, const char *serv
 		 const char *path, const char *name, struct creds *c, natsConnection **nc,
 		 char *err, size_t errlen)
 {
+	struct conn_opts o = { .name = name };
+
+	return cli_connect_opts(ws, space, server_opt, path, &o, c, nc, err, errlen);
+}
+
+int
+cli_connect_opts(const struct workspace *ws, const char *space, const char *server_opt,
+		 const char *path, struct conn_opts *o, struct creds *c, natsConnection **nc,
+		 char *err, size_t errlen)
+{
 	char url[1024], why[1024];
-	struct conn_opts o = { 0 };
+	int rc;
 
 	if (ws_server_url(ws, space, server_opt, url, sizeof(url), NULL, err, errlen) != 0)
 		return -1;
@@ -100,9 +128,10 @@ cli_connect_file(const struct workspace *ws, const char *space, const char *serv
 		snprintf(err, errlen, "%s", why);
 		return -1;
 	}
-	o.url = url;
-	o.name = name;
-	if (conn_open(&o, c, nc, err, errlen) != 0) {
+	o->url = url;
+	rc = conn_open(o, c, nc, err, errlen);
+	o->url = NULL;
+	if (rc != 0) {
 		creds_free(c);
 		return -1;
 	}

@@ -148,6 +148,8 @@ profile_delivery(const char *s, const char *inbox, struct grants *g)
 	}
 	add(g->pub_allow, "$KV.cotal_members_%s.>", s);
 	add(g->pub_allow, "$KV.cotal_delivery_%s.lease.*", s);
+	/* registerChannel (ctl.delivery) creates a channel's config row. */
+	add(g->pub_allow, "$KV.cotal_channels_%s.>", s);
 
 	add(g->pub_allow, "cotal.%s.dinbox.*.*.*", s);
 	add(g->pub_allow, "cotal.%s.dlv.*.*.*", s);

@@ -45,6 +45,11 @@ struct ipc_rule {
 static int check_text(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_config(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_status(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_sys_creds(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_sign_sys(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_lease(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_reload_req(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_reload_rep(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 
 #define IPC_EMPTY(t, d) [IPC_##t] = { { #t, d, 0, 0 }, LEN_RANGE, NULL }
 
@@ -65,6 +70,16 @@ static const struct ipc_rule catalogue[IPC_TYPE_END] = {
 	[IPC_STATUS] = { { "STATUS", IPC_TO_SUPERVISOR, sizeof(struct ipc_status),
 	    sizeof(struct ipc_status) }, LEN_RANGE, check_status },
 	IPC_EMPTY(STOP, IPC_TO_WORKER),
+	[IPC_SYS_CREDS] = { { "SYS_CREDS", IPC_TO_WORKER, sizeof(struct ipc_sys_creds) + 1,
+	    IPC_MAX_PAYLOAD }, LEN_RANGE, check_sys_creds },
+	[IPC_SIGN_SYS] = { { "SIGN_SYS", IPC_TO_SUPERVISOR, 2, IPC_SIGN_SYS_MAX }, LEN_RANGE,
+	    check_sign_sys },
+	[IPC_LEASE] = { { "LEASE", IPC_TO_WORKER, sizeof(struct ipc_lease),
+	    sizeof(struct ipc_lease) }, LEN_RANGE, check_lease },
+	[IPC_RELOAD_REQ] = { { "RELOAD_REQ", IPC_TO_SUPERVISOR, sizeof(struct ipc_reload_req),
+	    sizeof(struct ipc_reload_req) }, LEN_RANGE, check_reload_req },
+	[IPC_RELOAD_REP] = { { "RELOAD_REP", IPC_TO_WORKER, sizeof(struct ipc_reload_rep),
+	    sizeof(struct ipc_reload_rep) }, LEN_RANGE, check_reload_rep },
 };
 
 /* The worker roles and the names of their STATUS counters. */
@@ -74,7 +89,8 @@ static const struct ipc_role {
 } roles[] = {
 	{ "fanout", { "posts", "copies", "acked", "dropped", "retried" } },
 	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried" } },
-	{ "registry", { "requests", "joins", "leaves", "refused" } },
+	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
+	    "evictions", "unanswered" } },
 	{ "timer", { "requests", "armed", "fired", "refused" } },
 };
 
@@ -216,6 +232,91 @@ check_status(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *
 		return refuse(err, errlen, "ipc: STATUS state %" PRIu32 " is unknown", s.state);
 	if (s.reserved != 0)
 		return refuse(err, errlen, "ipc: STATUS reserved word is not zero");
+	return 0;
+}
+
+/* A fixed string field of a payload copy must end within the field. */
+#define FIELD_TERMINATED(s, f) (memchr((s).f, '\0', sizeof((s).f)) != NULL)
+
+static int
+check_sys_creds(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_sys_creds c;
+
+	memcpy(&c, p, sizeof(c));
+	if (c.which != IPC_SYS_OBSERVER && c.which != IPC_SYS_EVICTOR)
+		return refuse(err, errlen, "ipc: SYS_CREDS which %" PRIu32 " is unknown", c.which);
+	if (c.reserved != 0)
+		return refuse(err, errlen, "ipc: SYS_CREDS reserved word is not zero");
+	if (!FIELD_TERMINATED(c, inbox_prefix) || !FIELD_TERMINATED(c, user) ||
+	    !FIELD_TERMINATED(c, account))
+		return refuse(err, errlen, "ipc: SYS_CREDS has a field that is not NUL-terminated");
+	return check_text(t, p + sizeof(c), len - sizeof(c), err, errlen);
+}
+
+static int
+check_sign_sys(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	if (p[0] != IPC_SYS_OBSERVER && p[0] != IPC_SYS_EVICTOR)
+		return refuse(err, errlen, "ipc: SIGN_SYS names no $SYS user (%u)", p[0]);
+	return check_text(t, p + 1, len - 1, err, errlen);
+}
+
+static int
+check_lease(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_lease l;
+
+	(void)t, (void)len;
+	memcpy(&l, p, sizeof(l));
+	if (l.state > IPC_LEASE_RECHECKING)
+		return refuse(err, errlen, "ipc: LEASE state %" PRIu32 " is unknown", l.state);
+	if (l.reserved != 0)
+		return refuse(err, errlen, "ipc: LEASE reserved word is not zero");
+	if (!FIELD_TERMINATED(l, instance))
+		return refuse(err, errlen, "ipc: LEASE instance is not NUL-terminated");
+	return 0;
+}
+
+static int
+check_reload_req(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_reload_req r;
+	size_t n;
+
+	(void)t, (void)len;
+	memcpy(&r, p, sizeof(r));
+	if (!FIELD_TERMINATED(r, expected))
+		return refuse(err, errlen, "ipc: RELOAD_REQ expected is not NUL-terminated");
+	n = strlen(r.expected);
+	if (n != 0 && n != IPC_SHA256_HEX - 1)
+		return refuse(err, errlen, "ipc: RELOAD_REQ expected is %zu chars, not a SHA-256", n);
+	for (size_t i = 0; i < n; i++)
+		if (!((r.expected[i] >= '0' && r.expected[i] <= '9') ||
+		    (r.expected[i] >= 'a' && r.expected[i] <= 'f')))
+			return refuse(err, errlen, "ipc: RELOAD_REQ expected is not lowercase hex");
+	for (size_t i = 0; i < sizeof(r.reserved); i++)
+		if (r.reserved[i] != 0)
+			return refuse(err, errlen, "ipc: RELOAD_REQ reserved byte %zu is not zero", i);
+	return 0;
+}
+
+static int
+check_reload_rep(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_reload_rep r;
+
+	(void)t, (void)len;
+	memcpy(&r, p, sizeof(r));
+	if (r.ok > 1 || r.broker_accepted > 1)
+		return refuse(err, errlen, "ipc: RELOAD_REP ok/broker_accepted not 0 or 1");
+	if (!FIELD_TERMINATED(r, error))
+		return refuse(err, errlen, "ipc: RELOAD_REP error is not NUL-terminated");
 	return 0;
 }
 

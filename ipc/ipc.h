@@ -46,6 +46,11 @@ enum ipc_type {
 	IPC_RECONNECT = 9, /* -> worker: new credential adopted, rebuild the connection; empty */
 	IPC_STATUS = 10,  /* -> supervisor: struct ipc_status */
 	IPC_STOP = 11,    /* -> worker: finish and exit 0; empty */
+	IPC_SYS_CREDS = 12, /* -> worker (registry): struct ipc_sys_creds, then the JWT text */
+	IPC_SIGN_SYS = 13,  /* -> supervisor (sign channel): 1 byte enum ipc_sys, then the nonce */
+	IPC_LEASE = 14,     /* -> worker: struct ipc_lease, what the liveness rail reports */
+	IPC_RELOAD_REQ = 15, /* -> supervisor: struct ipc_reload_req (reloadCreds) */
+	IPC_RELOAD_REP = 16, /* -> worker: struct ipc_reload_rep */
 	IPC_TYPE_END
 };
 
@@ -100,6 +105,58 @@ struct ipc_status {
 };
 /* Name of counter i of a role ("" when unused). */
 const char *ipc_counter_name(const char *role, unsigned i);
+
+/*
+ * The $SYS users of eviction (WIRE.md §7): the observer reads CONNZ of the
+ * space account, the evictor KICKs. Their JWTs reach the registry worker
+ * only; their seeds stay in the supervisor, which signs their nonces on the
+ * sign channel (IPC_SIGN_SYS).
+ */
+enum ipc_sys {
+	IPC_SYS_OBSERVER = 1,
+	IPC_SYS_EVICTOR = 2,
+};
+#define IPC_KEY_MAX 64 /* a public nkey (56) + NUL, rounded */
+struct ipc_sys_creds {
+	uint32_t which;                   /* enum ipc_sys */
+	uint32_t reserved;                /* zero */
+	char inbox_prefix[IPC_INBOX_MAX]; /* that user's own _INBOX_<id> */
+	char user[IPC_KEY_MAX];           /* its public key, for log lines */
+	char account[IPC_KEY_MAX];        /* the space account whose connections are swept */
+};
+#define IPC_SIGN_SYS_MAX (1 + IPC_SIGN_REQ_MAX)
+
+/*
+ * What the daemon's lease says about serving the shard (WIRE.md §4, §5):
+ * the registry answers the liveness rail from it, and refuses rail requests
+ * while the supervisor re-checks ownership.
+ */
+enum ipc_lease_state {
+	IPC_LEASE_NONE = 0,        /* not (yet) serving: liveness "stale" */
+	IPC_LEASE_SERVING = 1,     /* liveness "bound" */
+	IPC_LEASE_RECHECKING = 2,  /* requests refused: "re-checking ownership" */
+};
+#define IPC_INSTANCE_MAX 48
+struct ipc_lease {
+	uint32_t state;                   /* enum ipc_lease_state */
+	uint32_t reserved;                /* zero */
+	char instance[IPC_INSTANCE_MAX];  /* the daemon's incarnation, opaque */
+};
+
+/* reloadCreds, forwarded by the registry to the supervisor. */
+#define IPC_SHA256_HEX 65
+#define IPC_RELOAD_ERR_MAX 512
+struct ipc_reload_req {
+	uint64_t id;                      /* echoed in the reply */
+	char expected[IPC_SHA256_HEX];    /* "" or the expected JWT's SHA-256, hex */
+	char reserved[7];                 /* zero */
+};
+struct ipc_reload_rep {
+	uint64_t id;
+	uint32_t ok;                      /* 1: adopted */
+	uint32_t broker_accepted;         /* 1: the candidate was proved on the broker */
+	char error[IPC_RELOAD_ERR_MAX];   /* the refusal when ok is 0 */
+};
 
 /* A decoded message; payload points into the caller's buffer. */
 struct ipc_msg {

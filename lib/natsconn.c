@@ -100,6 +100,10 @@ conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out
 		s = natsOptions_SetCustomInboxPrefix(opts, prefix);
 	if (s == NATS_OK && o->on_error != NULL)
 		s = natsOptions_SetErrorHandler(opts, o->on_error, o->on_error_arg);
+	if (s == NATS_OK && o->on_disconnected != NULL)
+		s = natsOptions_SetDisconnectedCB(opts, o->on_disconnected, o->on_conn_arg);
+	if (s == NATS_OK && o->on_closed != NULL)
+		s = natsOptions_SetClosedCB(opts, o->on_closed, o->on_conn_arg);
 	if (s == NATS_OK)
 		s = natsOptions_SetUserCredentialsCallbacks(opts, cb_jwt, (void *)c,
 		    cb_sign, (void *)c);

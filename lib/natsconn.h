@@ -20,6 +20,10 @@ struct conn_opts {
 	int max_reconnect;    /* -1 forever, 0 none (default) */
 	natsErrHandler on_error; /* asynchronous errors (permission violations) */
 	void *on_error_arg;
+	/* The connection dropped / closed for good (NULL: not watched). */
+	natsConnectionHandler on_disconnected;
+	natsConnectionHandler on_closed;
+	void *on_conn_arg;
 };
 
 /*

@@ -65,7 +65,6 @@ pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const char *s
 	  jsConsumerConfig *cfg, struct puller *p, char *err, size_t errlen)
 {
 	jsConsumerInfo *ci = NULL;
-	natsInbox *uniq = NULL;
 	jsErrCode jerr = 0;
 	char what[512], diff[512];
 	natsStatus s;
@@ -96,10 +95,21 @@ pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const char *s
 		return -1;
 	}
 	jsConsumerInfo_Destroy(ci);
+	return pull_attach(nc, inbox_prefix, stream, cfg->Durable, p, err, errlen);
+}
 
+int
+pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
+	    const char *consumer, struct puller *p, char *err, size_t errlen)
+{
+	natsInbox *uniq = NULL;
+	char what[512];
+	natsStatus s;
+
+	snprintf(what, sizeof(what), "consumer %s on %s", consumer, stream);
 	memset(p, 0, sizeof(*p));
 	p->nc = nc;
-	snprintf(p->next, sizeof(p->next), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream, cfg->Durable);
+	snprintf(p->next, sizeof(p->next), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream, consumer);
 	/* Under the credential's own reply prefix; natsInbox_Create gives a
 	 * unique token after "_INBOX.". */
 	if (natsInbox_Create(&uniq) != NATS_OK) {

@@ -40,6 +40,9 @@ struct puller {
  */
 int pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const char *stream,
 	      jsConsumerConfig *cfg, struct puller *p, char *err, size_t errlen);
+/* Drive an existing consumer (made by the caller): no create, no check. */
+int pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
+		const char *consumer, struct puller *p, char *err, size_t errlen);
 void pull_close(struct puller *p);
 /*
  * Up to max messages: what is waiting, at once; when nothing is, the first

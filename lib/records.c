@@ -489,10 +489,35 @@ member_row_parse(const char *key, const char *data, size_t len, struct member_ro
 		goto out;
 	}
 	out->active = strcmp(s, "durable-active") == 0;
+	out->activated = json_is_true(json_object_get(v, "activated"));
 	rc = 0;
 out:
 	json_decref(v);
 	return rc;
+}
+
+static char *dump(json_t *v, size_t *len);
+
+char *
+member_row_build(const struct member_row *r, const char *writer, int64_t updated_at, size_t *len)
+{
+	char owner[PRINCIPAL_MAX + 1];
+	json_t *v;
+
+	principal_format(r->who.owner, r->who.actor, owner, sizeof(owner));
+	v = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:s, s:I}", "channel", r->channel,
+	    "owner", owner, "lifecycleUid", r->who.uid, "state",
+	    r->active ? "durable-active" : "live-confirmed", "joinCursor",
+	    (json_int_t)r->join_cursor, "generation", (json_int_t)r->generation, "activated",
+	    r->activated, "writerIdentity", writer, "updatedAt", (json_int_t)updated_at);
+	if (v != NULL && r->has_leave &&
+	    json_object_set_new(v, "leaveCursor", json_integer((json_int_t)r->leave_cursor)) != 0) {
+		json_decref(v);
+		return NULL;
+	}
+	char *text = v != NULL ? dump(v, len) : NULL;
+	json_decref(v);
+	return text;
 }
 
 bool

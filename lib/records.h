@@ -118,6 +118,7 @@ struct member_row {
 	uint64_t leave_cursor;
 	uint64_t generation;
 	bool active;      /* state "durable-active" */
+	bool activated;   /* the join's catch-up finished (gates the join report only) */
 };
 /* Split a member key; 0 on success. */
 int member_key_parse(const char *key, char *channel, size_t chlen, struct lifecycle *who);
@@ -126,6 +127,11 @@ bool member_key_format(const char *channel, const struct lifecycle *who, char *b
  * lifecycleUid disagree with the key is refused). */
 int member_row_parse(const char *key, const char *data, size_t len, struct member_row *out,
 		     char *why, size_t whylen);
+/* Serialize a row {channel, owner, lifecycleUid, state, joinCursor,
+ * leaveCursor?, generation, activated, writerIdentity, updatedAt};
+ * malloc'd, or NULL. */
+char *member_row_build(const struct member_row *r, const char *writer, int64_t updated_at,
+		       size_t *len);
 /* joinCursor < seq and (no leaveCursor or seq <= leaveCursor). */
 bool membership_eligible(const struct member_row *r, uint64_t seq);
 

@@ -153,13 +153,13 @@ cb_jwt(char **jwt, char **errtxt, void *arg)
 }
 
 /*
- * Receive the SIGN_REP to our request on the sign channel. Runs on a nats.c
- * thread, so it reports failure instead of exiting. Requests are serialized
- * (W.mu); a reply that arrived after an earlier request timed out is still
- * queued, and is drained before the next request goes out.
+ * Send one request on the sign channel and receive its SIGN_REP. Runs on a
+ * nats.c thread, so it reports failure instead of exiting. Requests are
+ * serialized (W.mu); a reply that arrived after an earlier request timed
+ * out is still queued, and is drained before the next request goes out.
  */
 static int
-sign_roundtrip(const char *nonce, uint8_t *buf, struct ipc_msg *m)
+sign_roundtrip(uint16_t type, const void *req, size_t len, uint8_t *buf, struct ipc_msg *m)
 {
 	struct pollfd p = { .fd = WORKER_FD_SIGN, .events = POLLIN };
 	char err[256];
@@ -168,7 +168,7 @@ sign_roundtrip(const char *nonce, uint8_t *buf, struct ipc_msg *m)
 	while (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
 		if (ipc_recv(WORKER_FD_SIGN, buf, IPC_TO_WORKER, m, err, sizeof(err)) != 1)
 			return -1;
-	if (ipc_send(WORKER_FD_SIGN, IPC_SIGN_REQ, nonce, strlen(nonce)) != 0)
+	if (ipc_send(WORKER_FD_SIGN, type, req, len) != 0)
 		return -1;
 	for (;;) {
 		rc = poll(&p, 1, WORKER_SIGN_TIMEOUT_MS);
@@ -183,17 +183,17 @@ sign_roundtrip(const char *nonce, uint8_t *buf, struct ipc_msg *m)
 	}
 }
 
-/* The nonce goes to the supervisor, which alone holds the seed. */
+/* A signature from the supervisor, as nats.c wants it back. */
 static natsStatus
-cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void *arg)
+sign_via_supervisor(uint16_t type, const void *req, size_t len, unsigned char **sig,
+		    int *siglen, char **errtxt)
 {
 	uint8_t buf[IPC_MAX_FRAME];
 	struct ipc_msg m;
 	int rc;
 
-	(void)arg;
 	pthread_mutex_lock(&W.mu);
-	rc = sign_roundtrip(nonce, buf, &m);
+	rc = sign_roundtrip(type, req, len, buf, &m);
 	pthread_mutex_unlock(&W.mu);
 	if (rc != 0) {
 		*errtxt = strdup("the supervisor did not sign the nonce");
@@ -209,6 +209,36 @@ cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void
 	memcpy(*sig, m.payload, m.len);
 	*siglen = (int)m.len;
 	return NATS_OK;
+}
+
+/* The nonce goes to the supervisor, which alone holds the seed. */
+static natsStatus
+cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void *arg)
+{
+	(void)arg;
+	return sign_via_supervisor(IPC_SIGN_REQ, nonce, strlen(nonce), sig, siglen, errtxt);
+}
+
+natsStatus
+worker_sign_sys(enum ipc_sys which, const char *nonce, unsigned char **sig, int *siglen,
+		char **errtxt)
+{
+	uint8_t req[IPC_SIGN_SYS_MAX];
+	size_t n = strlen(nonce);
+
+	if (n == 0 || n > IPC_SIGN_REQ_MAX) {
+		*errtxt = strdup("the broker's nonce is not of the signed form");
+		return NATS_ERR;
+	}
+	req[0] = (uint8_t)which;
+	memcpy(req + 1, nonce, n);
+	return sign_via_supervisor(IPC_SIGN_SYS, req, n + 1, sig, siglen, errtxt);
+}
+
+int
+worker_send(uint16_t type, const void *payload, size_t len)
+{
+	return ipc_send(WORKER_FD_MAIN, type, payload, len);
 }
 
 static void
@@ -365,6 +395,8 @@ dispatch(const struct ipc_msg *m)
 	case IPC_STOP:
 		return STOP_NOW;
 	default:
+		if (W.role->on_msg != NULL && W.role->on_msg(m))
+			return KEEP_ON;
 		/* CONFIG arrives once; anything else here is a broken peer. */
 		fatalx("ipc: unexpected %s on the main channel", ipc_type_info(m->type)->name);
 	}

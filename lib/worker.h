@@ -38,6 +38,10 @@ struct worker_role {
 	const char *name;
 	enum sandbox_role sandbox;
 	void (*run)(void);
+	/* A message of the main channel the runtime does not handle itself
+	 * (SYS_CREDS, LEASE, RELOAD_REP): false when the role takes no such
+	 * message, which makes it a protocol error. Runs on the main thread. */
+	bool (*on_msg)(const struct ipc_msg *m);
 };
 
 struct worker {
@@ -73,5 +77,13 @@ void worker_count(int i, uint64_t n);
 bool worker_violation(const char *needle, char *buf, size_t len);
 /* Sleep up to ms, returning early when the loop must return. */
 void worker_nap(int ms);
+/* Send a message to the supervisor on the main channel (any thread). */
+int worker_send(uint16_t type, const void *payload, size_t len);
+/*
+ * Have the supervisor sign a broker nonce as one of the $SYS users (the
+ * registry's eviction connections): the nats.c signature callback's shape.
+ */
+natsStatus worker_sign_sys(enum ipc_sys which, const char *nonce, unsigned char **sig,
+			   int *siglen, char **errtxt);
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -31,6 +32,7 @@
 #include "lib/worker.h"
 #include "worker-fanout/fanout.h"
 #include "worker-reader/reader.h"
+#include "worker-registry/registry.h"
 #include "sandbox/sandbox.h"
 
 static struct sup S;
@@ -189,6 +191,49 @@ creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 	return -1;
 }
 
+/*
+ * The $SYS users eviction sweeps with (WIRE.md §7), beside the delivery
+ * credential. Missing ones only make eviction unavailable; the start-up
+ * admission of the observer is the lease issue's.
+ */
+static void
+load_sys_creds(void)
+{
+	static const char *const files[] = { [IPC_SYS_OBSERVER] = "sys-observer.creds",
+		[IPC_SYS_EVICTOR] = "sys-evictor.creds" };
+	char dir[WS_PATH_MAX], path[WS_FILE_MAX], err[WS_FILE_MAX + 512];
+
+	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, sizeof(err)) != 0)
+		return;
+	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[w]);
+		if (access(path, F_OK) != 0) {
+			log_warnx("delivery: no %s: eviction is unavailable until it is provisioned",
+			    path);
+			continue;
+		}
+		if (sup_creds_load(path, &S.sys[w], err, sizeof(err)) != 0) {
+			log_warnx("delivery: %s; eviction is unavailable", err);
+			continue;
+		}
+		S.have_sys[w] = true;
+		log_info("delivery: %s (user %.12s…, sha256 %s)", files[w], S.sys[w].user_pub,
+		    S.sys[w].fingerprint);
+	}
+}
+
+/* An opaque incarnation per process: what the liveness rail names. */
+static void
+make_instance(void)
+{
+	uint8_t r[12];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		fatal("delivery: getrandom");
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(S.instance + 2 * i, 3, "%02x", r[i]);
+}
+
 static void
 open_log(void)
 {
@@ -213,11 +258,10 @@ open_log(void)
 }
 
 /*
- * The roles `--worker` runs. The registry and the timer hold their
- * connection and answer the supervisor; their loops are their own issues.
+ * The roles `--worker` runs. The timer holds its connection and answers the
+ * supervisor; its loop is its own issue.
  */
-static const struct worker_role registry_role = { "registry", SANDBOX_REGISTRY, NULL };
-static const struct worker_role timer_role = { "timer", SANDBOX_TIMER, NULL };
+static const struct worker_role timer_role = { .name = "timer", .sandbox = SANDBOX_TIMER };
 static const struct worker_role *const worker_roles[] = {
 	&fanout_role, &reader_role, &registry_role, &timer_role, NULL,
 };
@@ -280,6 +324,8 @@ main(int argc, char **argv)
 	}
 	log_info("delivery: credential %s (user %.12s…, account %.12s…, sha256 %s)", path,
 	    S.creds.user_pub, S.creds.account, S.creds.fingerprint);
+	load_sys_creds();
+	make_instance();
 	bool tls = false;
 	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), &tls, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
@@ -350,5 +396,8 @@ main(int argc, char **argv)
 	event_free(S.ev_status);
 	event_base_free(S.base);
 	sup_creds_free(&S.creds);
+	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++)
+		if (S.have_sys[w])
+			sup_creds_free(&S.sys[w]);
 	return S.exit_code;
 }

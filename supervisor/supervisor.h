@@ -73,6 +73,11 @@ struct sup {
 	bool stopping;
 	int exit_code;
 	struct sup_creds creds;
+	/* The $SYS observer and evictor (indexed by enum ipc_sys): loaded when
+	 * provisioned; without them eviction is unavailable. */
+	struct sup_creds sys[3];
+	bool have_sys[3];
+	char instance[IPC_INSTANCE_MAX]; /* this process's incarnation */
 	struct sup_worker workers[SUP_WORKERS];
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;

@@ -25,7 +25,12 @@ static const char *const roles[SUP_WORKERS] = { "fanout", "reader", "registry", 
 
 /* Only these variables reach a worker: nothing secret lives in them. */
 static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
-	"COTAL_DEBUG" };
+	"COTAL_DEBUG",
+#ifdef COTAL_TEST_HOOKS
+	"COTAL_TEST_JOIN_DELAY", /* worker-registry/membership.c */
+	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
+#endif
+};
 
 static void worker_spawn(struct sup_worker *w);
 
@@ -153,6 +158,28 @@ worker_recv(struct sup_worker *w, int fd, struct ipc_msg *m)
 	return 1;
 }
 
+/*
+ * reloadCreds, forwarded by the registry. The seed: "The daemon refuses a
+ * reloadCreds adoption until it has finished starting, which is after its
+ * lease watch is bound." The lease and its watch are the lifecycle issue's
+ * (issue 6): until this daemon binds one, its start-up has not finished in
+ * that sense, so every request is refused and nothing is adopted.
+ */
+static void
+reload_answer(struct sup_worker *w, const struct ipc_msg *m)
+{
+	struct ipc_reload_req req;
+	struct ipc_reload_rep rep = { 0 };
+
+	memcpy(&req, m->payload, sizeof(req));
+	rep.id = req.id;
+	snprintf(rep.error, sizeof(rep.error), "%s",
+	    "delivery: the daemon has not finished starting; nothing adopted");
+	log_info("delivery: reloadCreds refused: start-up has not finished (no lease watch)");
+	if (ipc_send(w->ch, IPC_RELOAD_REP, &rep, sizeof(rep)) != 0)
+		worker_kill(w, "cannot answer its RELOAD_REQ");
+}
+
 static void
 on_main(evutil_socket_t fd, short what, void *arg)
 {
@@ -178,25 +205,58 @@ on_main(evutil_socket_t fd, short what, void *arg)
 	case IPC_QUIESCED:
 		log_debug("worker %s quiesced", w->role);
 		break;
+	case IPC_RELOAD_REQ:
+		if (strcmp(w->role, "registry") != 0) {
+			worker_kill(w, "ipc: RELOAD_REQ from a worker that serves no admin rail");
+			close_channels(w);
+			break;
+		}
+		reload_answer(w, &m);
+		break;
 	default:
 		worker_kill(w, "ipc: a message the main channel does not carry");
 		close_channels(w);
 	}
 }
 
+/*
+ * The sign channel: the supervisor's table of permitted requests (think
+ * OpenSSH's monitor). Every worker may have its own connection's nonce
+ * signed; only the registry may have a $SYS user's signed, for the
+ * eviction sweeps, and only for a user that was provisioned.
+ */
 static void
 on_sign(evutil_socket_t fd, short what, void *arg)
 {
 	struct sup_worker *w = arg;
+	const struct sup_creds *as;
 	uint8_t sig[NKEY_SIG_LEN];
+	const uint8_t *nonce;
+	size_t nlen;
 	struct ipc_msg m;
 	char err[256];
 
 	(void)what;
 	if (worker_recv(w, fd, &m) <= 0)
 		return;
-	if (m.type != IPC_SIGN_REQ) {
-		worker_kill(w, "ipc: only SIGN_REQ rides the sign channel");
+	switch (m.type) {
+	case IPC_SIGN_REQ:
+		as = &w->sup->creds;
+		nonce = m.payload;
+		nlen = m.len;
+		break;
+	case IPC_SIGN_SYS:
+		if (strcmp(w->role, "registry") != 0 || !w->sup->have_sys[m.payload[0]]) {
+			worker_kill(w, "ipc: a $SYS signature this worker may not ask for");
+			close_channels(w);
+			return;
+		}
+		as = &w->sup->sys[m.payload[0]];
+		nonce = m.payload + 1;
+		nlen = m.len - 1;
+		break;
+	default:
+		worker_kill(w, "ipc: only SIGN_REQ and SIGN_SYS ride the sign channel");
 		close_channels(w);
 		return;
 	}
@@ -206,7 +266,7 @@ on_sign(evutil_socket_t fd, short what, void *arg)
 		ipc_send(fd, IPC_SIGN_REP, NULL, 0);
 		return;
 	}
-	if (sup_sign_nonce(&w->sup->creds, m.payload, m.len, sig, err, sizeof(err)) != 0) {
+	if (sup_sign_nonce(as, nonce, nlen, sig, err, sizeof(err)) != 0) {
 		/* A worker that asks to sign anything else is not to be trusted. */
 		worker_kill(w, err);
 		ipc_send(fd, IPC_SIGN_REP, NULL, 0);
@@ -263,6 +323,52 @@ child_exec(struct sup_worker *w, int ch, int sign, int logw)
 	_exit(127);
 }
 
+/* The registry's JWTs of the $SYS users (never their seeds). */
+static int
+send_sys_creds(struct sup_worker *w, enum ipc_sys which)
+{
+	const struct sup_creds *c = &w->sup->sys[which];
+	struct ipc_sys_creds h = { .which = which };
+	size_t jl = strlen(c->c.jwt);
+	uint8_t *buf;
+	int rc;
+
+	if (!inbox_prefix(c->user_pub, h.inbox_prefix, sizeof(h.inbox_prefix)))
+		return -1;
+	snprintf(h.user, sizeof(h.user), "%s", c->user_pub);
+	snprintf(h.account, sizeof(h.account), "%s", w->sup->creds.account);
+	if (sizeof(h) + jl > IPC_MAX_PAYLOAD || (buf = malloc(sizeof(h) + jl)) == NULL)
+		return -1;
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), c->c.jwt, jl);
+	rc = ipc_send(w->ch, IPC_SYS_CREDS, buf, sizeof(h) + jl);
+	free(buf);
+	return rc;
+}
+
+/*
+ * What the lease says, for the liveness rail. The lease itself is the
+ * lifecycle issue's (issue 6); until this daemon holds one, it serves from
+ * the moment it runs, as a single daemon per space does.
+ */
+static int
+send_lease(struct sup_worker *w)
+{
+	struct ipc_lease l = { .state = IPC_LEASE_SERVING };
+
+	snprintf(l.instance, sizeof(l.instance), "%s", w->sup->instance);
+	return ipc_send(w->ch, IPC_LEASE, &l, sizeof(l));
+}
+
+static int
+send_registry_extras(struct sup_worker *w)
+{
+	for (int which = IPC_SYS_OBSERVER; which <= IPC_SYS_EVICTOR; which++)
+		if (w->sup->have_sys[which] && send_sys_creds(w, which) != 0)
+			return -1;
+	return send_lease(w);
+}
+
 static void
 worker_spawn(struct sup_worker *w)
 {
@@ -315,7 +421,8 @@ worker_spawn(struct sup_worker *w)
 	cfg.drop_privs = s->drop;
 	/* The socket buffer holds both: a blocking worker reads them at once. */
 	if (ipc_send(w->ch, IPC_CONFIG, &cfg, sizeof(cfg)) != 0 ||
-	    ipc_send(w->ch, IPC_JWT, s->creds.c.jwt, strlen(s->creds.c.jwt)) != 0)
+	    ipc_send(w->ch, IPC_JWT, s->creds.c.jwt, strlen(s->creds.c.jwt)) != 0 ||
+	    (strcmp(w->role, "registry") == 0 && send_registry_extras(w) != 0))
 		worker_kill(w, "cannot send its configuration");
 	s->status_dirty = true;
 	log_debug("worker %s spawned (pid %ld)", w->role, (long)pid);

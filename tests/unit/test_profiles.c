@@ -106,6 +106,8 @@ test_delivery_holds_nothing_broader(void **state)
 	    "KV_cotal_(presence|channels|members|acl|records|delivery)_demo\\.\\*"
 	    "|\\$JS\\.FC\\.KV_cotal_(presence|channels|members|acl|records|delivery)_demo\\.>"
 	    "|\\$KV\\.cotal_members_demo\\.>|\\$KV\\.cotal_delivery_demo\\.lease\\.\\*"
+	    /* registerChannel's create, beyond §7 (docs/security.md) */
+	    "|\\$KV\\.cotal_channels_demo\\.>"
 	    "|cotal\\.demo\\.(dinbox|dlv)\\.\\*\\.\\*\\.\\*"
 	    "|cotal\\.demo\\.ept\\.\\*\\.\\*\\.\\*\\.\\*\\.(armed|fire)"
 	    "|cotal\\.demo\\.(ctl\\.delivery|ctl\\.delivery-admin|live\\.delivery)\\.\\*\\.\\*\\.reply\\.>"

@@ -1,0 +1,670 @@
+/*
+ * `cotal agent join|leave|memberships|history` and `cotal admin
+ * inventory|evict|liveness|reload`: requests on the delivery daemon's
+ * control rails (WIRE.md §5).
+ *
+ * Agent commands call ctl.delivery as the agent itself, with its own
+ * credential, once. Admin commands call ctl.delivery-admin as the manager,
+ * with the space's standing supervisor credential, and wait for the daemon
+ * with the seed's retry cadence (lib/ctlclient.c), as a manager retiring an
+ * agent does.
+ */
+#include "cli/cli.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/ctlclient.h"
+#include "lib/jwt.h"
+#include "lib/log.h"
+
+#define AGENT_WAIT_MS 5000    /* an agent command's one try */
+#define ADMIN_WAIT_MS 15000   /* the seed: a retirement's 15-second total wait */
+#define ADMIN_TRY_MS 5000     /* one admin try within that wait */
+#define WAIT_MAX_MS 600000
+#define HISTORY_LIMIT_MAX 200 /* WIRE.md §5: readHistory's limit */
+#define EVICT_MAX 256         /* WIRE.md §5: evictPrincipals' principals */
+#define SHA256_HEX 64
+
+/* The options a command takes besides --root, --space, --server, --json
+ * and --wait. */
+enum {
+	OPT_GENERATION = 1 << 0,
+	OPT_LIMIT = 1 << 1,
+	OPT_EXPECT = 1 << 2,
+};
+
+struct rail_args {
+	const char *verb;     /* "agent join": names the command in every refusal */
+	const char *root, *space, *server;
+	const char *pos[EVICT_MAX + 1];
+	int npos;
+	bool json;
+	int wait_ms;
+	uint64_t generation;  /* 0: not given */
+	uint64_t limit;       /* 0: not given */
+	char expect[SHA256_HEX + 1];
+};
+
+/* A client with its connection. */
+struct session {
+	struct ctl_client *client;
+	struct creds creds;
+	natsConnection *nc;
+};
+
+static void
+session_close(struct session *s)
+{
+	natsConnection_Destroy(s->nc);
+	ctl_client_free(s->client);
+	if (s->creds.jwt != NULL)
+		creds_free(&s->creds);
+	memset(s, 0, sizeof(*s));
+}
+
+static int
+parse_uint(const char *verb, const char *opt, const char *text, uint64_t min, uint64_t max,
+	   uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*text < '0' || *text > '9')
+		goto bad;
+	v = strtoull(text, &end, 10);
+	if (*end != '\0' || v < min || v > max)
+		goto bad;
+	*out = v;
+	return 0;
+bad:
+	log_errx("%s: %s \"%s\" must be a whole number from %" PRIu64 " to %" PRIu64, verb, opt,
+	    text, min, max);
+	return -1;
+}
+
+/*
+ * Parse argv: min_pos..max_pos positional arguments and the options in
+ * opts. 0, or -1 after a refusal that names the argument.
+ */
+static int
+parse_rail_args(const char *verb, int argc, char **argv, unsigned opts, int min_pos,
+		int max_pos, int wait_default, struct rail_args *a)
+{
+	uint64_t v;
+
+	memset(a, 0, sizeof(*a));
+	a->verb = verb;
+	a->wait_ms = wait_default;
+	for (int i = 0; i < argc; i++) {
+		const char *o = argv[i];
+		bool more = i + 1 < argc;
+		if (strcmp(o, "--root") == 0 && more) {
+			a->root = argv[++i];
+		} else if (strcmp(o, "--space") == 0 && more) {
+			a->space = argv[++i];
+		} else if (strcmp(o, "--server") == 0 && more) {
+			a->server = argv[++i];
+		} else if (strcmp(o, "--json") == 0) {
+			a->json = true;
+		} else if (strcmp(o, "--wait") == 0 && more) {
+			if (parse_uint(verb, o, argv[++i], 1, WAIT_MAX_MS, &v) != 0)
+				return -1;
+			a->wait_ms = (int)v;
+		} else if ((opts & OPT_GENERATION) && strcmp(o, "--generation") == 0 && more) {
+			if (parse_uint(verb, o, argv[++i], 1, INT64_MAX, &a->generation) != 0)
+				return -1;
+		} else if ((opts & OPT_LIMIT) && strcmp(o, "--limit") == 0 && more) {
+			if (parse_uint(verb, o, argv[++i], 1, HISTORY_LIMIT_MAX, &a->limit) != 0)
+				return -1;
+		} else if ((opts & OPT_EXPECT) && strcmp(o, "--expect") == 0 && more) {
+			const char *h = argv[++i];
+			size_t n = strlen(h);
+			bool hex = n == SHA256_HEX;
+			for (size_t k = 0; hex && k < n; k++)
+				hex = isxdigit((unsigned char)h[k]) != 0;
+			if (!hex) {
+				log_errx("%s: --expect \"%s\" must be the SHA-256 of the delivery JWT "
+				    "(64 hex digits)", verb, h);
+				return -1;
+			}
+			for (size_t k = 0; k < n; k++)
+				a->expect[k] = (char)tolower((unsigned char)h[k]);
+		} else if (o[0] == '-') {
+			log_errx("%s: unknown or incomplete option \"%s\"", verb, o);
+			return -1;
+		} else if (a->npos < max_pos) {
+			a->pos[a->npos++] = o;
+		} else {
+			log_errx("%s: unexpected argument \"%s\"", verb, o);
+			return -1;
+		}
+	}
+	if (a->space == NULL) {
+		log_errx("%s: --space is required", verb);
+		return -1;
+	}
+	if (a->npos < min_pos) {
+		log_errx("%s: missing arguments", verb);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+usage(const char *text)
+{
+	fprintf(stderr, "usage: cotal %s\n", text);
+	return 2;
+}
+
+static bool
+channel_ok(const struct rail_args *a, const char *ch)
+{
+	if (strlen(ch) <= CHANNEL_MAX && channel_concrete_valid(ch))
+		return true;
+	log_errx("%s: CHANNEL \"%s\" must be a concrete channel (durable membership is "
+	    "per-concrete-channel, not wildcard)", a->verb, ch);
+	return false;
+}
+
+/* Connect as the agent named a->pos[0]. */
+static int
+agent_session(const struct rail_args *a, struct agent_ref *r, struct session *s)
+{
+	struct conn_opts o = { 0 };
+	char err[4096];
+
+	memset(s, 0, sizeof(*s));
+	if (cli_agent_load(a->root, a->space, a->pos[0], r, err, sizeof(err)) != 0)
+		goto fail;
+	if ((s->client = ctl_client_new(a->space, r->owner, r->actor, r->name)) == NULL) {
+		snprintf(err, sizeof(err), "agent %s: principal %s.%s is not made of identity tokens",
+		    r->name, r->owner, r->actor);
+		goto fail;
+	}
+	ctl_client_conn_opts(s->client, &o);
+	if (cli_agent_connect(r, a->server, &o, &s->creds, &s->nc, err, sizeof(err)) != 0)
+		goto fail;
+	ctl_client_attach(s->client, s->nc);
+	return 0;
+fail:
+	log_errx("%s: %s", a->verb, err);
+	session_close(s);
+	return -1;
+}
+
+/* The principal a credential's JWT is tagged with ("principal:<o>.<a>"). */
+static int
+creds_principal(const struct creds *c, char *owner, size_t olen, char *actor, size_t alen,
+		char *err, size_t errlen)
+{
+	struct jwt j;
+	json_t *tags, *t;
+	size_t i;
+	int rc = -1;
+
+	if (jwt_decode(c->jwt, strlen(c->jwt), &j, err, errlen) != 0)
+		return -1;
+	tags = json_object_get(j.nats, "tags");
+	json_array_foreach(tags, i, t) {
+		const char *v = json_string_value(t);
+		if (v != NULL && strncmp(v, "principal:", 10) == 0 &&
+		    principal_parse(v + 10, owner, olen, actor, alen) == 0) {
+			rc = 0;
+			break;
+		}
+	}
+	if (rc != 0)
+		snprintf(err, errlen, "its JWT carries no principal:<owner>.<actor> tag");
+	jwt_free(&j);
+	return rc;
+}
+
+/* Connect as the manager: the space's standing supervisor credential. */
+static int
+admin_session(const struct rail_args *a, struct session *s)
+{
+	struct workspace ws;
+	struct conn_opts o = { .name = "cotal admin" };
+	char err[WS_FILE_MAX + 2048], path[WS_FILE_MAX], url[1024], why[1024];
+	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
+
+	memset(s, 0, sizeof(*s));
+	if (ws_locate(a->root, &ws, err, sizeof(err)) != 0 ||
+	    cli_space_creds_path(&ws, a->space, "supervisor", path, sizeof(path), err,
+	    sizeof(err)) != 0 ||
+	    ws_server_url(&ws, a->space, a->server, url, sizeof(url), NULL, err, sizeof(err)) != 0)
+		goto fail;
+	if (creds_load(path, &s->creds, why, sizeof(why)) != 0 ||
+	    creds_principal(&s->creds, owner, sizeof(owner), actor, sizeof(actor), why,
+	    sizeof(why)) != 0) {
+		snprintf(err, sizeof(err), "%s: %s", path, why);
+		goto fail;
+	}
+	if ((s->client = ctl_client_new(a->space, owner, actor, "cotal admin")) == NULL) {
+		snprintf(err, sizeof(err), "out of memory");
+		goto fail;
+	}
+	ctl_client_conn_opts(s->client, &o);
+	o.url = url;
+	if (conn_open(&o, &s->creds, &s->nc, err, sizeof(err)) != 0)
+		goto fail;
+	ctl_client_attach(s->client, s->nc);
+	return 0;
+fail:
+	log_errx("%s: %s", a->verb, err);
+	session_close(s);
+	return -1;
+}
+
+/*
+ * A call that did not end in ok:true: say why, naming the command. 1.
+ */
+static int
+call_failed(const struct rail_args *a, const struct ctl_result *r, enum rail rail)
+{
+	switch (r->outcome) {
+	case CTL_REPLIED: {
+		char *details = NULL;
+		json_t *d = json_object_get(r->reply, "details");
+		if (d != NULL)
+			details = json_dumps(d, JSON_COMPACT | JSON_ENCODE_ANY);
+		log_errx("%s: %s%s%s", a->verb, r->error ? r->error : "refused, without a reason",
+		    details ? " " : "", details ? details : "");
+		free(details);
+		break;
+	}
+	case CTL_NO_RESPONDERS:
+		log_errx("%s: no responders on the %s rail of space %s (is the delivery daemon "
+		    "running?)", a->verb, rail_kind(rail), a->space);
+		break;
+	case CTL_TIMEOUT:
+		log_errx("%s: no reply on the %s rail within %d ms (%s)", a->verb, rail_kind(rail),
+		    a->wait_ms, r->why);
+		break;
+	default:
+		log_errx("%s: %s: %s", a->verb, ctl_outcome_name(r->outcome), r->why);
+		break;
+	}
+	return 1;
+}
+
+static void
+print_json(const json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	printf("%s\n", text ? text : "null");
+	free(text);
+}
+
+/* --json: the raw reply, and the exit status of its ok. */
+static int
+print_raw(const struct ctl_result *r)
+{
+	print_json(r->reply);
+	return r->ok ? 0 : 1;
+}
+
+/* One request as the agent; args is stolen. 0 when it ended in ok:true. */
+static int
+agent_call(const struct rail_args *a, struct session *s, const char *op, json_t *args,
+	   struct ctl_result *r)
+{
+	ctl_call(s->client, RAIL_CTL, op, args, a->wait_ms, r);
+	json_decref(args);
+	return r->outcome == CTL_REPLIED && r->ok ? 0 : -1;
+}
+
+int
+cmd_agent_join(int argc, char **argv)
+{
+	static const char use[] = "agent join NAME CHANNEL --space S [--wait MS] [--json] "
+	    "[--root DIR] [--server URL]";
+	struct rail_args a;
+	struct agent_ref r;
+	struct session s;
+	struct ctl_result res = { 0 };
+	int rc = 1;
+
+	if (parse_rail_args("agent join", argc, argv, 0, 2, 2, AGENT_WAIT_MS, &a) != 0)
+		return usage(use);
+	if (!channel_ok(&a, a.pos[1]) || agent_session(&a, &r, &s) != 0)
+		return 1;
+	if (agent_call(&a, &s, "durableJoin", json_pack("{s:s}", "channel", a.pos[1]), &res) != 0) {
+		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
+		    call_failed(&a, &res, RAIL_CTL);
+		goto out;
+	}
+	json_t *gen = json_object_get(res.data, "generation");
+	bool durable = json_is_true(json_object_get(res.data, "durable"));
+	const char *reason = json_string_value(json_object_get(res.data, "reason"));
+	if (a.json)
+		print_json(res.reply);
+	else if (durable && json_is_integer(gen))
+		printf("%s joined %s durably (generation %" JSON_INTEGER_FORMAT ")\n", r.name,
+		    a.pos[1], json_integer_value(gen));
+	else if (durable)
+		printf("%s joined %s durably\n", r.name, a.pos[1]);
+	else
+		printf("%s did not join %s durably: %s\n", r.name, a.pos[1],
+		    reason ? reason : "the daemon gave no reason");
+	/* A join that is not durable leaves the agent without a durable
+	 * membership: a script must not take it for one. */
+	rc = durable ? 0 : 1;
+out:
+	ctl_result_free(&res);
+	session_close(&s);
+	return rc;
+}
+
+/* The generation of the agent's open membership of channel, from
+ * listMemberships; 0 when it has none (reported). */
+static uint64_t
+open_generation(const struct rail_args *a, struct session *s, const struct agent_ref *r,
+		const char *channel)
+{
+	struct ctl_result res = { 0 };
+	json_t *m;
+	size_t i;
+	uint64_t gen = 0;
+
+	if (agent_call(a, s, "listMemberships", json_pack("{s:s}", "lifecycleUid", r->uid),
+	    &res) != 0) {
+		if (res.outcome == CTL_REPLIED && a->json)
+			print_raw(&res);
+		else
+			call_failed(a, &res, RAIL_CTL);
+		ctl_result_free(&res);
+		return 0;
+	}
+	json_array_foreach(json_object_get(res.data, "memberships"), i, m) {
+		const char *ch = json_string_value(json_object_get(m, "channel"));
+		json_int_t g = json_integer_value(json_object_get(m, "generation"));
+		if (ch != NULL && strcmp(ch, channel) == 0 && g > 0) {
+			gen = (uint64_t)g;
+			break;
+		}
+	}
+	if (gen == 0)
+		log_errx("%s: %s has no open durable membership of %s", a->verb, r->name, channel);
+	ctl_result_free(&res);
+	return gen;
+}
+
+int
+cmd_agent_leave(int argc, char **argv)
+{
+	static const char use[] = "agent leave NAME CHANNEL --space S [--generation N] "
+	    "[--wait MS] [--json] [--root DIR] [--server URL]";
+	struct rail_args a;
+	struct agent_ref r;
+	struct session s;
+	struct ctl_result res = { 0 };
+	int rc = 1;
+
+	if (parse_rail_args("agent leave", argc, argv, OPT_GENERATION, 2, 2, AGENT_WAIT_MS,
+	    &a) != 0)
+		return usage(use);
+	if (!channel_ok(&a, a.pos[1]) || agent_session(&a, &r, &s) != 0)
+		return 1;
+	uint64_t gen = a.generation != 0 ? a.generation : open_generation(&a, &s, &r, a.pos[1]);
+	if (gen == 0)
+		goto out;
+	json_t *args = json_pack("{s:s, s:I, s:s}", "channel", a.pos[1], "generation",
+	    (json_int_t)gen, "lifecycleUid", r.uid);
+	if (agent_call(&a, &s, "durableLeave", args, &res) != 0) {
+		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
+		    call_failed(&a, &res, RAIL_CTL);
+		goto out;
+	}
+	if (a.json)
+		print_json(res.reply);
+	else if (json_is_true(json_object_get(res.data, "alreadyLeft")))
+		printf("%s had already left %s (generation %" PRIu64 ")\n", r.name, a.pos[1], gen);
+	else
+		printf("%s left %s (generation %" PRIu64 ")\n", r.name, a.pos[1], gen);
+	rc = 0;
+out:
+	ctl_result_free(&res);
+	session_close(&s);
+	return rc;
+}
+
+int
+cmd_agent_memberships(int argc, char **argv)
+{
+	static const char use[] = "agent memberships NAME --space S [--wait MS] [--json] "
+	    "[--root DIR] [--server URL]";
+	struct rail_args a;
+	struct agent_ref r;
+	struct session s;
+	struct ctl_result res = { 0 };
+	json_t *m;
+	size_t i;
+	int rc = 1;
+
+	if (parse_rail_args("agent memberships", argc, argv, 0, 1, 1, AGENT_WAIT_MS, &a) != 0)
+		return usage(use);
+	if (agent_session(&a, &r, &s) != 0)
+		return 1;
+	if (agent_call(&a, &s, "listMemberships", json_pack("{s:s}", "lifecycleUid", r.uid),
+	    &res) != 0) {
+		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
+		    call_failed(&a, &res, RAIL_CTL);
+		goto out;
+	}
+	json_t *list = json_object_get(res.data, "memberships");
+	if (a.json)
+		print_json(res.reply);
+	else if (json_array_size(list) == 0)
+		printf("%s has no open durable memberships\n", r.name);
+	json_array_foreach(a.json ? NULL : list, i, m) {
+		printf("%s generation %" JSON_INTEGER_FORMAT " %s\n",
+		    json_string_value(json_object_get(m, "channel")) ?: "?",
+		    json_integer_value(json_object_get(m, "generation")),
+		    json_is_true(json_object_get(m, "activated")) ? "activated" : "not activated");
+	}
+	rc = 0;
+out:
+	ctl_result_free(&res);
+	session_close(&s);
+	return rc;
+}
+
+int
+cmd_agent_history(int argc, char **argv)
+{
+	static const char use[] = "agent history NAME CHANNEL --space S [--limit N] "
+	    "[--wait MS] [--json] [--root DIR] [--server URL]";
+	struct rail_args a;
+	struct agent_ref r;
+	struct session s;
+	struct ctl_result res = { 0 };
+	json_t *item, *args;
+	size_t i;
+	int rc = 1;
+
+	if (parse_rail_args("agent history", argc, argv, OPT_LIMIT, 2, 2, AGENT_WAIT_MS, &a) != 0)
+		return usage(use);
+	if (!channel_ok(&a, a.pos[1]) || agent_session(&a, &r, &s) != 0)
+		return 1;
+	args = json_pack("{s:s}", "channel", a.pos[1]);
+	if (a.limit != 0)
+		json_object_set_new(args, "limit", json_integer((json_int_t)a.limit));
+	if (agent_call(&a, &s, "readHistory", args, &res) != 0) {
+		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
+		    call_failed(&a, &res, RAIL_CTL);
+		goto out;
+	}
+	if (a.json) {
+		print_json(res.reply);
+	} else {
+		json_array_foreach(json_object_get(res.data, "items"), i, item) {
+			const char *ch = json_string_value(json_object_get(item, "channel"));
+			cli_print_message(ch ? ch : a.pos[1], item);
+		}
+		printf("%s\n", json_is_true(json_object_get(res.data, "complete")) ? "complete" :
+		    "more history exists");
+	}
+	rc = 0;
+out:
+	ctl_result_free(&res);
+	session_close(&s);
+	return rc;
+}
+
+/*
+ * One admin request with the seed's retry cadence within --wait; args is
+ * stolen. Prints the reply's data (or with --json the reply). The exit
+ * status: 0 on ok:true, 1 otherwise.
+ */
+static int
+admin_call(const struct rail_args *a, const char *op, json_t *args)
+{
+	struct session s;
+	struct ctl_result res = { 0 };
+	int rc;
+
+	if (admin_session(a, &s) != 0) {
+		json_decref(args);
+		return 1;
+	}
+	ctl_call_retry(s.client, RAIL_ADMIN, op, args,
+	    a->wait_ms < ADMIN_TRY_MS ? a->wait_ms : ADMIN_TRY_MS, a->wait_ms, &res);
+	json_decref(args);
+	if (res.outcome == CTL_REPLIED && a->json) {
+		rc = print_raw(&res);
+	} else if (res.outcome == CTL_REPLIED && res.ok) {
+		if (res.data != NULL)
+			print_json(res.data);
+		else
+			printf("ok\n");
+		rc = 0;
+	} else {
+		rc = call_failed(a, &res, RAIL_ADMIN);
+	}
+	ctl_result_free(&res);
+	session_close(&s);
+	return rc;
+}
+
+static bool
+principal_ok(const struct rail_args *a, const char *p)
+{
+	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
+
+	if (principal_parse(p, owner, sizeof(owner), actor, sizeof(actor)) == 0)
+		return true;
+	log_errx("%s: PRINCIPAL \"%s\" is not <owner>.<actor> with a principal owner (\"local\" "
+	    "or \"u_\" + 26 of [a-z2-7])", a->verb, p);
+	return false;
+}
+
+int
+cmd_admin_inventory(int argc, char **argv)
+{
+	static const char use[] = "admin inventory PRINCIPAL UID --space S [--wait MS] [--json] "
+	    "[--root DIR] [--server URL]";
+	struct rail_args a;
+
+	if (parse_rail_args("admin inventory", argc, argv, 0, 2, 2, ADMIN_WAIT_MS, &a) != 0)
+		return usage(use);
+	if (!principal_ok(&a, a.pos[0]))
+		return 1;
+	if (!lifecycle_uid_valid(a.pos[1])) {
+		log_errx("%s: UID \"%s\" must match ^[a-z0-9]{26,32}$", a.verb, a.pos[1]);
+		return 1;
+	}
+	return admin_call(&a, "lifecycleMemberships", json_pack("{s:s, s:s}", "principal",
+	    a.pos[0], "lifecycleUid", a.pos[1]));
+}
+
+int
+cmd_admin_evict(int argc, char **argv)
+{
+	static const char use[] = "admin evict PRINCIPAL... --space S [--wait MS] [--json] "
+	    "[--root DIR] [--server URL]";
+	struct rail_args a;
+	json_t *list;
+
+	if (parse_rail_args("admin evict", argc, argv, 0, 1, EVICT_MAX + 1, ADMIN_WAIT_MS,
+	    &a) != 0)
+		return usage(use);
+	if (a.npos > EVICT_MAX) {
+		log_errx("%s: at most %d principals per request", a.verb, EVICT_MAX);
+		return 1;
+	}
+	for (int i = 0; i < a.npos; i++)
+		if (!principal_ok(&a, a.pos[i]))
+			return 1;
+	if (a.npos == 1)
+		return admin_call(&a, "evictPrincipal", json_pack("{s:s}", "principal", a.pos[0]));
+	list = json_array();
+	for (int i = 0; i < a.npos; i++)
+		json_array_append_new(list, json_string(a.pos[i]));
+	return admin_call(&a, "evictPrincipals", json_pack("{s:o}", "principals", list));
+}
+
+/*
+ * Without PRINCIPAL, the daemon's liveness probe (P.live.delivery.<o>.<a>)
+ * as the manager sees it: exit 0 only when bound. With one, the admin
+ * rail's principalLiveness.
+ */
+int
+cmd_admin_liveness(int argc, char **argv)
+{
+	static const char use[] = "admin liveness [PRINCIPAL] --space S [--wait MS] [--json] "
+	    "[--root DIR] [--server URL]";
+	struct rail_args a;
+	struct session s;
+	char instance[256], why[512];
+
+	if (parse_rail_args("admin liveness", argc, argv, 0, 0, 1, ADMIN_WAIT_MS, &a) != 0)
+		return usage(use);
+	if (a.npos == 1) {
+		if (!principal_ok(&a, a.pos[0]))
+			return 1;
+		return admin_call(&a, "principalLiveness", json_pack("{s:s}", "principal",
+		    a.pos[0]));
+	}
+	if (admin_session(&a, &s) != 0)
+		return 1;
+	enum liveness l = ctl_liveness(s.client, a.wait_ms < ADMIN_TRY_MS ? a.wait_ms :
+	    ADMIN_TRY_MS, instance, sizeof(instance), why, sizeof(why));
+	session_close(&s);
+	if (a.json) {
+		json_t *v = json_pack("{s:s}", "responder", liveness_name(l));
+		if (*instance != '\0')
+			json_object_set_new(v, "instance", json_string(instance));
+		if (*why != '\0')
+			json_object_set_new(v, "why", json_string(why));
+		print_json(v);
+		json_decref(v);
+	} else if (*instance != '\0') {
+		printf("%s (instance %s)\n", liveness_name(l), instance);
+	} else if (*why != '\0') {
+		printf("%s (%s)\n", liveness_name(l), why);
+	} else {
+		printf("%s\n", liveness_name(l));
+	}
+	return l == LIVE_BOUND ? 0 : 1;
+}
+
+int
+cmd_admin_reload(int argc, char **argv)
+{
+	static const char use[] = "admin reload --space S [--expect SHA256HEX] [--wait MS] "
+	    "[--json] [--root DIR] [--server URL]";
+	struct rail_args a;
+
+	if (parse_rail_args("admin reload", argc, argv, OPT_EXPECT, 0, 0, ADMIN_WAIT_MS, &a) != 0)
+		return usage(use);
+	return admin_call(&a, "reloadCreds", *a.expect == '\0' ? NULL :
+	    json_pack("{s:{s:s}}", "expected", "delivery", a.expect));
+}

@@ -1,0 +1,810 @@
+/*
+ * The caller's side of the control rails (lib/ctlclient.h) against a real
+ * broker, without the daemon: the test plays the responder itself with the
+ * space's delivery credential, which may subscribe to the rail subjects and
+ * publish to their reply subjects (WIRE.md §7).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/clock.h"
+#include "lib/ctlclient.h"
+#include "lib/jwt.h"
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+#define SEEN_MAX 64
+#define CLOSE_BOUND_MS 3000     /* a closed connection fails a call this fast */
+#define RECONNECT_WAIT_MS 20000
+
+static struct mesh mesh;
+static struct agent alice;
+
+/* ---- the responder: the test's stand-in for the daemon's rails ---- */
+
+enum mode {
+	ANSWER,        /* ok:true echoing op and from; op "refuse" is refused */
+	SILENT,        /* never answers */
+	SCRIPT,        /* silent for the first `ignore` requests, then refuses */
+};
+
+struct seen {
+	char subject[512];
+	char reply[768];
+	bool bound;        /* reply is "<subject>.reply.<x>" */
+	int64_t at;        /* mono_ms() on arrival */
+	char op[64];
+	char from_id[256], from_name[128];
+	char args[512];
+};
+
+struct responder {
+	pthread_mutex_t mu;
+	natsConnection *nc;
+	struct creds creds;
+	natsSubscription *subs[RAIL_COUNT];
+	enum mode mode;
+	int ignore;
+	const char *live;  /* the liveness reply's responder, or "garbage" */
+	int n;
+	struct seen seen[SEEN_MAX];
+};
+
+static struct responder resp = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void
+answer(natsConnection *nc, const char *reply, json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT);
+
+	natsConnection_Publish(nc, reply, text, (int)strlen(text));
+	free(text);
+	json_decref(v);
+}
+
+static void
+on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *arg)
+{
+	struct responder *r = arg;
+	const char *subject = natsMsg_GetSubject(msg), *reply = natsMsg_GetReply(msg);
+	json_t *body = json_loadb(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg), 0,
+	    NULL);
+	const char *op = json_string_value(json_object_get(body, "op"));
+	json_t *from = json_object_get(body, "from");
+	struct seen *s = NULL;
+	enum mode mode;
+	int n;
+
+	(void)sub;
+	pthread_mutex_lock(&r->mu);
+	n = ++r->n;
+	mode = r->mode;
+	if (n <= SEEN_MAX) {
+		s = &r->seen[n - 1];
+		memset(s, 0, sizeof(*s));
+		snprintf(s->subject, sizeof(s->subject), "%s", subject);
+		snprintf(s->reply, sizeof(s->reply), "%s", reply ? reply : "");
+		s->bound = rail_reply_bound(subject, reply);
+		s->at = mono_ms();
+		snprintf(s->op, sizeof(s->op), "%s", op ? op : "");
+		snprintf(s->from_id, sizeof(s->from_id), "%s",
+		    json_string_value(json_object_get(from, "id")) ?: "");
+		snprintf(s->from_name, sizeof(s->from_name), "%s",
+		    json_string_value(json_object_get(from, "name")) ?: "");
+		char *args = json_dumps(json_object_get(body, "args"), JSON_COMPACT);
+		snprintf(s->args, sizeof(s->args), "%s", args ? args : "");
+		free(args);
+	}
+	const char *live = r->live;
+	int ignore = r->ignore;
+	pthread_mutex_unlock(&r->mu);
+
+	/* WIRE.md §5: a reply subject not under "<subject>.reply." is dropped,
+	 * unanswered. */
+	if (s == NULL || !rail_reply_bound(subject, reply) || mode == SILENT ||
+	    (mode == SCRIPT && n <= ignore))
+		goto out;
+	if (strstr(subject, ".live.delivery.") != NULL) {
+		if (live != NULL && strcmp(live, "garbage") == 0)
+			natsConnection_PublishString(nc, reply, "not a liveness reply");
+		else if (live != NULL)
+			answer(nc, reply, json_pack("{s:s, s:s, s:s}", "plane", "delivery",
+			    "responder", live, "instance", "inst-1"));
+	} else if (mode == SCRIPT || (op != NULL && strcmp(op, "refuse") == 0)) {
+		answer(nc, reply, json_pack("{s:b, s:s}", "ok", 0, "error", "scripted refusal"));
+	} else {
+		answer(nc, reply, json_pack("{s:b, s:{s:s, s:O}}", "ok", 1, "data", "op",
+		    op ? op : "", "from", from ? from : json_null()));
+	}
+out:
+	json_decref(body);
+	natsMsg_Destroy(msg);
+}
+
+static void
+responder_reset(enum mode mode, int ignore, const char *live)
+{
+	pthread_mutex_lock(&resp.mu);
+	resp.mode = mode;
+	resp.ignore = ignore;
+	resp.live = live;
+	resp.n = 0;
+	memset(resp.seen, 0, sizeof(resp.seen));
+	pthread_mutex_unlock(&resp.mu);
+}
+
+static int
+responder_count(void)
+{
+	pthread_mutex_lock(&resp.mu);
+	int n = resp.n;
+	pthread_mutex_unlock(&resp.mu);
+	return n;
+}
+
+static struct seen
+responder_seen(int i)
+{
+	pthread_mutex_lock(&resp.mu);
+	struct seen s = resp.seen[i];
+	pthread_mutex_unlock(&resp.mu);
+	return s;
+}
+
+static bool
+wait_count(int n, int ms)
+{
+	for (int64_t end = mono_ms() + ms; mono_ms() < end; usleep(10 * 1000))
+		if (responder_count() >= n)
+			return true;
+	return responder_count() >= n;
+}
+
+static void
+creds_path(const char *profile, char *out, size_t len)
+{
+	char key[512];
+
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(out, len, "%s/.cotal/space.%s/%s.creds", mesh.dir, key, profile);
+}
+
+/* The responder subscribes the three rails as the daemon would (queue
+ * groups of WIRE.md §5), on a connection that reconnects forever. */
+static void
+responder_up(enum mode mode, int ignore, const char *live)
+{
+	struct conn_opts o = { .url = mesh.url, .name = "e2e responder", .timeout_ms = 5000,
+		.max_reconnect = -1 };
+	char path[H_PATH_MAX * 2], err[2048], subj[512];
+
+	responder_reset(mode, ignore, live);
+	creds_path("delivery", path, sizeof(path));
+	if (creds_load(path, &resp.creds, err, sizeof(err)) != 0 ||
+	    conn_open(&o, &resp.creds, &resp.nc, err, sizeof(err)) != 0)
+		fail_msg("responder: %s", err);
+	for (int r = 0; r < RAIL_COUNT; r++) {
+		snprintf(subj, sizeof(subj), "cotal.%s.%s.*.*", mesh.token, rail_kind(r));
+		assert_int_equal(natsConnection_QueueSubscribe(&resp.subs[r], resp.nc, subj,
+		    rail_queue(r), on_request, &resp), NATS_OK);
+	}
+	assert_int_equal(natsConnection_FlushTimeout(resp.nc, 5000), NATS_OK);
+}
+
+static void
+responder_down(void)
+{
+	for (int r = 0; r < RAIL_COUNT; r++) {
+		natsSubscription_Destroy(resp.subs[r]);
+		resp.subs[r] = NULL;
+	}
+	natsConnection_Destroy(resp.nc);
+	resp.nc = NULL;
+	if (resp.creds.jwt != NULL)
+		creds_free(&resp.creds);
+	memset(&resp.creds, 0, sizeof(resp.creds));
+}
+
+/* ---- the caller ---- */
+
+struct caller {
+	struct ctl_client *client;
+	struct creds creds;
+	natsConnection *nc;
+};
+
+static void
+caller_open(struct caller *c, const char *creds_file, const char *owner, const char *actor,
+	    const char *name, int max_reconnect)
+{
+	struct conn_opts o = { .url = mesh.url, .name = "e2e caller", .timeout_ms = 5000,
+		.max_reconnect = max_reconnect };
+	char err[2048];
+
+	memset(c, 0, sizeof(*c));
+	c->client = ctl_client_new(mesh.space, owner, actor, name);
+	assert_non_null(c->client);
+	ctl_client_conn_opts(c->client, &o);
+	if (creds_load(creds_file, &c->creds, err, sizeof(err)) != 0 ||
+	    conn_open(&o, &c->creds, &c->nc, err, sizeof(err)) != 0)
+		fail_msg("caller: %s", err);
+	ctl_client_attach(c->client, c->nc);
+}
+
+static void
+caller_open_alice(struct caller *c, int max_reconnect)
+{
+	caller_open(c, alice.creds, alice.owner, alice.actor, "alice", max_reconnect);
+}
+
+static void
+caller_close(struct caller *c)
+{
+	natsConnection_Destroy(c->nc);
+	ctl_client_free(c->client);
+	if (c->creds.jwt != NULL)
+		creds_free(&c->creds);
+	memset(c, 0, sizeof(*c));
+}
+
+/* A call or probe run on a thread, so the test can act while it waits. */
+struct pending {
+	pthread_t thread;
+	struct ctl_client *client;
+	bool liveness;
+	int timeout_ms;
+	struct ctl_result res;
+	enum liveness live;
+	int64_t ended;
+};
+
+static void *
+pending_run(void *arg)
+{
+	struct pending *p = arg;
+	char inst[64], why[512];
+
+	if (p->liveness)
+		p->live = ctl_liveness(p->client, p->timeout_ms, inst, sizeof(inst), why,
+		    sizeof(why));
+	else
+		ctl_call(p->client, RAIL_CTL, "durableJoin", NULL, p->timeout_ms, &p->res);
+	p->ended = mono_ms();
+	return NULL;
+}
+
+static void
+pending_start(struct pending *p, struct ctl_client *client, bool liveness, int timeout_ms)
+{
+	memset(p, 0, sizeof(*p));
+	p->client = client;
+	p->liveness = liveness;
+	p->timeout_ms = timeout_ms;
+	assert_int_equal(pthread_create(&p->thread, NULL, pending_run, p), 0);
+}
+
+static void
+pending_join(struct pending *p)
+{
+	pthread_join(p->thread, NULL);
+}
+
+static bool
+wait_connected(natsConnection *nc, int ms)
+{
+	for (int64_t end = mono_ms() + ms; mono_ms() < end; usleep(20 * 1000))
+		if (natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED)
+			return true;
+	return false;
+}
+
+static void
+sleep_ms(int ms)
+{
+	usleep((useconds_t)ms * 1000);
+}
+
+/* ---- setup ---- */
+
+static int
+setup(void **state)
+{
+	(void)state;
+	if (h_mesh_up(&mesh, "ctl client", true) != 0 ||
+	    h_agent_add(&mesh, "alice", "general", &alice) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	h_mesh_down(&mesh);
+	return 0;
+}
+
+/* Each test starts with the broker up and no responder, whatever an
+ * earlier failed test left behind. */
+static int
+fresh(void **state)
+{
+	(void)state;
+	if (resp.nc != NULL)
+		responder_down();
+	responder_reset(ANSWER, 0, NULL);
+	return mesh.broker > 0 ? 0 : h_broker_start(&mesh);
+}
+
+/* ---- tests ---- */
+
+/* WIRE.md §5: "Request: {op, args?, from:{id, name, ...}}. Reply: {ok,
+ * data?, error?, details?}." A reply is read, an ok one and a refusal. */
+static void
+test_reply_is_read_ok_and_refusal(void **state)
+{
+	struct caller c;
+	struct ctl_result r;
+	char id[256];
+
+	(void)state;
+	responder_up(ANSWER, 0, NULL);
+	caller_open_alice(&c, 0);
+
+	json_t *args = json_pack("{s:s}", "channel", "general");
+	ctl_call(c.client, RAIL_CTL, "durableJoin", args, 5000, &r);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_true(r.ok);
+	assert_null(r.error);
+	assert_string_equal(json_string_value(json_object_get(r.data, "op")), "durableJoin");
+	snprintf(id, sizeof(id), "%s.%s", alice.owner, alice.actor);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r.data, "from"),
+	    "id")), id);
+	ctl_result_free(&r);
+	/* args is not stolen; it went out as given. */
+	assert_int_equal(json_object_size(args), 1);
+	json_decref(args);
+	struct seen s = responder_seen(0);
+	assert_string_equal(s.from_name, "alice");
+	assert_string_equal(s.args, "{\"channel\":\"general\"}");
+
+	ctl_call(c.client, RAIL_CTL, "refuse", NULL, 5000, &r);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_false(r.ok);
+	assert_non_null(r.error);
+	assert_string_equal(r.error, "scripted refusal");
+	ctl_result_free(&r);
+	/* No args: none sent. */
+	assert_string_equal(responder_seen(1).args, "");
+
+	caller_close(&c);
+	responder_down();
+}
+
+/* WIRE.md §5: "the caller names its own reply subject
+ * `<request subject>.reply.<random>` (not `_INBOX`)" — on every rail,
+ * for an agent and for the manager. */
+static void
+test_reply_subject_is_request_subject_reply_random(void **state)
+{
+	struct caller c, mgr;
+	struct ctl_result r;
+	char path[H_PATH_MAX * 2], err[1024], want[512], owner[64] = "", actor[128] = "";
+	struct creds sc = { 0 };
+	struct jwt j;
+	json_t *t;
+	size_t i;
+
+	(void)state;
+	responder_up(ANSWER, 0, "bound");
+	caller_open_alice(&c, 0);
+	ctl_call(c.client, RAIL_CTL, "listMemberships", NULL, 5000, &r);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	ctl_result_free(&r);
+	assert_int_equal(ctl_liveness(c.client, 5000, NULL, 0, NULL, 0), LIVE_BOUND);
+
+	/* The manager's principal is its JWT's principal:<o>.<a> tag. */
+	creds_path("supervisor", path, sizeof(path));
+	assert_int_equal(creds_load(path, &sc, err, sizeof(err)), 0);
+	assert_int_equal(jwt_decode(sc.jwt, strlen(sc.jwt), &j, err, sizeof(err)), 0);
+	json_array_foreach(json_object_get(j.nats, "tags"), i, t) {
+		const char *v = json_string_value(t);
+		if (v != NULL && strncmp(v, "principal:", 10) == 0)
+			assert_int_equal(principal_parse(v + 10, owner, sizeof(owner), actor,
+			    sizeof(actor)), 0);
+	}
+	jwt_free(&j);
+	creds_free(&sc);
+	assert_true(*owner != '\0');
+	caller_open(&mgr, path, owner, actor, "manager", 0);
+	ctl_call(mgr.client, RAIL_ADMIN, "lifecycleMemberships", NULL, 5000, &r);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_true(r.ok);
+	ctl_result_free(&r);
+
+	assert_int_equal(responder_count(), 3);
+	const char *kinds[] = { "ctl.delivery", "live.delivery", "ctl.delivery-admin" };
+	const char *owners[] = { alice.owner, alice.owner, owner };
+	const char *actors[] = { alice.actor, alice.actor, actor };
+	for (int k = 0; k < 3; k++) {
+		struct seen s = responder_seen(k);
+		snprintf(want, sizeof(want), "cotal.%s.%s.%s.%s", mesh.token, kinds[k], owners[k],
+		    actors[k]);
+		assert_string_equal(s.subject, want);
+		assert_true(s.bound);
+		assert_true(strncmp(s.reply, want, strlen(want)) == 0);
+		assert_true(strncmp(s.reply + strlen(want), ".reply.", 7) == 0);
+		assert_true(strlen(s.reply + strlen(want) + 7) >= 16);
+	}
+	/* Two requests never share a reply subject. */
+	assert_string_not_equal(responder_seen(0).reply, responder_seen(1).reply);
+
+	caller_close(&mgr);
+	caller_close(&c);
+	responder_down();
+}
+
+/* WIRE.md §5: "Caller side: no responders = `unbound`"; the seed: "Normal
+ * replies, timeouts and broker no-responder answers keep their usual
+ * classification." */
+static void
+test_no_responders_is_unbound(void **state)
+{
+	struct caller c;
+	struct ctl_result r;
+	char why[512];
+
+	(void)state;
+	caller_open_alice(&c, 0);
+	int64_t t0 = mono_ms();
+	ctl_call(c.client, RAIL_CTL, "durableJoin", NULL, 5000, &r);
+	assert_int_equal(r.outcome, CTL_NO_RESPONDERS);
+	assert_null(r.reply);
+	ctl_result_free(&r);
+	assert_int_equal(ctl_liveness(c.client, 5000, NULL, 0, why, sizeof(why)), LIVE_UNBOUND);
+	/* The broker answers at once: neither waited out its timeout. */
+	assert_true(mono_ms() - t0 < 2000);
+	caller_close(&c);
+}
+
+/* The seed: "Normal replies, timeouts and broker no-responder answers keep
+ * their usual classification." A silent responder is a timeout, and a
+ * liveness probe that times out is unknown. */
+static void
+test_timeout_is_timeout_and_liveness_unknown(void **state)
+{
+	struct caller c;
+	struct ctl_result r;
+
+	(void)state;
+	responder_up(SILENT, 0, NULL);
+	caller_open_alice(&c, 0);
+	int64_t t0 = mono_ms();
+	ctl_call(c.client, RAIL_CTL, "durableJoin", NULL, 500, &r);
+	assert_int_equal(r.outcome, CTL_TIMEOUT);
+	assert_true(mono_ms() - t0 >= 500);
+	ctl_result_free(&r);
+	assert_int_equal(ctl_liveness(c.client, 500, NULL, 0, NULL, 0), LIVE_UNKNOWN);
+	caller_close(&c);
+	responder_down();
+}
+
+/* WIRE.md §5: Reply {"plane":"delivery","responder":"bound"|"unbound"|
+ * "stale"|"unknown","instance":"<opaque>"}; an unreadable reply is unknown. */
+static void
+test_liveness_reads_the_responder_field(void **state)
+{
+	static const struct {
+		const char *responder;
+		enum liveness want;
+	} cases[] = {
+		{ "bound", LIVE_BOUND }, { "stale", LIVE_STALE }, { "unbound", LIVE_UNBOUND },
+		{ "unknown", LIVE_UNKNOWN }, { "sideways", LIVE_UNKNOWN }, { "garbage", LIVE_UNKNOWN },
+	};
+	struct caller c;
+	char inst[64], why[512];
+
+	(void)state;
+	responder_up(ANSWER, 0, NULL);
+	caller_open_alice(&c, 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		responder_reset(ANSWER, 0, cases[i].responder);
+		enum liveness l = ctl_liveness(c.client, 5000, inst, sizeof(inst), why, sizeof(why));
+		if (l != cases[i].want)
+			fail_msg("responder \"%s\": %s, want %s (%s)", cases[i].responder,
+			    liveness_name(l), liveness_name(cases[i].want), why);
+		if (strcmp(cases[i].responder, "garbage") != 0)
+			assert_string_equal(inst, "inst-1");
+	}
+	caller_close(&c);
+	responder_down();
+}
+
+/*
+ * The seed: "An endpoint's pending control and delivery requests reject if
+ * their connection closes ... The request is not replayed on the new
+ * connection: a lost reply does not prove that the operation did not run.
+ * A liveness probe interrupted this way returns unknown, not unbound."
+ *
+ * A call with a 10 s timeout to a responder that never answers, and a
+ * liveness probe beside it; the broker is killed: both end well before
+ * their timeout. The broker comes back and the client reconnects: the
+ * responder still has seen each request exactly once.
+ */
+static void
+test_pending_requests_reject_when_connection_closes_and_are_not_replayed(void **state)
+{
+	struct caller c;
+	struct pending call, probe;
+	struct ctl_result r;
+
+	(void)state;
+	responder_up(SILENT, 0, NULL);
+	caller_open_alice(&c, -1);
+	pending_start(&call, c.client, false, 10000);
+	pending_start(&probe, c.client, true, 10000);
+	assert_true(wait_count(2, 5000));
+
+	int64_t killed = mono_ms();
+	assert_int_equal(h_broker_kill(&mesh), 0);
+	pending_join(&call);
+	pending_join(&probe);
+	assert_int_equal(call.res.outcome, CTL_CLOSED);
+	assert_true(call.ended - killed < CLOSE_BOUND_MS);
+	ctl_result_free(&call.res);
+	assert_int_equal(probe.live, LIVE_UNKNOWN);
+	assert_true(probe.ended - killed < CLOSE_BOUND_MS);
+
+	/* The broker is back; both ends reconnect on their own. */
+	assert_int_equal(h_broker_start(&mesh), 0);
+	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
+	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
+	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
+	assert_int_equal(natsConnection_FlushTimeout(resp.nc, 5000), NATS_OK);
+	sleep_ms(1500);
+	assert_int_equal(responder_count(), 2);
+
+	/* The client goes on working on the rebuilt connection. */
+	responder_reset(ANSWER, 0, "bound");
+	ctl_call(c.client, RAIL_CTL, "durableJoin", NULL, 5000, &r);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_true(r.ok);
+	ctl_result_free(&r);
+	assert_int_equal(responder_count(), 1);
+
+	caller_close(&c);
+	responder_down();
+}
+
+/* The seed: "An endpoint's pending control and delivery requests reject if
+ * their connection closes, including when the endpoint stops ... it." */
+static void
+test_pending_request_rejects_when_endpoint_stops(void **state)
+{
+	struct caller c;
+	struct pending call;
+
+	(void)state;
+	responder_up(SILENT, 0, NULL);
+	caller_open_alice(&c, 0);
+	pending_start(&call, c.client, false, 10000);
+	assert_true(wait_count(1, 5000));
+	int64_t closed = mono_ms();
+	natsConnection_Close(c.nc);
+	pending_join(&call);
+	assert_int_equal(call.res.outcome, CTL_CLOSED);
+	assert_true(call.ended - closed < CLOSE_BOUND_MS);
+	ctl_result_free(&call.res);
+	/* A call on the closed connection fails at once and sends nothing. */
+	ctl_call(c.client, RAIL_CTL, "durableJoin", NULL, 5000, &call.res);
+	assert_int_equal(call.res.outcome, CTL_CLOSED);
+	ctl_result_free(&call.res);
+	assert_int_equal(ctl_liveness(c.client, 5000, NULL, 0, NULL, 0), LIVE_UNKNOWN);
+	assert_int_equal(responder_count(), 1);
+	caller_close(&c);
+	responder_down();
+}
+
+/* The seed: "... including when the endpoint stops or replaces it. The
+ * request is not replayed on the new connection". */
+static void
+test_pending_request_rejects_when_connection_replaced(void **state)
+{
+	struct caller c;
+	struct pending call, probe;
+	struct ctl_result r;
+	struct creds c2 = { 0 };
+	natsConnection *nc2 = NULL;
+	struct conn_opts o = { .url = mesh.url, .name = "e2e caller 2", .timeout_ms = 5000 };
+	char err[1024];
+
+	(void)state;
+	responder_up(SILENT, 0, NULL);
+	caller_open_alice(&c, 0);
+	pending_start(&call, c.client, false, 10000);
+	pending_start(&probe, c.client, true, 10000);
+	assert_true(wait_count(2, 5000));
+
+	ctl_client_conn_opts(c.client, &o);
+	if (creds_load(alice.creds, &c2, err, sizeof(err)) != 0 ||
+	    conn_open(&o, &c2, &nc2, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	int64_t replaced = mono_ms();
+	ctl_client_attach(c.client, nc2);
+	pending_join(&call);
+	pending_join(&probe);
+	assert_int_equal(call.res.outcome, CTL_CLOSED);
+	assert_true(call.ended - replaced < CLOSE_BOUND_MS);
+	ctl_result_free(&call.res);
+	assert_int_equal(probe.live, LIVE_UNKNOWN);
+
+	/* Nothing is replayed on the new connection; it serves new calls. */
+	sleep_ms(1000);
+	assert_int_equal(responder_count(), 2);
+	responder_reset(ANSWER, 0, NULL);
+	ctl_call(c.client, RAIL_CTL, "durableJoin", NULL, 5000, &r);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	ctl_result_free(&r);
+	assert_int_equal(responder_count(), 1);
+	/* Closing the old connection now touches nothing pending on the new. */
+	natsConnection_Destroy(c.nc);
+	c.nc = nc2;
+	caller_close(&c);
+	creds_free(&c2);
+	responder_down();
+}
+
+/* Starts the responder after a delay, on its own thread. */
+static void *
+late_responder(void *arg)
+{
+	sleep_ms(*(int *)arg);
+	responder_up(SCRIPT, 1, NULL);
+	return NULL;
+}
+
+/*
+ * The seed: "Only a request that times out or finds no responder is
+ * retried. The first retry runs at once. Later retries are at most one
+ * second apart ... A daemon that answers fails the start at once if it
+ * refuses or its reply cannot be read."
+ *
+ * No responder for 2 s (no-responder answers, retried); then one that lets
+ * the first request time out and refuses the second: the call ends on that
+ * refusal, having sent exactly two requests to it.
+ */
+static void
+test_retry_retries_timeout_and_no_responders_and_stops_on_refusal(void **state)
+{
+	struct caller c;
+	struct ctl_result r;
+	pthread_t t;
+	int delay = 2000;
+
+	(void)state;
+	caller_open_alice(&c, 0);
+	responder_reset(SCRIPT, 1, NULL);
+	int64_t t0 = mono_ms();
+	assert_int_equal(pthread_create(&t, NULL, late_responder, &delay), 0);
+	ctl_call_retry(c.client, RAIL_CTL, "durableJoin", NULL, 500, 15000, &r);
+	int64_t took = mono_ms() - t0;
+	pthread_join(t, NULL);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_false(r.ok);
+	assert_string_equal(r.error, "scripted refusal");
+	ctl_result_free(&r);
+	assert_int_equal(responder_count(), 2);
+	/* The responder was asked within a retry gap of binding, and the
+	 * second request came at once after the first timed out. */
+	struct seen first = responder_seen(0), second = responder_seen(1);
+	assert_true(first.at - t0 < delay + 1500);
+	assert_true(second.at - first.at >= 450 && second.at - first.at < 1500);
+	assert_true(took < 6000);
+	/* Nothing more after the refusal. */
+	sleep_ms(1500);
+	assert_int_equal(responder_count(), 2);
+	caller_close(&c);
+	responder_down();
+}
+
+/*
+ * The seed: "Later retries are at most one second apart, shortened as the
+ * wait runs out, so a daemon that binds in its last seconds is still
+ * asked. The wait ends on time even while a retry is still connecting, and
+ * nothing is sent after it."
+ */
+static void
+test_retry_sends_nothing_after_the_wait(void **state)
+{
+	struct caller c;
+	struct ctl_result r;
+	const int total = 3000;
+
+	(void)state;
+	responder_up(SILENT, 0, NULL);
+	caller_open_alice(&c, 0);
+	int64_t t0 = mono_ms();
+	ctl_call_retry(c.client, RAIL_CTL, "durableJoin", NULL, 700, total, &r);
+	int64_t took = mono_ms() - t0;
+	assert_int_equal(r.outcome, CTL_TIMEOUT);
+	ctl_result_free(&r);
+	assert_true(took >= total - 50 && took < total + 500);
+	sleep_ms(1500);
+	int n = responder_count();
+	assert_true(n >= 3);
+	for (int i = 0; i < n; i++) {
+		struct seen s = responder_seen(i);
+		assert_true(s.at - t0 < total);
+		if (i > 0)
+			assert_true(s.at - responder_seen(i - 1).at <= 1000 + 200);
+	}
+	/* The first retry ran at once after the first try's 700 ms. */
+	assert_true(responder_seen(1).at - responder_seen(0).at < 900);
+	caller_close(&c);
+	responder_down();
+}
+
+/* The seed: "The wait ends on time even while a retry is still connecting,
+ * and nothing is sent after it." The broker is gone for the whole wait: the
+ * retry loop ends on time, and the client's reconnect after it sends
+ * nothing. */
+static void
+test_retry_ends_on_time_while_reconnecting(void **state)
+{
+	struct caller c;
+	struct ctl_result r;
+	const int total = 3000;
+
+	(void)state;
+	responder_up(SILENT, 0, NULL);
+	caller_open_alice(&c, -1);
+	assert_int_equal(h_broker_kill(&mesh), 0);
+	int64_t t0 = mono_ms();
+	ctl_call_retry(c.client, RAIL_CTL, "durableJoin", NULL, 1000, total, &r);
+	int64_t took = mono_ms() - t0;
+	assert_int_equal(r.outcome, CTL_TIMEOUT);
+	ctl_result_free(&r);
+	assert_true(took >= total - 50 && took < total + 500);
+
+	assert_int_equal(h_broker_start(&mesh), 0);
+	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
+	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
+	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
+	sleep_ms(1000);
+	assert_int_equal(responder_count(), 0);
+	caller_close(&c);
+	responder_down();
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_reply_is_read_ok_and_refusal, fresh),
+		cmocka_unit_test_setup(test_reply_subject_is_request_subject_reply_random, fresh),
+		cmocka_unit_test_setup(test_no_responders_is_unbound, fresh),
+		cmocka_unit_test_setup(test_timeout_is_timeout_and_liveness_unknown, fresh),
+		cmocka_unit_test_setup(test_liveness_reads_the_responder_field, fresh),
+		cmocka_unit_test_setup(test_pending_requests_reject_when_connection_closes_and_are_not_replayed, fresh),
+		cmocka_unit_test_setup(test_pending_request_rejects_when_endpoint_stops, fresh),
+		cmocka_unit_test_setup(test_pending_request_rejects_when_connection_replaced, fresh),
+		cmocka_unit_test_setup(test_retry_retries_timeout_and_no_responders_and_stops_on_refusal, fresh),
+		cmocka_unit_test_setup(test_retry_sends_nothing_after_the_wait, fresh),
+		cmocka_unit_test_setup(test_retry_ends_on_time_while_reconnecting, fresh),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	int rc = cmocka_run_group_tests(tests, setup, teardown);
+	nats_Close();
+	return rc;
+}

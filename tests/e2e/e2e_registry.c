@@ -1,0 +1,999 @@
+/*
+ * The membership registry and the control rails against a real broker and
+ * the real daemon (WIRE.md §5; the seed's "Where it runs" and "The three
+ * pieces"): agents call ctl.delivery as themselves, the manager calls
+ * ctl.delivery-admin with the space's supervisor credential, all through
+ * lib/ctlclient.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/clock.h"
+#include "lib/ctlclient.h"
+#include "lib/jwt.h"
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+#define CALL_MS 10000
+#define WAIT_MS 8000
+#define QUIET_MS 1500
+#define SLOW_SWEEP_MS 3000 /* the test hook's hold on a sweep naming local.slow0 */
+#define JOIN_GAP_MS 3000   /* the test hook's hold on a join of "narrowgap" */
+
+static struct mesh mesh;
+static struct daemon dmn;
+static struct conn prov;     /* the provisioner: test rows */
+static struct conn mgr;      /* the manager (supervisor credential) */
+static struct ctl_client *mgr_cl;
+
+/* An agent with its own connection and rail client. */
+struct peer {
+	struct agent a;
+	struct conn c;
+	struct ctl_client *cl;
+};
+
+static int
+daemon_up(struct daemon *d)
+{
+	if (h_daemon_start(&mesh, d, NULL) != 0 || h_daemon_wait_connected(d, 20000) != 0 ||
+	    !h_log_has(d->log, "serving cotal.", 20000) || !h_log_has(d->log, "fan-out bound", 20000) ||
+	    !h_log_has(d->log, "reader bound", 20000)) {
+		fprintf(stderr, "✗ the daemon did not serve its rails; see %s\n", d->log);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+manager_connect(void)
+{
+	char err[1024], actor[IDENT_MAX + 1];
+	struct jwt j;
+
+	if (h_connect_profile(&mesh, "supervisor", &mgr, err, sizeof(err)) != 0 ||
+	    jwt_decode(mgr.creds.jwt, strlen(mgr.creds.jwt), &j, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ manager: %s\n", err);
+		return -1;
+	}
+	/* cli/mint.c: a standing credential's principal is local.<user key>. */
+	snprintf(actor, sizeof(actor), "%s", j.sub);
+	jwt_free(&j);
+	mgr_cl = ctl_client_new(mesh.space, "local", actor, "manager");
+	if (mgr_cl == NULL)
+		return -1;
+	ctl_client_attach(mgr_cl, mgr.nc);
+	return 0;
+}
+
+static int
+setup(void **state)
+{
+	char err[1024];
+
+	(void)state;
+	if (h_mesh_up(&mesh, "registry", true) != 0)
+		return -1;
+	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ provisioner: %s\n", err);
+		return -1;
+	}
+	if (manager_connect() != 0)
+		return -1;
+	/* Test hooks of the daemon's test build (worker-registry). */
+	setenv("COTAL_TEST_SWEEP_DELAY", "local.slow0:3000", 1);
+	setenv("COTAL_TEST_JOIN_DELAY", "narrowgap:3000", 1);
+	return daemon_up(&dmn);
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	h_daemon_kill(&dmn);
+	ctl_client_free(mgr_cl);
+	h_close(&mgr);
+	h_close(&prov);
+	h_mesh_down(&mesh);
+	return 0;
+}
+
+static void
+peer_up(struct peer *p, const char *name, const char *allow)
+{
+	char err[1024];
+
+	assert_int_equal(h_agent_add(&mesh, name, allow, &p->a), 0);
+	if (h_connect(&mesh, p->a.creds, &p->c, err, sizeof(err)) != 0)
+		fail_msg("connect %s: %s", name, err);
+	p->cl = ctl_client_new(mesh.space, p->a.owner, p->a.actor, name);
+	assert_non_null(p->cl);
+	ctl_client_attach(p->cl, p->c.nc);
+}
+
+static void
+peer_down(struct peer *p)
+{
+	ctl_client_free(p->cl);
+	h_close(&p->c);
+}
+
+/* One call; args is JSON text or NULL. */
+static void
+call(struct ctl_client *cl, enum rail rail, const char *op, const char *args,
+     struct ctl_result *r)
+{
+	json_t *a = args ? json_loads(args, 0, NULL) : NULL;
+
+	if (args != NULL && a == NULL)
+		fail_msg("bad test args %s", args);
+	ctl_call(cl, rail, op, a, CALL_MS, r);
+	json_decref(a);
+	if (r->outcome != CTL_REPLIED)
+		fail_msg("%s: %s (%s)", op, ctl_outcome_name(r->outcome), r->why);
+}
+
+/* The data of an ok reply (caller decrefs). */
+static json_t *
+call_ok(struct ctl_client *cl, enum rail rail, const char *op, const char *args)
+{
+	struct ctl_result r;
+
+	call(cl, rail, op, args, &r);
+	if (!r.ok)
+		fail_msg("%s %s refused: %s", op, args ? args : "", r.error ? r.error : "?");
+	json_t *d = json_incref(r.data);
+	ctl_result_free(&r);
+	return d;
+}
+
+/* The error text of a refusal (caller frees). */
+static char *
+call_err(struct ctl_client *cl, enum rail rail, const char *op, const char *args)
+{
+	struct ctl_result r;
+
+	call(cl, rail, op, args, &r);
+	if (r.ok)
+		fail_msg("%s %s was not refused", op, args ? args : "");
+	char *e = strdup(r.error ? r.error : "");
+	ctl_result_free(&r);
+	return e;
+}
+
+static void
+assert_refused(struct ctl_client *cl, enum rail rail, const char *op, const char *args,
+	       const char *want)
+{
+	char *e = call_err(cl, rail, op, args);
+
+	if (strcmp(e, want) != 0)
+		fail_msg("%s: refusal\n  got  %s\n  want %s", op, e, want);
+	free(e);
+}
+
+static json_t *
+join(struct peer *p, const char *channel)
+{
+	char args[512];
+
+	snprintf(args, sizeof(args), "{\"channel\":\"%s\"}", channel);
+	return call_ok(p->cl, RAIL_CTL, "durableJoin", args);
+}
+
+static int64_t
+counter(const char *role, const char *name)
+{
+	json_t *doc = h_daemon_status(&dmn), *w;
+	int64_t v = -1;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
+			v = json_integer_value(json_object_get(json_object_get(w, "counters"), name));
+	json_decref(doc);
+	return v;
+}
+
+/* Counters travel in STATUS once a second: wait for one to reach want. */
+static int64_t
+counter_reaches(const char *name, int64_t want, int ms)
+{
+	int64_t v = -1;
+
+	for (int64_t until = mono_ms() + ms; mono_ms() < until; usleep(100 * 1000))
+		if ((v = counter("registry", name)) >= want)
+			break;
+	return v;
+}
+
+static json_t *
+drain(struct peer *p, int ms)
+{
+	char err[1024];
+	bool hdr = false;
+	json_t *frames = h_dlv_drain(&p->c, &mesh, &p->a, ms, QUIET_MS, &hdr, err, sizeof(err));
+
+	if (frames == NULL)
+		fail_msg("%s", err);
+	return frames;
+}
+
+static const char *
+frame_text(json_t *frame)
+{
+	json_t *parts = json_object_get(json_object_get(frame, "msg"), "parts");
+
+	return json_string_value(json_object_get(json_array_get(parts, 0), "text"));
+}
+
+struct call_thread {
+	struct ctl_client *cl;
+	json_t *args;
+	struct ctl_result *r;
+};
+
+static void *
+join_in_thread(void *arg)
+{
+	struct call_thread *ct = arg;
+
+	ctl_call(ct->cl, RAIL_CTL, "durableJoin", ct->args, CALL_MS + JOIN_GAP_MS, ct->r);
+	return NULL;
+}
+
+static json_t *
+row_get(const struct peer *p, const char *channel)
+{
+	char key[1024], err[512];
+	char *v;
+
+	snprintf(key, sizeof(key), "%s/%s.%s.%s", channel, p->a.owner, p->a.actor, p->a.uid);
+	v = h_kv_get(&prov, &mesh, "members", key, err, sizeof(err));
+	json_t *row = v ? json_loads(v, 0, NULL) : NULL;
+	free(v);
+	return row;
+}
+
+/* ---- the guards ---- */
+
+/* Publish a raw request as p on its own rail subject with reply. */
+static void
+raw_request(struct peer *p, enum rail rail, const char *reply, const char *body)
+{
+	char subj[512], prefix[300];
+
+	snprintf(prefix, sizeof(prefix), "cotal.%s", mesh.token);
+	assert_true(rail_subject_format(rail, prefix, p->a.owner, p->a.actor, subj, sizeof(subj)));
+	assert_int_equal(natsConnection_PublishRequestString(p->c.nc, subj, reply, body), NATS_OK);
+	natsConnection_Flush(p->c.nc);
+}
+
+/*
+ * WIRE §5: "A request whose reply subject is missing or not under
+ * <subject>.reply. is dropped with a log line, unanswered." Another
+ * principal's .reply. subject and the sender's own _INBOX get nothing; the
+ * same request with its own reply subject is answered.
+ */
+static void
+test_forged_reply_target_is_never_answered(void **state)
+{
+	struct peer a, b;
+	natsSubscription *sb = NULL, *sa = NULL;
+	natsMsg *m = NULL;
+	char victim[512], inbox[128], own[512], body[512], pre[300];
+
+	(void)state;
+	peer_up(&a, "forger", "general");
+	peer_up(&b, "victim", "general");
+	snprintf(pre, sizeof(pre), "cotal.%s", mesh.token);
+	snprintf(victim, sizeof(victim), "%s.ctl.delivery.%s.%s.reply.stolen", pre, b.a.owner,
+	    b.a.actor);
+	assert_int_equal(natsConnection_SubscribeSync(&sb, b.c.nc, victim), NATS_OK);
+	/* The forger's own inbox (its actor is its user key): the credential
+	 * may subscribe there. */
+	assert_true(inbox_prefix(a.a.actor, inbox, sizeof(inbox)));
+	strncat(inbox, ".forged", sizeof(inbox) - strlen(inbox) - 1);
+	assert_int_equal(natsConnection_SubscribeSync(&sa, a.c.nc, inbox), NATS_OK);
+	natsConnection_Flush(a.c.nc);
+	natsConnection_Flush(b.c.nc);
+	int64_t before = counter("registry", "unanswered");
+
+	snprintf(body, sizeof(body), "{\"op\":\"listMemberships\",\"args\":{\"lifecycleUid\":\"%s\"},"
+	    "\"from\":{\"id\":\"%s.%s\",\"name\":\"forger\"}}", a.a.uid, a.a.owner, a.a.actor);
+	raw_request(&a, RAIL_CTL, victim, body);
+	raw_request(&a, RAIL_CTL, inbox, body);
+	assert_int_equal(natsSubscription_NextMsg(&m, sb, 1500), NATS_TIMEOUT);
+	assert_int_equal(natsSubscription_NextMsg(&m, sa, 500), NATS_TIMEOUT);
+	assert_true(counter_reaches("unanswered", before + 2, 5000) >= before + 2);
+	assert_true(h_log_has(dmn.log, "unanswered: its reply subject", 3000));
+
+	/* The same request with its own reply subject is answered. */
+	snprintf(own, sizeof(own), "%s.ctl.delivery.%s.%s.reply.mine", pre, a.a.owner, a.a.actor);
+	natsSubscription *so = NULL;
+	assert_int_equal(natsConnection_SubscribeSync(&so, a.c.nc, own), NATS_OK);
+	raw_request(&a, RAIL_CTL, own, body);
+	assert_int_equal(natsSubscription_NextMsg(&m, so, CALL_MS), NATS_OK);
+	assert_non_null(strstr(natsMsg_GetData(m), "\"ok\":true"));
+	natsMsg_Destroy(m);
+	natsSubscription_Destroy(so);
+	natsSubscription_Destroy(sa);
+	natsSubscription_Destroy(sb);
+	peer_down(&a);
+	peer_down(&b);
+}
+
+/*
+ * WIRE §5: "from.id must equal the subject caller and the owner must be a
+ * principal owner, else {ok:false,error:"sender mismatch - request
+ * rejected"}"; an unknown op names the service; malformed arguments are a
+ * refusal naming the field.
+ */
+static void
+test_sender_op_and_field_guards(void **state)
+{
+	struct peer a;
+
+	(void)state;
+	peer_up(&a, "guarded", "general");
+	/* A body whose from.id is not the subject's caller (the credential
+	 * may publish only on its own rail subject). */
+	char pre[300], own[512], body[512];
+	natsSubscription *so = NULL;
+	natsMsg *m = NULL;
+	snprintf(pre, sizeof(pre), "cotal.%s", mesh.token);
+	snprintf(own, sizeof(own), "%s.ctl.delivery.%s.%s.reply.g1", pre, a.a.owner, a.a.actor);
+	assert_int_equal(natsConnection_SubscribeSync(&so, a.c.nc, own), NATS_OK);
+	snprintf(body, sizeof(body), "{\"op\":\"listMemberships\",\"args\":{},"
+	    "\"from\":{\"id\":\"local.SOMEBODY_ELSE\",\"name\":\"x\"}}");
+	raw_request(&a, RAIL_CTL, own, body);
+	assert_int_equal(natsSubscription_NextMsg(&m, so, CALL_MS), NATS_OK);
+	assert_string_equal(natsMsg_GetData(m),
+	    "{\"ok\":false,\"error\":\"sender mismatch - request rejected\"}");
+	natsMsg_Destroy(m);
+	raw_request(&a, RAIL_CTL, own, "{not json");
+	assert_int_equal(natsSubscription_NextMsg(&m, so, CALL_MS), NATS_OK);
+	assert_non_null(strstr(natsMsg_GetData(m), "\"ok\":false"));
+	assert_non_null(strstr(natsMsg_GetData(m), "request"));
+	natsMsg_Destroy(m);
+	natsSubscription_Destroy(so);
+
+	assert_refused(a.cl, RAIL_CTL, "teleport", NULL,
+	    "op \"teleport\" not supported on the delivery control service");
+	assert_refused(mgr_cl, RAIL_ADMIN, "teleport", NULL,
+	    "op \"teleport\" not supported on the delivery admin service");
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{}",
+	    "durableJoin: channel must be a non-blank string");
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"team.*\"}",
+	    "durableJoin: \"team.*\" must be a concrete channel (durable membership is "
+	    "per-concrete-channel, not wildcard)");
+	assert_refused(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"general\",\"limit\":2.5}",
+	    "readHistory: limit must be a whole number from 1 to 200");
+	assert_refused(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"general\",\"limit\":201}",
+	    "readHistory: limit must be a whole number from 1 to 200");
+	peer_down(&a);
+}
+
+/* ---- ctl.delivery ---- */
+
+/*
+ * Join → post → receive: the row is the registry's ("broker-known truth,
+ * not self-reported"), a post after it reaches the member, and a second
+ * join reuses the open row (idempotent).
+ */
+static void
+test_join_post_receive(void **state)
+{
+	struct peer a, b;
+	uint64_t seq;
+	json_t *d, *frames, *row;
+
+	(void)state;
+	peer_up(&a, "jill", "general");
+	peer_up(&b, "jack", "general");
+	d = join(&a, "general");
+	assert_true(json_is_true(json_object_get(d, "durable")));
+	assert_int_equal(json_integer_value(json_object_get(d, "generation")), 1);
+	json_decref(d);
+	row = row_get(&a, "general");
+	assert_non_null(row);
+	assert_string_equal(json_string_value(json_object_get(row, "state")), "durable-active");
+	assert_true(json_is_true(json_object_get(row, "activated")));
+	json_decref(row);
+	d = join(&a, "general"); /* idempotent */
+	assert_int_equal(json_integer_value(json_object_get(d, "generation")), 1);
+	json_decref(d);
+
+	assert_int_equal(h_post(&b.c, &mesh, &b.a, "general", "reg-1", "after the join", &seq), 0);
+	frames = drain(&a, WAIT_MS);
+	assert_int_equal(json_array_size(frames), 1);
+	assert_string_equal(frame_text(json_array_get(frames, 0)), "after the join");
+	json_decref(frames);
+
+	assert_refused(a.cl, RAIL_CTL, "listMemberships", NULL,
+	    "listMemberships: lifecycleUid is required");
+	char args[256];
+	snprintf(args, sizeof(args), "{\"lifecycleUid\":\"%s\"}", a.a.uid);
+	d = call_ok(a.cl, RAIL_CTL, "listMemberships", args);
+	json_t *ms = json_object_get(d, "memberships");
+	assert_int_equal(json_array_size(ms), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(ms, 0), "channel")),
+	    "general");
+	assert_true(json_is_true(json_object_get(json_array_get(ms, 0), "activated")));
+	json_decref(d);
+	peer_down(&a);
+	peer_down(&b);
+}
+
+/*
+ * WIRE §5 refusals: a channel outside allowSubscribe, no ACL row, an ACL
+ * narrowed to [] (join refused, leave still works: "durableLeave never
+ * checks the ACL").
+ */
+static void
+test_join_refusals_and_leave_after_narrowing(void **state)
+{
+	struct peer a, ghost;
+	char err[512], want[512], args[256];
+	json_t *d, *row;
+
+	(void)state;
+	peer_up(&a, "narrow", "general,team.*");
+	snprintf(want, sizeof(want), "channel \"secret\" is not within your read ACL [general, team.*]");
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"secret\"}", want);
+
+	peer_up(&ghost, "ghost", "general");
+	char key[256];
+	snprintf(key, sizeof(key), "%s.%s.%s", ghost.a.owner, ghost.a.actor, ghost.a.uid);
+	natsConnection *nc = prov.nc;
+	(void)nc;
+	/* No ACL row at all: delete it as an operator would. */
+	jsCtx *js = NULL;
+	kvStore *kv = NULL;
+	char bucket[256];
+	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", mesh.token);
+	assert_int_equal(natsConnection_JetStream(&js, prov.nc, NULL), NATS_OK);
+	assert_int_equal(js_KeyValue(&kv, js, bucket), NATS_OK);
+	assert_int_equal(kvStore_Delete(kv, key), NATS_OK);
+	kvStore_Destroy(kv);
+	jsCtx_Destroy(js);
+	snprintf(want, sizeof(want), "durableJoin: no read ACL on record for %s.%s (not provisioned "
+	    "for durable delivery)", ghost.a.owner, ghost.a.actor);
+	assert_refused(ghost.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}", want);
+
+	d = join(&a, "team.red");
+	uint64_t gen = (uint64_t)json_integer_value(json_object_get(d, "generation"));
+	json_decref(d);
+	if (h_acl_put(&prov, &mesh, &a.a, "[]", false, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}",
+	    "channel \"general\" is not within your read ACL []");
+	snprintf(args, sizeof(args), "{\"channel\":\"team.red\",\"generation\":%llu,"
+	    "\"lifecycleUid\":\"%s\"}", (unsigned long long)gen, a.a.uid);
+	d = call_ok(a.cl, RAIL_CTL, "durableLeave", args);
+	assert_string_equal(json_string_value(json_object_get(d, "channel")), "team.red");
+	assert_null(json_object_get(d, "alreadyLeft"));
+	json_decref(d);
+	row = row_get(&a, "team.red");
+	assert_string_equal(json_string_value(json_object_get(row, "state")), "live-confirmed");
+	assert_true(json_is_integer(json_object_get(row, "leaveCursor")));
+	json_decref(row);
+	d = call_ok(a.cl, RAIL_CTL, "durableLeave", args);
+	assert_true(json_is_true(json_object_get(d, "alreadyLeft")));
+	json_decref(d);
+	peer_down(&a);
+	peer_down(&ghost);
+}
+
+/* "A retired lifecycle never comes back" (seed): its alias cannot join. */
+static void
+test_retired_lifecycle_never_joins_again(void **state)
+{
+	struct peer a;
+	char err[512], want[512];
+
+	(void)state;
+	peer_up(&a, "retiree", "general");
+	if (h_acl_put(&prov, &mesh, &a.a, NULL, true, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	snprintf(want, sizeof(want), "durableJoin: lifecycle %s.%s.%s is retired and never comes back",
+	    a.a.owner, a.a.actor, a.a.uid);
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}", want);
+	assert_null(row_get(&a, "general"));
+	peer_down(&a);
+}
+
+/* A rejoin after a leave is generation+1 with a new joinCursor (WIRE §4). */
+static void
+test_rejoin_is_a_new_generation(void **state)
+{
+	struct peer a;
+	char args[256];
+	json_t *d;
+
+	(void)state;
+	peer_up(&a, "rejoiner", "general");
+	json_decref(join(&a, "general"));
+	snprintf(args, sizeof(args), "{\"channel\":\"general\",\"generation\":2,"
+	    "\"lifecycleUid\":\"%s\"}", a.a.uid);
+	assert_refused(a.cl, RAIL_CTL, "durableLeave", args,
+	    "durableLeave: generation 2 is not the joined generation 1 of \"general\"");
+	snprintf(args, sizeof(args), "{\"channel\":\"general\",\"generation\":1,"
+	    "\"lifecycleUid\":\"%s\"}", a.a.uid);
+	json_decref(call_ok(a.cl, RAIL_CTL, "durableLeave", args));
+	d = join(&a, "general");
+	assert_int_equal(json_integer_value(json_object_get(d, "generation")), 2);
+	json_decref(d);
+	peer_down(&a);
+}
+
+/*
+ * History: "readHistory {channel, limit?} (default 100, max 200) →
+ * {items, complete}; trimmed to 90 % of max_payload". 6 posts, limit 2:
+ * the newest two, oldest first, complete false.
+ */
+static void
+test_history_newest_two_oldest_first(void **state)
+{
+	struct peer a;
+	uint64_t seq;
+	char id[32], text[32];
+	json_t *d, *items;
+
+	(void)state;
+	peer_up(&a, "historian", "hist");
+	for (int i = 1; i <= 6; i++) {
+		snprintf(id, sizeof(id), "h-%d", i);
+		snprintf(text, sizeof(text), "history %d", i);
+		assert_int_equal(h_post(&a.c, &mesh, &a.a, "hist", id, text, &seq), 0);
+	}
+	d = call_ok(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"hist\",\"limit\":2}");
+	items = json_object_get(d, "items");
+	assert_int_equal(json_array_size(items), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "id")), "h-5");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "id")), "h-6");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "channel")),
+	    "hist");
+	assert_true(json_is_false(json_object_get(d, "complete")));
+	json_decref(d);
+	d = call_ok(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"hist\"}");
+	assert_int_equal(json_array_size(json_object_get(d, "items")), 6);
+	assert_true(json_is_true(json_object_get(d, "complete")));
+	json_decref(d);
+	assert_refused(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"general\"}",
+	    "channel \"general\" is not within your read ACL [hist]");
+	peer_down(&a);
+}
+
+/* registerChannel: create only, within the caller's read ACL. */
+static void
+test_register_channel_is_create_only(void **state)
+{
+	struct peer a;
+	json_t *d;
+	char err[256];
+
+	(void)state;
+	peer_up(&a, "registrar", "projects.>");
+	d = call_ok(a.cl, RAIL_CTL, "registerChannel",
+	    "{\"channel\":\"projects.apollo\",\"description\":\"moon\"}");
+	assert_true(json_is_true(json_object_get(d, "created")));
+	json_decref(d);
+	d = call_ok(a.cl, RAIL_CTL, "registerChannel", "{\"channel\":\"projects.apollo\"}");
+	assert_true(json_is_false(json_object_get(d, "created")));
+	json_decref(d);
+	char *v = h_kv_get(&prov, &mesh, "channels", "projects.apollo", err, sizeof(err));
+	assert_non_null(v);
+	assert_non_null(strstr(v, "\"description\":\"moon\""));
+	free(v);
+	assert_refused(a.cl, RAIL_CTL, "registerChannel", "{\"channel\":\"general\"}",
+	    "channel \"general\" is not within your read ACL [projects.>]");
+	peer_down(&a);
+}
+
+/* ---- ctl.delivery-admin ---- */
+
+/* WIRE §5 liveness: {"plane":"delivery","responder":"bound","instance":…}. */
+static void
+test_liveness_is_bound(void **state)
+{
+	char inst[128], why[256];
+
+	(void)state;
+	assert_int_equal(ctl_liveness(mgr_cl, CALL_MS, inst, sizeof(inst), why, sizeof(why)),
+	    LIVE_BOUND);
+	assert_true(strlen(inst) > 0);
+}
+
+/* The seed: reloadCreds is refused until start-up has finished (the
+ * lease watch is bound), with the exact text, and nothing is adopted. */
+static void
+test_reload_refused_until_started(void **state)
+{
+	(void)state;
+	assert_refused(mgr_cl, RAIL_ADMIN, "reloadCreds", NULL,
+	    "delivery: the daemon has not finished starting; nothing adopted");
+	assert_refused(mgr_cl, RAIL_ADMIN, "reloadCreds", "{\"expected\":{\"delivery\":\"XYZ\"}}",
+	    "reloadCreds: expected.delivery must be the SHA-256 of the JWT in lowercase hex");
+}
+
+/*
+ * Eviction (WIRE §5): a live agent connection is kicked and verified gone;
+ * a principal not connected → kicked 0, verifiedGone true; not a principal
+ * refused.
+ */
+static void
+test_evict_kicks_and_verifies(void **state)
+{
+	struct peer a;
+	char args[512], principal[256];
+	json_t *d;
+
+	(void)state;
+	peer_up(&a, "evictee", "general");
+	snprintf(principal, sizeof(principal), "%s.%s", a.a.owner, a.a.actor);
+	snprintf(args, sizeof(args), "{\"principal\":\"%s\"}", principal);
+	d = call_ok(mgr_cl, RAIL_ADMIN, "principalLiveness", args);
+	assert_string_equal(json_string_value(json_object_get(d, "state")), "live");
+	json_decref(d);
+	d = call_ok(mgr_cl, RAIL_ADMIN, "evictPrincipal", args);
+	assert_string_equal(json_string_value(json_object_get(d, "principal")), principal);
+	assert_true(json_integer_value(json_object_get(d, "kicked")) >= 1);
+	assert_int_equal(json_integer_value(json_object_get(d, "remaining")), 0);
+	assert_true(json_is_true(json_object_get(d, "verifiedGone")));
+	assert_true(json_is_true(json_object_get(d, "scanComplete")));
+	json_decref(d);
+
+	snprintf(args, sizeof(args), "{\"principals\":[\"%s\",\"local.NOBODY_HERE\"]}", principal);
+	d = call_ok(mgr_cl, RAIL_ADMIN, "evictPrincipals", args);
+	assert_int_equal(json_array_size(d), 2);
+	json_t *nobody = json_array_get(d, 1);
+	assert_string_equal(json_string_value(json_object_get(nobody, "principal")),
+	    "local.NOBODY_HERE");
+	assert_int_equal(json_integer_value(json_object_get(nobody, "kicked")), 0);
+	assert_true(json_is_true(json_object_get(nobody, "verifiedGone")));
+	json_decref(d);
+	assert_refused(mgr_cl, RAIL_ADMIN, "evictPrincipal", "{\"principal\":\"UABC.def\"}",
+	    "evictPrincipal: \"UABC.def\" is not a principal");
+	/* More than 256 is refused whole. */
+	size_t cap = 300 * 24 + 64, off;
+	char *big = malloc(cap);
+	off = (size_t)snprintf(big, cap, "{\"principals\":[");
+	for (int i = 0; i < 257; i++)
+		off += (size_t)snprintf(big + off, cap - off, "%s\"local.p%d\"", i ? "," : "", i);
+	snprintf(big + off, cap - off, "]}");
+	assert_refused(mgr_cl, RAIL_ADMIN, "evictPrincipals", big,
+	    "evictPrincipals: at most 256 principals per request (got 257)");
+	free(big);
+	peer_down(&a);
+}
+
+/* Send an inventory request without waiting (its reply into *sub). */
+static void
+inventory_send(const struct peer *p, const char *tag, natsSubscription **sub)
+{
+	char pre[300], subj[512], reply[600], body[512], mactor[128], *dot;
+	struct jwt j;
+	char err[256];
+
+	assert_int_equal(jwt_decode(mgr.creds.jwt, strlen(mgr.creds.jwt), &j, err, sizeof(err)), 0);
+	snprintf(mactor, sizeof(mactor), "%s", j.sub);
+	jwt_free(&j);
+	(void)dot;
+	snprintf(pre, sizeof(pre), "cotal.%s", mesh.token);
+	snprintf(subj, sizeof(subj), "%s.ctl.delivery-admin.local.%s", pre, mactor);
+	snprintf(reply, sizeof(reply), "%s.reply.%s", subj, tag);
+	snprintf(body, sizeof(body), "{\"op\":\"lifecycleMemberships\",\"args\":{\"principal\":"
+	    "\"%s.%s\",\"lifecycleUid\":\"%s\"},\"from\":{\"id\":\"local.%s\",\"name\":\"manager\"}}",
+	    p->a.owner, p->a.actor, p->a.uid, mactor);
+	assert_int_equal(natsConnection_SubscribeSync(sub, mgr.nc, reply), NATS_OK);
+	assert_int_equal(natsConnection_PublishRequestString(mgr.nc, subj, reply, body), NATS_OK);
+}
+
+/*
+ * The seed: "The daemon answers ctl.delivery-admin requests one at a time,
+ * in the order they arrive, with one exception: the lifecycleMemberships
+ * inventory [...] answered without waiting for the others" and
+ * "Inventories that arrive together share one read of the members
+ * bucket". 20 inventories sent while an eviction of 256 principals runs
+ * are all answered before it, with one members read between them.
+ */
+static void
+test_inventories_overtake_a_slow_eviction(void **state)
+{
+	struct peer a;
+	natsSubscription *inv[20], *slow = NULL;
+	natsMsg *m = NULL;
+	char pre[300], subj[512], reply[600], mactor[128], err[256];
+	struct jwt j;
+
+	(void)state;
+	peer_up(&a, "inventoried", "general");
+	json_decref(join(&a, "general"));
+	assert_int_equal(jwt_decode(mgr.creds.jwt, strlen(mgr.creds.jwt), &j, err, sizeof(err)), 0);
+	snprintf(mactor, sizeof(mactor), "%s", j.sub);
+	jwt_free(&j);
+	snprintf(pre, sizeof(pre), "cotal.%s", mesh.token);
+	snprintf(subj, sizeof(subj), "%s.ctl.delivery-admin.local.%s", pre, mactor);
+	snprintf(reply, sizeof(reply), "%s.reply.slow", subj);
+	size_t cap = 300 * 40, off;
+	char *body = malloc(cap);
+	off = (size_t)snprintf(body, cap, "{\"op\":\"evictPrincipals\",\"args\":{\"principals\":[");
+	for (int i = 0; i < 256; i++)
+		off += (size_t)snprintf(body + off, cap - off, "%s\"local.slow%d\"", i ? "," : "", i);
+	snprintf(body + off, cap - off, "]},\"from\":{\"id\":\"local.%s\",\"name\":\"manager\"}}",
+	    mactor);
+	assert_int_equal(natsConnection_SubscribeSync(&slow, mgr.nc, reply), NATS_OK);
+	int64_t reads = counter_reaches("member_reads", 0, 3000);
+	/* Slow: the daemon's test hook holds a sweep naming local.slow0 for
+	 * 3 s (setup). Two of them: the second waits behind the first in the
+	 * serial queue, so inventories sent now would wait behind both. */
+	int64_t t0 = mono_ms();
+	assert_int_equal(natsConnection_PublishRequestString(mgr.nc, subj, reply, body), NATS_OK);
+	assert_int_equal(natsConnection_PublishRequestString(mgr.nc, subj, reply, body), NATS_OK);
+	natsConnection_Flush(mgr.nc);
+	free(body);
+	for (int i = 0; i < 20; i++) {
+		char tag[16];
+		snprintf(tag, sizeof(tag), "inv%d", i);
+		inventory_send(&a, tag, &inv[i]);
+	}
+	natsConnection_Flush(mgr.nc);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(natsSubscription_NextMsg(&m, inv[i], CALL_MS), NATS_OK);
+		json_t *r = json_loads(natsMsg_GetData(m), 0, NULL);
+		assert_true(json_is_true(json_object_get(r, "ok")));
+		json_t *ms = json_object_get(json_object_get(r, "data"), "memberships");
+		assert_int_equal(json_array_size(ms), 1);
+		assert_true(json_is_integer(json_object_get(json_array_get(ms, 0), "joinCursor")));
+		json_decref(r);
+		natsMsg_Destroy(m);
+		natsSubscription_Destroy(inv[i]);
+	}
+	/* Every inventory is in; the evictions are not. */
+	int pending = 0;
+	natsSubscription_GetPending(slow, &pending, NULL);
+	assert_int_equal(pending, 0);
+	assert_true(mono_ms() - t0 < SLOW_SWEEP_MS);
+	assert_int_equal(counter_reaches("member_reads", reads + 1, 3000), reads + 1);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(natsSubscription_NextMsg(&m, slow, 60000), NATS_OK);
+		assert_non_null(strstr(natsMsg_GetData(m), "\"ok\":true"));
+		natsMsg_Destroy(m);
+	}
+	/* One at a time: the second eviction started after the first ended. */
+	assert_true(mono_ms() - t0 >= 2 * SLOW_SWEEP_MS);
+	natsSubscription_Destroy(slow);
+	peer_down(&a);
+}
+
+/*
+ * The seed's fence: "when the inventory request arrives with the
+ * lifecycle's ACL row still allowing reads, it refuses every later durable
+ * join and leave of that lifecycle from that moment, on that daemon
+ * process. A request whose row is already narrowed, or retired, leaves no
+ * such mark."
+ */
+static void
+test_inventory_fences_only_while_the_acl_allows_reads(void **state)
+{
+	struct peer a, b;
+	char args[512], err[256], want[512];
+	json_t *d;
+
+	(void)state;
+	peer_up(&a, "fenced", "general,other");
+	peer_up(&b, "unfenced", "general,other");
+	json_decref(join(&a, "general"));
+	snprintf(args, sizeof(args), "{\"principal\":\"%s.%s\",\"lifecycleUid\":\"%s\"}", a.a.owner,
+	    a.a.actor, a.a.uid);
+	d = call_ok(mgr_cl, RAIL_ADMIN, "lifecycleMemberships", args);
+	assert_int_equal(json_array_size(json_object_get(d, "memberships")), 1);
+	json_decref(d);
+	snprintf(want, sizeof(want), "durableJoin: lifecycle %s.%s.%s is being retired (its "
+	    "membership inventory was taken); refused", a.a.owner, a.a.actor, a.a.uid);
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"other\"}", want);
+	snprintf(args, sizeof(args), "{\"channel\":\"general\",\"generation\":1,"
+	    "\"lifecycleUid\":\"%s\"}", a.a.uid);
+	snprintf(want, sizeof(want), "durableLeave: lifecycle %s.%s.%s is being retired (its "
+	    "membership inventory was taken); refused", a.a.owner, a.a.actor, a.a.uid);
+	assert_refused(a.cl, RAIL_CTL, "durableLeave", args, want);
+
+	/* A narrowed row leaves no mark: b's row narrowed, inventory taken,
+	 * then widened again: b joins. */
+	if (h_acl_put(&prov, &mesh, &b.a, "[]", false, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	snprintf(args, sizeof(args), "{\"principal\":\"%s.%s\",\"lifecycleUid\":\"%s\"}", b.a.owner,
+	    b.a.actor, b.a.uid);
+	json_decref(call_ok(mgr_cl, RAIL_ADMIN, "lifecycleMemberships", args));
+	if (h_acl_put(&prov, &mesh, &b.a, "[\"general\",\"other\"]", false, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	d = join(&b, "other");
+	assert_true(json_is_true(json_object_get(d, "durable")));
+	json_decref(d);
+	peer_down(&a);
+	peer_down(&b);
+}
+
+/*
+ * A join racing an inventory of the same lifecycle "is either in the
+ * inventory or refused" (the seed: "A row of the retiring lifecycle is then
+ * either in the inventory or gone").
+ */
+static void
+test_join_racing_an_inventory_is_in_it_or_refused(void **state)
+{
+	(void)state;
+	for (int round = 0; round < 5; round++) {
+		struct peer a;
+		char name[32], args[512];
+		natsSubscription *sub = NULL;
+		natsMsg *m = NULL;
+		struct ctl_result jr;
+
+		snprintf(name, sizeof(name), "racer%d", round);
+		peer_up(&a, name, "general");
+		inventory_send(&a, name, &sub);
+		natsConnection_Flush(mgr.nc);
+		if (round % 2)
+			usleep(2000 * (unsigned)round);
+		call(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}", &jr);
+		assert_int_equal(natsSubscription_NextMsg(&m, sub, CALL_MS), NATS_OK);
+		json_t *r = json_loads(natsMsg_GetData(m), 0, NULL);
+		size_t in_inventory = json_array_size(json_object_get(json_object_get(r, "data"),
+		    "memberships"));
+		json_decref(r);
+		natsMsg_Destroy(m);
+		natsSubscription_Destroy(sub);
+		if (jr.ok)
+			assert_int_equal(in_inventory, 1);
+		else
+			assert_non_null(strstr(jr.error, "being retired"));
+		ctl_result_free(&jr);
+		(void)args;
+		peer_down(&a);
+	}
+}
+
+/*
+ * The seed: "A durable join reads that row again just before it writes its
+ * membership row, and once more after. When the channel is no longer
+ * allowed, the join writes nothing, or removes the row it just wrote, and
+ * is refused." The daemon's test hook holds a join of "narrowgap" between
+ * its write and its second read; the ACL is narrowed meanwhile.
+ */
+static void
+test_acl_narrowed_between_the_joins_two_reads(void **state)
+{
+	struct peer a;
+	struct ctl_result r;
+	char err[256];
+	json_t *row;
+
+	(void)state;
+	peer_up(&a, "gapper", "narrowgap");
+	json_t *args = json_pack("{s:s}", "channel", "narrowgap");
+	struct call_thread ct = { a.cl, args, &r };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, join_in_thread, &ct), 0);
+	/* The row is written, then held for JOIN_GAP_MS before the re-read. */
+	for (int64_t until = mono_ms() + JOIN_GAP_MS; mono_ms() < until; usleep(50 * 1000))
+		if ((row = row_get(&a, "narrowgap")) != NULL)
+			break;
+	assert_non_null(row);
+	json_decref(row);
+	if (h_acl_put(&prov, &mesh, &a.a, "[]", false, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	pthread_join(t, NULL);
+	json_decref(args);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_false(r.ok);
+	assert_string_equal(r.error, "channel \"narrowgap\" is not within your read ACL []");
+	ctl_result_free(&r);
+	assert_null(row_get(&a, "narrowgap"));
+	peer_down(&a);
+}
+
+/*
+ * The seed: "A reply on the ctl.delivery or ctl.delivery-admin rail that
+ * is larger than the broker's max_payload cannot be published. The daemon
+ * answers that request with a refusal giving the reply's size in bytes, so
+ * the caller fails at once". A broker with max_payload 4096 and an
+ * inventory of 40 rows with long channel names.
+ */
+static void
+test_reply_over_max_payload_is_refused_at_once(void **state)
+{
+	struct mesh small;
+	struct daemon d2;
+	struct conn p2, m2;
+	struct agent a;
+	struct ctl_client *cl;
+	struct ctl_result r;
+	char err[1024], actor[128], ch[160], args[512];
+	struct jwt j;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&small, "tinypayload", true), 0);
+	assert_non_null(f = fopen(small.conf, "a"));
+	fprintf(f, "max_payload: 4096\n");
+	fclose(f);
+	assert_int_equal(h_broker_restart(&small), 0);
+	assert_int_equal(h_agent_add(&small, "wide", ">", &a), 0);
+	assert_int_equal(h_connect_profile(&small, "provisioner", &p2, err, sizeof(err)), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(ch, sizeof(ch), "a.rather.long.channel.name.to.fill.the.reply.number%02d", i);
+		if (h_member_put(&p2, &small, &a, ch, 1, 0, 1, err, sizeof(err)) != 0)
+			fail_msg("%s", err);
+	}
+	assert_int_equal(h_daemon_start(&small, &d2, NULL), 0);
+	assert_int_equal(h_daemon_wait_connected(&d2, 20000), 0);
+	assert_true(h_log_has(d2.log, "(max_payload 4096)", 20000));
+	assert_int_equal(h_connect_profile(&small, "supervisor", &m2, err, sizeof(err)), 0);
+	assert_int_equal(jwt_decode(m2.creds.jwt, strlen(m2.creds.jwt), &j, err, sizeof(err)), 0);
+	snprintf(actor, sizeof(actor), "%s", j.sub);
+	jwt_free(&j);
+	cl = ctl_client_new(small.space, "local", actor, "manager");
+	ctl_client_attach(cl, m2.nc);
+	snprintf(args, sizeof(args), "{\"principal\":\"%s.%s\",\"lifecycleUid\":\"%s\"}",
+	    a.owner, a.actor, a.uid);
+	json_t *aj = json_loads(args, 0, NULL);
+	int64_t t0 = mono_ms();
+	ctl_call(cl, RAIL_ADMIN, "lifecycleMemberships", aj, 30000, &r);
+	json_decref(aj);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_true(mono_ms() - t0 < 10000); /* at once, not at the timeout */
+	assert_false(r.ok);
+	unsigned long n = 0;
+	assert_int_equal(sscanf(r.error, "reply of %lu bytes exceeds the broker max_payload of 4096 "
+	    "bytes", &n), 1);
+	assert_true(n > 4096);
+	char want[128];
+	snprintf(want, sizeof(want), "reply of %lu bytes exceeds the broker max_payload of 4096 bytes",
+	    n);
+	assert_string_equal(r.error, want);
+	ctl_result_free(&r);
+	ctl_client_free(cl);
+	h_daemon_kill(&d2);
+	h_close(&m2);
+	h_close(&p2);
+	h_mesh_down(&small);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_forged_reply_target_is_never_answered),
+		cmocka_unit_test(test_sender_op_and_field_guards),
+		cmocka_unit_test(test_join_post_receive),
+		cmocka_unit_test(test_join_refusals_and_leave_after_narrowing),
+		cmocka_unit_test(test_retired_lifecycle_never_joins_again),
+		cmocka_unit_test(test_rejoin_is_a_new_generation),
+		cmocka_unit_test(test_history_newest_two_oldest_first),
+		cmocka_unit_test(test_register_channel_is_create_only),
+		cmocka_unit_test(test_liveness_is_bound),
+		cmocka_unit_test(test_reload_refused_until_started),
+		cmocka_unit_test(test_evict_kicks_and_verifies),
+		cmocka_unit_test(test_inventories_overtake_a_slow_eviction),
+		cmocka_unit_test(test_inventory_fences_only_while_the_acl_allows_reads),
+		cmocka_unit_test(test_join_racing_an_inventory_is_in_it_or_refused),
+		cmocka_unit_test(test_acl_narrowed_between_the_joins_two_reads),
+		cmocka_unit_test(test_reply_over_max_payload_is_refused_at_once),
+	};
+	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	int rc = cmocka_run_group_tests(tests, setup, teardown);
+	nats_Close();
+	return rc;
+}

@@ -1,0 +1,492 @@
+/*
+ * The ctl.delivery-admin ops (WIRE.md §5): the manager's and the auth
+ * service's calls. They are answered one at a time in arrival order,
+ * except the lifecycleMemberships inventory a retirement reads, which is
+ * answered beside them (registry.c routes it to its own thread).
+ *
+ * Eviction and liveness sweep the broker as the $SYS observer and evictor:
+ * their JWTs came from the supervisor (IPC_SYS_CREDS), their nonces are
+ * signed by it, their seeds never come here.
+ */
+#include "worker-registry/registry_int.h"
+#include "worker-registry/sweep.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/natsconn.h"
+#include "lib/worker.h"
+
+#define SYS_CONNECT_MS 5000
+
+/* The $SYS users, indexed by enum ipc_sys. */
+static struct sys_user {
+	bool have;
+	struct ipc_sys_creds h;
+	char *jwt;
+	natsConnection *nc;
+} sys[3];
+static pthread_mutex_t sys_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* reloadCreds: the one request waiting for the supervisor's answer. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t next_id, want;
+	bool answered;
+	struct ipc_reload_rep rep;
+} reload = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, false, { 0 } };
+
+/* ---- the $SYS users ---- */
+
+void
+admin_sys_creds(const struct ipc_msg *m)
+{
+	struct ipc_sys_creds h;
+	char *jwt;
+
+	memcpy(&h, m->payload, sizeof(h));
+	if ((jwt = strndup((const char *)m->payload + sizeof(h), m->len - sizeof(h))) == NULL)
+		fatalx("out of memory");
+	pthread_mutex_lock(&sys_mu);
+	free(sys[h.which].jwt);
+	sys[h.which].jwt = jwt;
+	sys[h.which].h = h;
+	sys[h.which].have = true;
+	pthread_mutex_unlock(&sys_mu);
+}
+
+static natsStatus
+sys_jwt(char **jwt, char **errtxt, void *arg)
+{
+	struct sys_user *u = arg;
+
+	pthread_mutex_lock(&sys_mu);
+	*jwt = u->jwt ? strdup(u->jwt) : NULL;
+	pthread_mutex_unlock(&sys_mu);
+	if (*jwt == NULL) {
+		*errtxt = strdup("no $SYS JWT from the supervisor");
+		return NATS_ERR;
+	}
+	return NATS_OK;
+}
+
+static natsStatus
+sys_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, void *arg)
+{
+	struct sys_user *u = arg;
+
+	return worker_sign_sys((enum ipc_sys)u->h.which, nonce, sig, siglen, errtxt);
+}
+
+/* The connection of a $SYS user, opened on first use; NULL with err. */
+static natsConnection *
+sys_conn(enum ipc_sys which, char *err, size_t errlen)
+{
+	static const char *const names[] = { [IPC_SYS_OBSERVER] = "observer",
+		[IPC_SYS_EVICTOR] = "evictor" };
+	struct sys_user *u = &sys[which];
+	natsOptions *o = NULL;
+	char name[64];
+	natsStatus s;
+
+	if (u->nc != NULL)
+		return u->nc;
+	pthread_mutex_lock(&sys_mu);
+	bool have = u->have;
+	pthread_mutex_unlock(&sys_mu);
+	if (!have) {
+		snprintf(err, errlen, "no $SYS %s credential is provisioned", names[which]);
+		return NULL;
+	}
+	snprintf(name, sizeof(name), "cotal-deliveryd registry ($SYS %s)", names[which]);
+	s = natsOptions_Create(&o);
+	if (s == NATS_OK)
+		s = natsOptions_SetURL(o, W.cfg.url);
+	if (s == NATS_OK)
+		s = natsOptions_SetName(o, name);
+	if (s == NATS_OK)
+		s = natsOptions_SetTimeout(o, SYS_CONNECT_MS);
+	if (s == NATS_OK)
+		s = natsOptions_SetCustomInboxPrefix(o, u->h.inbox_prefix);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxReconnect(o, -1);
+	if (s == NATS_OK)
+		s = natsOptions_SetUserCredentialsCallbacks(o, sys_jwt, u, sys_sign, u);
+	for (int i = 0; s == NATS_OK && i < CONNECT_TRIES; i++) {
+		s = natsConnection_Connect(&u->nc, o);
+		/* libnats fails about one connect in 256 on a signature
+		 * (natsconn.c): a refusal is tried again. */
+		if (s != NATS_NOT_PERMITTED && s != NATS_CONNECTION_AUTH_FAILED)
+			break;
+		if (i + 1 < CONNECT_TRIES)
+			s = NATS_OK;
+	}
+	natsOptions_Destroy(o);
+	if (s != NATS_OK) {
+		char why[512];
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "cannot connect as the $SYS %s (%.12s…): %s", names[which],
+		    u->h.user, why);
+		u->nc = NULL;
+		return NULL;
+	}
+	log_ok("connected as the $SYS %s (%.12s…) for eviction sweeps", names[which], u->h.user);
+	return u->nc;
+}
+
+void
+admin_close(void)
+{
+	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
+		natsConnection_Destroy(sys[w].nc);
+		sys[w].nc = NULL;
+	}
+}
+
+/*
+ * A test build may hold a sweep whose first principal is P for MS
+ * milliseconds: COTAL_TEST_SWEEP_DELAY=<P>:<MS> (the e2e suite makes a
+ * slow eviction to queue inventories behind). A release build has no such
+ * knob.
+ */
+static void
+test_sweep_delay(const char *first)
+{
+#ifdef COTAL_TEST_HOOKS
+	const char *v = getenv("COTAL_TEST_SWEEP_DELAY"), *colon;
+
+	if (v == NULL || (colon = strrchr(v, ':')) == NULL)
+		return;
+	if ((size_t)(colon - v) == strlen(first) && strncmp(v, first, strlen(first)) == 0)
+		worker_nap(atoi(colon + 1));
+#else
+	(void)first;
+#endif
+}
+
+/* The sweeper of a request: 0, or -1 with the refusal. An absent evictor
+ * is only reported when eviction is asked for. */
+static int
+sweeper_for(struct sweeper *sw, bool evict, char *why, size_t whylen)
+{
+	char err[1024];
+
+	memset(sw, 0, sizeof(*sw));
+	if ((sw->observer = sys_conn(IPC_SYS_OBSERVER, err, sizeof(err))) == NULL) {
+		snprintf(why, whylen, "delivery: the broker cannot be swept: %s", err);
+		return -1;
+	}
+	snprintf(sw->account, sizeof(sw->account), "%s", sys[IPC_SYS_OBSERVER].h.account);
+	if (evict && (sw->evictor = sys_conn(IPC_SYS_EVICTOR, err, sizeof(err))) == NULL) {
+		snprintf(why, whylen, "delivery: eviction is unavailable: %s (deny-new-only posture "
+		    "until it is provisioned)", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* args.<name> a principal; its text into out. */
+static int
+arg_principal(struct request *r, const char *name, char *out, size_t outlen, char *why,
+	      size_t whylen)
+{
+	char o[IDENT_MAX + 1], a[IDENT_MAX + 1];
+	const char *p;
+
+	if (ctl_arg_string(&r->req, name, true, PRINCIPAL_MAX, &p, why, whylen) != 0)
+		return -1;
+	if (principal_parse(p, o, sizeof(o), a, sizeof(a)) != 0) {
+		snprintf(why, whylen, "%s: \"%s\" is not a principal", r->req.op, p);
+		return -1;
+	}
+	snprintf(out, outlen, "%s", p);
+	return 0;
+}
+
+static void
+op_evict(struct request *r, bool many)
+{
+	static char names[SWEEP_PRINCIPALS_MAX][PRINCIPAL_MAX + 1];
+	static struct eviction_result res[SWEEP_PRINCIPALS_MAX];
+	const char *list[SWEEP_PRINCIPALS_MAX];
+	char why[CTL_WHY_MAX], o[IDENT_MAX + 1], a[IDENT_MAX + 1];
+	struct sweeper sw;
+	int n = 0;
+
+	if (!many) {
+		if (arg_principal(r, "principal", names[0], sizeof(names[0]), why, sizeof(why)) != 0)
+			goto refuse;
+		list[n++] = names[0];
+	} else {
+		json_t *v = json_object_get(r->req.args, "principals"), *e;
+		size_t i;
+		if (!json_is_array(v)) {
+			snprintf(why, sizeof(why), "evictPrincipals: principals must be an array");
+			goto refuse;
+		}
+		if (json_array_size(v) > SWEEP_PRINCIPALS_MAX) {
+			snprintf(why, sizeof(why), "evictPrincipals: at most %d principals per request "
+			    "(got %zu)", SWEEP_PRINCIPALS_MAX, json_array_size(v));
+			goto refuse;
+		}
+		json_array_foreach(v, i, e) {
+			const char *p = json_string_value(e);
+			if (p == NULL || strlen(p) > PRINCIPAL_MAX ||
+			    principal_parse(p, o, sizeof(o), a, sizeof(a)) != 0) {
+				snprintf(why, sizeof(why), "evictPrincipals: principals[%zu] %s%.200s%s is "
+				    "not a principal", i, p ? "\"" : "", p ? p : "(not a string)",
+				    p ? "\"" : "");
+				goto refuse;
+			}
+			snprintf(names[n], sizeof(names[n]), "%s", p);
+			list[n] = names[n];
+			n++;
+		}
+	}
+	if (sweeper_for(&sw, true, why, sizeof(why)) != 0)
+		goto refuse;
+	if (n > 0)
+		test_sweep_delay(list[0]);
+	sweep_evict(&sw, list, n, res);
+	worker_count(C_EVICTIONS, (uint64_t)n);
+	for (int i = 0; i < n; i++)
+		log_info("%s %s: kicked %d, remaining %d, %s%s%s", r->req.op, res[i].principal,
+		    res[i].kicked, res[i].remaining,
+		    res[i].verified_gone ? "verified gone" : "NOT verified gone",
+		    res[i].note[0] ? " — " : "", res[i].note);
+	if (!many) {
+		reply_data(r, eviction_result_json(&res[0]));
+		return;
+	}
+	json_t *out = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(out, eviction_result_json(&res[i]));
+	reply_data(r, out);
+	return;
+refuse:
+	reply_error(r, "%s", why);
+}
+
+static void
+op_liveness(struct request *r)
+{
+	char principal[PRINCIPAL_MAX + 1], why[CTL_WHY_MAX], note[SWEEP_NOTE_MAX] = "";
+	struct sweeper sw;
+	bool complete = false;
+
+	if (arg_principal(r, "principal", principal, sizeof(principal), why, sizeof(why)) != 0 ||
+	    sweeper_for(&sw, false, why, sizeof(why)) != 0) {
+		reply_error(r, "%s", why);
+		return;
+	}
+	enum principal_state st = sweep_liveness(&sw, principal, &complete, note, sizeof(note));
+	json_t *d = json_pack("{s:s, s:s, s:b}", "principal", principal, "state",
+	    principal_state_name(st), "sweepComplete", complete);
+	if (note[0] != '\0')
+		json_object_set_new(d, "note", json_string(note));
+	reply_data(r, d);
+}
+
+/* ---- reloadCreds: the supervisor decides ---- */
+
+void
+admin_reload_reply(const struct ipc_msg *m)
+{
+	struct ipc_reload_rep rep;
+
+	memcpy(&rep, m->payload, sizeof(rep));
+	pthread_mutex_lock(&reload.mu);
+	if (rep.id == reload.want) {
+		reload.rep = rep;
+		reload.answered = true;
+		pthread_cond_broadcast(&reload.cv);
+	}
+	pthread_mutex_unlock(&reload.mu);
+}
+
+static bool
+sha256_hex(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n != IPC_SHA256_HEX - 1)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+static void
+op_reload(struct request *r)
+{
+	struct ipc_reload_req req = { 0 };
+	json_t *exp = json_object_get(r->req.args, "expected"), *d;
+	int64_t until;
+
+	if (exp != NULL && !json_is_null(exp)) {
+		d = json_object_get(exp, "delivery");
+		if (!json_is_object(exp) || (d != NULL && (!json_is_string(d) ||
+		    !sha256_hex(json_string_value(d))))) {
+			reply_error(r, "reloadCreds: expected.delivery must be the SHA-256 of the JWT in "
+			    "lowercase hex");
+			return;
+		}
+		if (d != NULL)
+			snprintf(req.expected, sizeof(req.expected), "%s", json_string_value(d));
+	}
+	pthread_mutex_lock(&reload.mu);
+	req.id = reload.want = reload.next_id++;
+	reload.answered = false;
+	pthread_mutex_unlock(&reload.mu);
+	if (worker_send(IPC_RELOAD_REQ, &req, sizeof(req)) != 0)
+		fatal("ipc: send RELOAD_REQ");
+	until = mono_ms() + REG_RELOAD_WAIT_MS;
+	pthread_mutex_lock(&reload.mu);
+	while (!reload.answered && mono_ms() < until && worker_serving()) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&reload.cv, &reload.mu, &ts);
+	}
+	bool answered = reload.answered;
+	struct ipc_reload_rep rep = reload.rep;
+	reload.want = 0;
+	pthread_mutex_unlock(&reload.mu);
+	if (!answered)
+		reply_error(r, "reloadCreds: the supervisor did not answer within %d s; nothing is "
+		    "known to be adopted", REG_RELOAD_WAIT_MS / 1000);
+	else if (!rep.ok)
+		reply_error(r, "%s", rep.error);
+	else
+		reply_data(r, json_pack("{s:{s:b, s:b, s:s}}", "delivery", "ok", 1, "brokerAccepted",
+		    rep.broker_accepted, "residentSwap", "scheduled"));
+}
+
+void
+admin_serve(struct request *r)
+{
+	if (strcmp(r->req.op, "evictPrincipals") == 0)
+		op_evict(r, true);
+	else if (strcmp(r->req.op, "evictPrincipal") == 0)
+		op_evict(r, false);
+	else if (strcmp(r->req.op, "principalLiveness") == 0)
+		op_liveness(r);
+	else if (strcmp(r->req.op, "reloadCreds") == 0)
+		op_reload(r);
+	else
+		fatalx("admin op %s routed to the serial queue", r->req.op);
+}
+
+/* ---- lifecycleMemberships ---- */
+
+struct inventory {
+	struct request *r;
+	struct lifecycle who;
+	bool valid;
+	json_t *rows;
+};
+
+static int
+inventory_row(const char *key, void *value, void *arg)
+{
+	struct inventory *v = arg;
+	const struct mrow *m = value;
+
+	(void)key;
+	if (strcmp(m->row.who.uid, v->who.uid) != 0 || strcmp(m->row.who.owner, v->who.owner) != 0 ||
+	    strcmp(m->row.who.actor, v->who.actor) != 0)
+		return 0;
+	json_t *e = json_pack("{s:s, s:I, s:I, s:b}", "channel", m->row.channel, "generation",
+	    (json_int_t)m->row.generation, "joinCursor", (json_int_t)m->row.join_cursor,
+	    "activated", m->row.activated);
+	if (m->row.has_leave)
+		json_object_set_new(e, "leaveCursor", json_integer((json_int_t)m->row.leave_cursor));
+	json_array_append_new(v->rows, e);
+	return 0;
+}
+
+/*
+ * The seed: "Inventories that arrive together share one read of the
+ * members bucket, and each one's read begins after it arrived." Each
+ * request first leaves its fence mark (when its lifecycle's row still
+ * allows reads), then the read waits for the joins and leaves already
+ * running, and one barrier read of the members mirror serves them all.
+ */
+void
+admin_inventories(struct request **v, int n)
+{
+	static struct inventory inv[REG_QUEUE_MAX];
+	char why[CTL_WHY_MAX], err[512], principal[PRINCIPAL_MAX + 1], lc[LIFECYCLE_MAX + 1];
+	uint64_t mark = 0;
+	int valid = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct inventory *x = &inv[i];
+		memset(x, 0, sizeof(*x));
+		x->r = v[i];
+		if (arg_principal(v[i], "principal", principal, sizeof(principal), why,
+		    sizeof(why)) != 0 ||
+		    ctl_arg_uid(&v[i]->req, x->who.uid, sizeof(x->who.uid), why, sizeof(why)) != 0) {
+			reply_error(v[i], "%s", why);
+			continue;
+		}
+		principal_parse(principal, x->who.owner, sizeof(x->who.owner), x->who.actor,
+		    sizeof(x->who.actor));
+		x->valid = true;
+		valid++;
+	}
+	if (valid == 0)
+		return;
+	worker_count(C_INVENTORIES, (uint64_t)valid);
+	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0) {
+		for (int i = 0; i < n; i++)
+			if (inv[i].valid)
+				reply_error(inv[i].r, "lifecycleMemberships: cannot read the read ACLs now "
+				    "(%s); retry", err);
+		return;
+	}
+	kvmirror_lock(&G.acl.mirror);
+	for (int i = 0; i < n; i++) {
+		if (!inv[i].valid)
+			continue;
+		lifecycle_format(&inv[i].who, lc, sizeof(lc));
+		const struct acl_row *row = aclindex_get(&G.acl, lc);
+		/* A narrowed or retired row refuses those writes by itself. */
+		bool allows = row != NULL && row->state == ACL_LIVE && row->npatterns > 0;
+		uint64_t m = gate_mark(lc, allows);
+		if (allows)
+			log_info("lifecycleMemberships: %s still allows reads: its durable joins and "
+			    "leaves are refused on this daemon from now on", lc);
+		mark = m > mark ? m : mark;
+	}
+	kvmirror_unlock(&G.acl.mirror);
+	gate_wait(mark);
+	if (kvmirror_barrier(&G.members, err, sizeof(err)) != 0) {
+		for (int i = 0; i < n; i++)
+			if (inv[i].valid)
+				reply_error(inv[i].r, "lifecycleMemberships: cannot read the membership "
+				    "registry now (%s); retry", err);
+		return;
+	}
+	worker_count(C_MEMBER_READS, 1);
+	kvmirror_lock(&G.members);
+	for (int i = 0; i < n; i++)
+		if (inv[i].valid) {
+			inv[i].rows = json_array();
+			strmap_each(&G.rows, inventory_row, &inv[i]);
+		}
+	kvmirror_unlock(&G.members);
+	for (int i = 0; i < n; i++)
+		if (inv[i].valid)
+			reply_data(inv[i].r, json_pack("{s:o}", "memberships", inv[i].rows));
+}

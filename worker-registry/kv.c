@@ -1,0 +1,323 @@
+/*
+ * The buckets as the registry reads and writes them. Reads that decide a
+ * write are fresh: a KV row straight from its stream, or a mirror after a
+ * barrier. Writes are compare-and-set on the subject's last sequence, made
+ * here rather than by kvStore_Update, which hides the CAS error code
+ * (STYLE.md pitfalls): a conflict must be told from any other failure.
+ */
+#include "worker-registry/registry_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/natsconn.h"
+#include "lib/worker.h"
+
+static void
+jserr(const char *what, natsStatus s, jsErrCode jerr, char *err, size_t errlen)
+{
+	char why[512];
+
+	conn_strerror(s, why, sizeof(why));
+	if (jerr != 0)
+		snprintf(err, errlen, "%s: %s (JetStream error %d)", what, why, (int)jerr);
+	else
+		snprintf(err, errlen, "%s: %s", what, why);
+}
+
+int
+kv_read(const char *bucket, const char *key, char **value, size_t *len, uint64_t *rev,
+	char *err, size_t errlen)
+{
+	char stream[REG_BUCKET_MAX + 4], subj[REG_BUCKET_MAX + MEMBER_KEY_MAX + 8], what[256];
+	const char *op = NULL;
+	natsMsg *m = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	*value = NULL;
+	*len = 0;
+	*rev = 0;
+	snprintf(stream, sizeof(stream), "KV_%s", bucket);
+	snprintf(subj, sizeof(subj), "$KV.%s.%s", bucket, key);
+	s = js_GetLastMsg(&m, G.js, stream, subj, NULL, &jerr);
+	if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
+		return 0;
+	if (s != NATS_OK) {
+		snprintf(what, sizeof(what), "read %s/%.150s", bucket, key);
+		jserr(what, s, jerr, err, errlen);
+		return -1;
+	}
+	*rev = natsMsg_GetSequence(m);
+	if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL &&
+	    (strcmp(op, "DEL") == 0 || strcmp(op, "PURGE") == 0)) {
+		natsMsg_Destroy(m);
+		return 0;
+	}
+	*len = (size_t)natsMsg_GetDataLength(m);
+	if (*len > RECORD_MAX || (*value = malloc(*len + 1)) == NULL) {
+		snprintf(err, errlen, "read %s/%.150s: a value of %zu bytes", bucket, key, *len);
+		natsMsg_Destroy(m);
+		return -1;
+	}
+	memcpy(*value, natsMsg_GetData(m), *len);
+	(*value)[*len] = '\0';
+	natsMsg_Destroy(m);
+	return 1;
+}
+
+int
+kv_write(struct request *r, const char *bucket, const char *key, const char *value, size_t len,
+	 uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen)
+{
+	char subj[REG_BUCKET_MAX + MEMBER_KEY_MAX + 8], seq[24], what[256];
+	natsMsg *m = NULL;
+	jsPubAck *pa = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+	int rc = -1;
+
+	snprintf(subj, sizeof(subj), "$KV.%s.%s", bucket, key);
+	snprintf(seq, sizeof(seq), "%" PRIu64, expect);
+	snprintf(what, sizeof(what), "%s %s/%.150s at revision %" PRIu64,
+	    del ? "delete" : "write", bucket, key, expect);
+	if (!effect_begin(r)) {
+		snprintf(err, errlen, "%s: the daemon stopped serving the shard", what);
+		return -1;
+	}
+	s = natsMsg_Create(&m, subj, NULL, del ? NULL : value, del ? 0 : (int)len);
+	if (s == NATS_OK)
+		s = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", seq);
+	if (s == NATS_OK && del)
+		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
+	if (s == NATS_OK)
+		s = js_PublishMsg(&pa, G.js, m, NULL, &jerr);
+	if (s == NATS_OK) {
+		*rev = pa->Sequence;
+		rc = 0;
+	} else if (jerr == JSStreamWrongLastSequenceErr) {
+		rc = 1;
+	} else {
+		jserr(what, s, jerr, err, errlen);
+	}
+	effect_done();
+	jsPubAck_Destroy(pa);
+	natsMsg_Destroy(m);
+	return rc;
+}
+
+int
+stream_last_seq(const char *stream, uint64_t *last, int64_t *max_per_subject, char *err,
+		size_t errlen)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s = js_GetStreamInfo(&si, G.js, stream, NULL, &jerr);
+	char what[REG_PREFIX_MAX + 32];
+
+	if (s != NATS_OK) {
+		snprintf(what, sizeof(what), "stream info %s", stream);
+		jserr(what, s, jerr, err, errlen);
+		return -1;
+	}
+	*last = si->State.LastSeq;
+	if (max_per_subject != NULL)
+		*max_per_subject = si->Config != NULL ? si->Config->MaxMsgsPerSubject : -1;
+	jsStreamInfo_Destroy(si);
+	return 0;
+}
+
+int
+fanout_delivered(uint64_t *seq, char *err, size_t errlen)
+{
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s = js_GetConsumerInfo(&ci, G.js, G.chat, "fanout", NULL, &jerr);
+
+	*seq = 0;
+	/* No fan-out bound yet: it starts at new posts, nothing behind it. */
+	if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr)
+		return 0;
+	if (s != NATS_OK) {
+		jserr("consumer info fanout", s, jerr, err, errlen);
+		return -1;
+	}
+	*seq = ci->Delivered.Stream;
+	jsConsumerInfo_Destroy(ci);
+	return 0;
+}
+
+/* ---- the members mirror ---- */
+
+static void
+members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	      int64_t created)
+{
+	struct mrow *old, *m;
+	char why[WHY_MAX];
+
+	(void)arg, (void)created;
+	if ((old = strmap_del(&G.rows, key)) != NULL)
+		free(old);
+	if (value == NULL)
+		return;
+	if ((m = malloc(sizeof(*m))) == NULL)
+		fatalx("out of memory");
+	if (member_row_parse(key, value, len, &m->row, why, sizeof(why)) != 0) {
+		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
+		free(m);
+		return;
+	}
+	m->rev = rev;
+	if (strmap_put(&G.rows, key, m, NULL) != 0)
+		fatalx("out of memory");
+}
+
+static void
+members_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&G.rows, free);
+}
+
+int
+kv_open(char *err, size_t errlen)
+{
+	strmap_init(&G.rows);
+	if (kvmirror_open(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
+	    members_apply, members_reset, NULL, err, errlen) != 0)
+		return -1;
+	return aclindex_open(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, err, errlen);
+}
+
+void
+kv_close(void)
+{
+	aclindex_close(&G.acl);
+	kvmirror_close(&G.members);
+	members_reset(NULL);
+}
+
+/* ---- read ACLs ---- */
+
+static int
+acl_copy(const struct acl_row *from, struct acl_row *to)
+{
+	memset(to, 0, sizeof(*to));
+	to->state = from->state;
+	if (from->npatterns == 0)
+		return 0;
+	if ((to->patterns = calloc(from->npatterns, sizeof(char *))) == NULL)
+		return -1;
+	for (size_t i = 0; i < from->npatterns; i++) {
+		if ((to->patterns[i] = strdup(from->patterns[i])) == NULL) {
+			acl_row_free(to);
+			return -1;
+		}
+		to->npatterns = i + 1;
+	}
+	return 0;
+}
+
+struct alias_scan {
+	const char *prefix;   /* "<o>.<a>." */
+	size_t plen;
+	int live, retired;
+	char uid[2][UID_MAX + 1];
+	const struct acl_row *row;
+};
+
+static int
+alias_match(const char *key, void *value, void *arg)
+{
+	struct alias_scan *a = arg;
+	const struct acl_row *r = value;
+	const char *uid = key + a->plen;
+
+	if (strncmp(key, a->prefix, a->plen) != 0 || !lifecycle_uid_valid(uid))
+		return 0;
+	if (r->state == ACL_RETIRED) {
+		a->retired++;
+		snprintf(a->uid[1], sizeof(a->uid[1]), "%s", uid);
+	} else if (r->state == ACL_LIVE) {
+		if (a->live == 0) {
+			snprintf(a->uid[0], sizeof(a->uid[0]), "%s", uid);
+			a->row = r;
+		} else if (a->live == 1) {
+			snprintf(a->uid[1], sizeof(a->uid[1]), "%s", uid);
+		}
+		a->live++;
+	}
+	return 0;
+}
+
+int
+acl_resolve(const char *op, const char *owner, const char *actor, char *uid, size_t uidlen,
+	    struct acl_row *row, char *why, size_t whylen)
+{
+	char prefix[PRINCIPAL_MAX + 2], err[512];
+	struct alias_scan a = { .prefix = prefix };
+	int rc = -1;
+
+	snprintf(prefix, sizeof(prefix), "%s.%s.", owner, actor);
+	a.plen = strlen(prefix);
+	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0) {
+		snprintf(why, whylen, "%s: cannot read the read ACLs now (%s); retry", op, err);
+		return -1;
+	}
+	kvmirror_lock(&G.acl.mirror);
+	strmap_each(&G.acl.rows, alias_match, &a);
+	if (a.live == 1) {
+		snprintf(uid, uidlen, "%s", a.uid[0]);
+		rc = acl_copy(a.row, row);
+		if (rc != 0)
+			snprintf(why, whylen, "%s: out of memory", op);
+	} else if (a.live > 1) {
+		snprintf(why, whylen, "%s: %s.%s has %d live read-ACL rows (%s and %s); refusing to "
+		    "guess the lifecycle", op, owner, actor, a.live, a.uid[0], a.uid[1]);
+		log_warnx("%s refused: %s.%s has %d live read-ACL rows (%s, %s)", op, owner, actor,
+		    a.live, a.uid[0], a.uid[1]);
+	} else if (a.retired > 0) {
+		snprintf(why, whylen, "%s: lifecycle %s.%s.%s is retired and never comes back", op,
+		    owner, actor, a.uid[1]);
+	} else {
+		snprintf(why, whylen, "%s: no read ACL on record for %s.%s (not provisioned for "
+		    "durable delivery)", op, owner, actor);
+	}
+	kvmirror_unlock(&G.acl.mirror);
+	return rc;
+}
+
+int
+acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen)
+{
+	const struct acl_row *r;
+	int rc;
+
+	memset(row, 0, sizeof(*row));
+	if (kvmirror_barrier(&G.acl.mirror, err, errlen) != 0)
+		return -1;
+	kvmirror_lock(&G.acl.mirror);
+	r = aclindex_get(&G.acl, lc);
+	rc = r != NULL ? acl_copy(r, row) : 0;
+	kvmirror_unlock(&G.acl.mirror);
+	if (rc != 0)
+		snprintf(err, errlen, "out of memory");
+	return rc;
+}
+
+void
+acl_refusal(const struct acl_row *row, const char *channel, char *why, size_t whylen)
+{
+	size_t off = (size_t)snprintf(why, whylen, "channel \"%s\" is not within your read ACL [",
+	    channel);
+
+	for (size_t i = 0; i < row->npatterns && off < whylen; i++)
+		off += (size_t)snprintf(why + off, whylen - off, "%s%s", i ? ", " : "",
+		    row->patterns[i]);
+	if (off < whylen)
+		snprintf(why + off, whylen - off, "]");
+}

@@ -1,0 +1,601 @@
+/*
+ * worker-registry: the membership registry and the control rails (seed,
+ * "The three pieces" and "Where it runs"; WIRE.md §5).
+ *
+ * Serves P.ctl.delivery.*.* (queue "delivery"), P.ctl.delivery-admin.*.*
+ * (queue "delivery-admin") and P.live.delivery.*.* (queue
+ * "live.delivery"). Every request passes the guards here first: a reply
+ * subject bound to the request subject (else dropped unanswered), a sender
+ * whose from.id is the subject's caller and a principal, a known op, a
+ * well-formed body. ctl.delivery requests are then served by a small pool;
+ * ctl.delivery-admin requests one at a time in arrival order, except the
+ * lifecycleMemberships inventories, which are answered beside them, those
+ * that arrive together sharing one read of the members bucket.
+ *
+ * May: read the presence, channels, members, acl buckets and CHAT (through
+ * short-lived consumers), write membership rows, publish catch-up entries
+ * to P.dinbox.*.*.*, answer on the rails' reply subjects, and, as the $SYS
+ * observer and evictor whose nonces the supervisor signs, read CONNZ of the
+ * space account and KICK its connections.
+ */
+#include "worker-registry/registry.h"
+#include "worker-registry/registry_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/natsconn.h"
+
+#define UNANSWERED_LOG_EVERY_MS 10000
+
+struct registry G;
+
+/* A queue of requests and the threads that serve it. */
+struct queue {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct request *head, *tail;
+	int n;
+};
+
+static struct queue ctl_q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
+static struct queue admin_q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
+static struct queue inv_q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
+static _Atomic bool threads_stop;
+
+/* What the supervisor says of the lease (IPC_LEASE). */
+static struct {
+	pthread_mutex_t mu;
+	uint32_t state;
+	char instance[IPC_INSTANCE_MAX];
+} lease = { PTHREAD_MUTEX_INITIALIZER, IPC_LEASE_NONE, "" };
+
+static struct {
+	pthread_mutex_t mu;
+	int64_t last_ms;
+	uint64_t suppressed;
+} unanswered = { PTHREAD_MUTEX_INITIALIZER, 0, 0 };
+
+/* ---- answering ---- */
+
+bool
+effect_begin(struct request *r)
+{
+	return fence_begin(&W.fence, r->ticket);
+}
+
+void
+effect_done(void)
+{
+	fence_done(&W.fence);
+}
+
+static void
+publish_reply(const char *subject, const char *body, size_t len)
+{
+	natsStatus s = natsConnection_Publish(W.nc, subject, body, (int)len);
+
+	if (s != NATS_OK) {
+		char why[256];
+		conn_strerror(s, why, sizeof(why));
+		log_warnx("cannot answer on %.200s: %s", subject, why);
+	}
+}
+
+void
+reply_send(struct request *r, char *body, size_t len)
+{
+	if (body == NULL)
+		fatalx("out of memory");
+	/* The seed: a reply larger than max_payload cannot be published;
+	 * the caller gets its size at once instead of a timeout. */
+	body = ctl_reply_fit(body, &len, G.max_payload);
+	if (body == NULL)
+		fatalx("out of memory");
+	/* A unit dispatched before a QUIESCE never answers after it. */
+	if (effect_begin(r)) {
+		publish_reply(r->reply, body, len);
+		effect_done();
+	}
+	free(body);
+}
+
+void
+reply_error(struct request *r, const char *fmt, ...)
+{
+	char text[CTL_WHY_MAX];
+	va_list ap;
+	size_t len;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	worker_count(C_REFUSED, 1);
+	char *body = ctl_reply_error(text, &len);
+	reply_send(r, body, len);
+}
+
+void
+reply_data(struct request *r, json_t *data)
+{
+	size_t len;
+	char *body = ctl_reply_ok(data, &len);
+
+	reply_send(r, body, len);
+}
+
+static void
+request_free(struct request *r)
+{
+	if (r == NULL)
+		return;
+	ctl_request_free(&r->req);
+	free(r->reply);
+	free(r);
+}
+
+/* ---- queues ---- */
+
+static bool
+queue_push(struct queue *q, struct request *r)
+{
+	bool ok;
+
+	pthread_mutex_lock(&q->mu);
+	ok = q->n < REG_QUEUE_MAX;
+	if (ok) {
+		r->next = NULL;
+		if (q->tail != NULL)
+			q->tail->next = r;
+		else
+			q->head = r;
+		q->tail = r;
+		q->n++;
+		pthread_cond_signal(&q->cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return ok;
+}
+
+/* The next request, waiting up to ms; NULL when there is none. */
+static struct request *
+queue_pop(struct queue *q, int ms)
+{
+	struct request *r = NULL;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&q->mu);
+	while (q->head == NULL && !atomic_load(&threads_stop))
+		if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) != 0)
+			break;
+	if ((r = q->head) != NULL) {
+		q->head = r->next;
+		if (q->head == NULL)
+			q->tail = NULL;
+		q->n--;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return r;
+}
+
+static void
+queue_drain(struct queue *q)
+{
+	struct request *r;
+
+	pthread_mutex_lock(&q->mu);
+	while ((r = q->head) != NULL) {
+		q->head = r->next;
+		request_free(r);
+	}
+	q->tail = NULL;
+	q->n = 0;
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* ---- the ops ---- */
+
+struct op {
+	const char *name;
+	void (*serve)(struct request *r);
+};
+
+static const struct op ctl_ops[] = {
+	{ "durableJoin", op_durable_join },
+	{ "durableLeave", op_durable_leave },
+	{ "listMemberships", op_list_memberships },
+	{ "readHistory", op_read_history },
+	{ "registerChannel", op_register_channel },
+	{ NULL, NULL },
+};
+
+/* The admin rail's ops are all admin_serve's, in arrival order; the
+ * inventory is the one that does not wait behind them. */
+static const char *const admin_ops[] = {
+	"lifecycleMemberships", "evictPrincipals", "evictPrincipal", "principalLiveness",
+	"reloadCreds", NULL,
+};
+
+static const struct op *
+ctl_op(const char *name)
+{
+	for (const struct op *o = ctl_ops; o->name != NULL; o++)
+		if (strcmp(o->name, name) == 0)
+			return o;
+	return NULL;
+}
+
+static bool
+admin_op_known(const char *name)
+{
+	for (const char *const *o = admin_ops; *o != NULL; o++)
+		if (strcmp(*o, name) == 0)
+			return true;
+	return false;
+}
+
+/* ---- the rails ---- */
+
+static void
+log_unanswered(const char *subject, const char *reply)
+{
+	int64_t now = mono_ms();
+
+	worker_count(C_UNANSWERED, 1);
+	pthread_mutex_lock(&unanswered.mu);
+	if (unanswered.last_ms != 0 && now - unanswered.last_ms < UNANSWERED_LOG_EVERY_MS) {
+		unanswered.suppressed++;
+	} else {
+		log_warnx("dropped a request on %.200s unanswered: its reply subject %.200s is not "
+		    "%.200s.reply.<…> (and %llu more since the last line)", subject,
+		    reply ? reply : "(none)", subject, (unsigned long long)unanswered.suppressed);
+		unanswered.last_ms = now;
+		unanswered.suppressed = 0;
+	}
+	pthread_mutex_unlock(&unanswered.mu);
+}
+
+/* WIRE.md §5: the liveness reply, from the daemon's own lease reading. */
+static void
+answer_liveness(struct request *r)
+{
+	uint32_t state;
+	char instance[IPC_INSTANCE_MAX];
+
+	pthread_mutex_lock(&lease.mu);
+	state = lease.state;
+	snprintf(instance, sizeof(instance), "%s", lease.instance);
+	pthread_mutex_unlock(&lease.mu);
+	json_t *v = json_pack("{s:s, s:s, s:s}", "plane", "delivery", "responder",
+	    state == IPC_LEASE_SERVING ? "bound" : "stale", "instance", instance);
+	char *body = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(v);
+	reply_send(r, body, body ? strlen(body) : 0);
+}
+
+static bool
+rechecking(void)
+{
+	bool b;
+
+	pthread_mutex_lock(&lease.mu);
+	b = lease.state == IPC_LEASE_RECHECKING;
+	pthread_mutex_unlock(&lease.mu);
+	return b;
+}
+
+/*
+ * A request off a rail, on the subscription's thread: the guards, then the
+ * queue it waits in. Cheap and bounded: the body is decoded here once.
+ */
+static void
+on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+	enum rail rail = (enum rail)(intptr_t)closure;
+	const char *subject = natsMsg_GetSubject(msg), *reply = natsMsg_GetReply(msg);
+	char why[CTL_WHY_MAX];
+	struct request *r;
+	bool queued;
+
+	(void)nc, (void)sub;
+	if (!rail_reply_bound(subject, reply)) {
+		log_unanswered(subject, reply);
+		natsMsg_Destroy(msg);
+		return;
+	}
+	if ((r = calloc(1, sizeof(*r))) == NULL || (r->reply = strdup(reply)) == NULL)
+		fatalx("out of memory");
+	r->ticket = fence_ticket(&W.fence);
+	r->arrived_ms = mono_ms();
+	worker_count(C_REQUESTS, 1);
+	if (rail_subject_parse(subject, G.prefix, &r->caller, why, sizeof(why)) != 0) {
+		/* The subscription's wildcards admit only this shape; what is
+		 * left is a token that is no identity token. */
+		reply_error(r, "%s", CTL_ERR_SENDER);
+		goto done;
+	}
+	if (r->caller.rail != rail) {
+		log_unanswered(subject, reply);
+		goto done;
+	}
+	if (rail == RAIL_LIVE) {
+		answer_liveness(r);
+		goto done;
+	}
+	if (rechecking()) {
+		reply_error(r, "%s", CTL_ERR_RECHECKING);
+		goto done;
+	}
+	switch (ctl_request_parse(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg),
+	    &r->caller, &r->req, why, sizeof(why))) {
+	case CTL_OK:
+		break;
+	case CTL_SENDER_MISMATCH:
+		reply_error(r, "%s", CTL_ERR_SENDER);
+		goto done;
+	case CTL_MALFORMED:
+		reply_error(r, "%s", why);
+		goto done;
+	}
+	if (rail == RAIL_CTL ? ctl_op(r->req.op) == NULL : !admin_op_known(r->req.op)) {
+		ctl_unknown_op(rail, r->req.op, why, sizeof(why));
+		reply_error(r, "%s", why);
+		goto done;
+	}
+	if (rail == RAIL_CTL)
+		queued = queue_push(&ctl_q, r);
+	else if (strcmp(r->req.op, "lifecycleMemberships") == 0)
+		queued = queue_push(&inv_q, r);
+	else
+		queued = queue_push(&admin_q, r);
+	if (queued) {
+		natsMsg_Destroy(msg);
+		return;
+	}
+	reply_error(r, "delivery: %d requests are already waiting on this rail; retry",
+	    REG_QUEUE_MAX);
+done:
+	request_free(r);
+	natsMsg_Destroy(msg);
+}
+
+/* ---- the serving threads ---- */
+
+static void *
+ctl_thread(void *arg)
+{
+	(void)arg;
+	while (worker_wait_open() && !atomic_load(&threads_stop)) {
+		struct request *r = queue_pop(&ctl_q, 200);
+		if (r == NULL)
+			continue;
+		ctl_op(r->req.op)->serve(r);
+		request_free(r);
+	}
+	return NULL;
+}
+
+static void *
+admin_thread(void *arg)
+{
+	(void)arg;
+	while (worker_wait_open() && !atomic_load(&threads_stop)) {
+		struct request *r = queue_pop(&admin_q, 200);
+		if (r == NULL)
+			continue;
+		admin_serve(r);
+		request_free(r);
+	}
+	return NULL;
+}
+
+/*
+ * Inventories: what arrived together is answered together, after one read
+ * of the members bucket; a request that arrives while that read runs waits
+ * for the next one (its read must begin after it arrived).
+ */
+static void *
+inventory_thread(void *arg)
+{
+	struct request *batch[REG_QUEUE_MAX];
+
+	(void)arg;
+	while (worker_wait_open() && !atomic_load(&threads_stop)) {
+		int n = 0;
+		struct request *r = queue_pop(&inv_q, 200);
+		if (r == NULL)
+			continue;
+		batch[n++] = r;
+		int64_t until = mono_ms() + REG_INVENTORY_GATHER_MS;
+		while (n < REG_QUEUE_MAX) {
+			int64_t left = until - mono_ms();
+			if (left <= 0 || (r = queue_pop(&inv_q, (int)left)) == NULL)
+				break;
+			batch[n++] = r;
+		}
+		admin_inventories(batch, n);
+		for (int i = 0; i < n; i++)
+			request_free(batch[i]);
+	}
+	return NULL;
+}
+
+/* ---- the role ---- */
+
+static natsSubscription *subs[RAIL_COUNT];
+
+static void
+rails_close(void)
+{
+	for (int i = 0; i < RAIL_COUNT; i++) {
+		if (subs[i] != NULL)
+			natsSubscription_Unsubscribe(subs[i]);
+		natsSubscription_Destroy(subs[i]);
+		subs[i] = NULL;
+	}
+}
+
+static int
+rails_open(char *err, size_t errlen)
+{
+	char subj[REG_PREFIX_MAX + 64];
+
+	for (int i = 0; i < RAIL_COUNT; i++) {
+		snprintf(subj, sizeof(subj), "%s.%s.*.*", G.prefix, rail_kind((enum rail)i));
+		natsStatus s = natsConnection_QueueSubscribe(&subs[i], W.nc, subj,
+		    rail_queue((enum rail)i), on_request, (void *)(intptr_t)i);
+		if (s == NATS_OK)
+			s = natsSubscription_SetPendingLimits(subs[i], 4 * REG_QUEUE_MAX,
+			    64 * 1024 * 1024);
+		if (s != NATS_OK) {
+			char why[256];
+			conn_strerror(s, why, sizeof(why));
+			snprintf(err, errlen, "subscribe %s (queue %s): %s", subj,
+			    rail_queue((enum rail)i), why);
+			return -1;
+		}
+	}
+	/* A subscription the credential may not make is a violation reported
+	 * asynchronously: make it show before we call the rails served. */
+	natsConnection_FlushTimeout(W.nc, 2000);
+	if (worker_violation("Subscription", err, errlen))
+		return -1;
+	return 0;
+}
+
+static int
+setup(char *err, size_t errlen)
+{
+	space_token(W.cfg.space, G.token, sizeof(G.token));
+	snprintf(G.prefix, sizeof(G.prefix), "cotal.%s", G.token);
+	snprintf(G.chat, sizeof(G.chat), "CHAT_%s", G.token);
+	snprintf(G.members_bucket, sizeof(G.members_bucket), "cotal_members_%s", G.token);
+	snprintf(G.channels_bucket, sizeof(G.channels_bucket), "cotal_channels_%s", G.token);
+	G.max_payload = natsConnection_GetMaxPayload(W.nc);
+	if (natsConnection_JetStream(&G.js, W.nc, NULL) != NATS_OK) {
+		snprintf(err, errlen, "cannot make a JetStream context");
+		return -1;
+	}
+	if (kv_open(err, errlen) != 0)
+		return -1;
+	return rails_open(err, errlen);
+}
+
+static void
+teardown(void)
+{
+	rails_close();
+	admin_close();
+	kv_close();
+	jsCtx_Destroy(G.js);
+	G.js = NULL;
+}
+
+static void
+registry_run(void)
+{
+	pthread_t ctl[REG_CTL_THREADS], admin, inv;
+	char err[1024];
+
+	/* Set up, retrying while the broker is not ready; the supervisor's
+	 * backoff paces a worker that cannot serve at all. */
+	while (setup(err, sizeof(err)) != 0) {
+		teardown();
+		if (strstr(err, "Permissions Violation") != NULL ||
+		    strstr(err, "ermission") != NULL)
+			fatalx("cannot serve the rails: %s", err);
+		log_warnx("cannot serve the rails yet: %s; retrying", err);
+		worker_nap(2000);
+		if (!worker_serving())
+			return;
+	}
+	log_ok("serving %s.ctl.delivery, ctl.delivery-admin and live.delivery (max_payload %lld)",
+	    G.prefix, (long long)G.max_payload);
+	atomic_store(&threads_stop, false);
+	for (int i = 0; i < REG_CTL_THREADS; i++)
+		if (pthread_create(&ctl[i], NULL, ctl_thread, NULL) != 0)
+			fatalx("cannot start a ctl.delivery thread");
+	if (pthread_create(&admin, NULL, admin_thread, NULL) != 0 ||
+	    pthread_create(&inv, NULL, inventory_thread, NULL) != 0)
+		fatalx("cannot start the admin threads");
+	while (worker_serving())
+		worker_nap(200);
+	/* No new requests; those waiting are answered on the next connection
+	 * (the seed: a request read while the connection is replaced is
+	 * answered once it is back). */
+	rails_close();
+	atomic_store(&threads_stop, true);
+	pthread_cond_broadcast(&ctl_q.cv);
+	pthread_cond_broadcast(&admin_q.cv);
+	pthread_cond_broadcast(&inv_q.cv);
+	for (int i = 0; i < REG_CTL_THREADS; i++)
+		pthread_join(ctl[i], NULL);
+	pthread_join(admin, NULL);
+	pthread_join(inv, NULL);
+	natsConnection_FlushTimeout(W.nc, 1000);
+	teardown();
+}
+
+static bool
+registry_msg(const struct ipc_msg *m)
+{
+	struct ipc_lease l;
+
+	switch (m->type) {
+	case IPC_LEASE:
+		memcpy(&l, m->payload, sizeof(l));
+		pthread_mutex_lock(&lease.mu);
+		lease.state = l.state;
+		snprintf(lease.instance, sizeof(lease.instance), "%s", l.instance);
+		pthread_mutex_unlock(&lease.mu);
+		return true;
+	case IPC_SYS_CREDS:
+		admin_sys_creds(m);
+		return true;
+	case IPC_RELOAD_REP:
+		admin_reload_reply(m);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* At exit: what waits in the queues goes unanswered with the process. */
+static void
+registry_exit(void)
+{
+	queue_drain(&ctl_q);
+	queue_drain(&admin_q);
+	queue_drain(&inv_q);
+	gate_reset();
+}
+
+static void
+registry_main(void)
+{
+	static bool once;
+
+	if (!once) {
+		atexit(registry_exit);
+		once = true;
+	}
+	registry_run();
+}
+
+const struct worker_role registry_role = {
+	.name = "registry",
+	.sandbox = SANDBOX_REGISTRY,
+	.run = registry_main,
+	.on_msg = registry_msg,
+};

@@ -1,0 +1,162 @@
+/*
+ * Inside the registry worker: what its rooms share. registry.c takes
+ * requests off the three rails and answers them; gate.c orders membership
+ * writes against inventories; kv.c reads and writes the buckets; the ops
+ * live in membership.c (ctl.delivery) and admin.c (ctl.delivery-admin);
+ * chatscan.c reads CHAT through short-lived consumers (join catch-up,
+ * history); sweep.c sweeps the broker for eviction.
+ */
+#ifndef COTAL_REGISTRY_INT_H
+#define COTAL_REGISTRY_INT_H
+
+#include <jansson.h>
+#include <nats/nats.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ipc/ipc.h"
+#include "lib/aclindex.h"
+#include "lib/ctlreq.h"
+#include "lib/kvmirror.h"
+#include "lib/records.h"
+#include "lib/strmap.h"
+#include "lib/tokens.h"
+
+#define REG_CTL_THREADS 4        /* ctl.delivery requests served at once */
+#define REG_QUEUE_MAX 1024       /* requests waiting, per queue */
+#define REG_INVENTORY_GATHER_MS 20 /* inventories arriving together share a read */
+#define REG_RELOAD_WAIT_MS 15000 /* the supervisor's answer to reloadCreds */
+#define REG_PREFIX_MAX (SPACE_TOKEN_MAX + 8)
+#define REG_BUCKET_MAX (SPACE_TOKEN_MAX + 32)
+
+/* A request taken off a rail: copied out of the library's message. */
+struct request {
+	struct request *next;
+	struct rail_caller caller;
+	struct ctl_request req;
+	char *reply;            /* the bound reply subject */
+	uint64_t ticket;        /* the fence ticket of its arrival */
+	int64_t arrived_ms;     /* monotonic */
+};
+
+/* A membership row as the mirror holds it. */
+struct mrow {
+	struct member_row row;
+	bool activated;
+	uint64_t rev;
+};
+
+struct registry {
+	char prefix[REG_PREFIX_MAX];   /* cotal.<s> */
+	char token[SPACE_TOKEN_MAX + 1];
+	char chat[REG_PREFIX_MAX];     /* CHAT_<s> */
+	char members_bucket[REG_BUCKET_MAX];
+	char channels_bucket[REG_BUCKET_MAX];
+	jsCtx *js;
+	int64_t max_payload;
+
+	struct kvmirror members;       /* cotal_members_<s> */
+	struct strmap rows;            /* member key -> struct mrow (members' lock) */
+	struct aclindex acl;           /* cotal_acl_<s> */
+};
+extern struct registry G;
+
+/* ---- registry.c: answering ---- */
+/* Answer r with a serialized reply (freed here): fitted to max_payload,
+ * sent only while r's fence ticket is good. */
+void reply_send(struct request *r, char *body, size_t len);
+void reply_error(struct request *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* {ok:true, data}; steals data. */
+void reply_data(struct request *r, json_t *data);
+/* May r still make an effect (publish, KV write)? Pair with effect_done. */
+bool effect_begin(struct request *r);
+void effect_done(void);
+/* Counters (ipc.c names them). */
+enum { C_REQUESTS, C_JOINS, C_LEAVES, C_REFUSED, C_INVENTORIES, C_MEMBER_READS, C_EVICTIONS,
+	C_UNANSWERED };
+
+/* ---- gate.c: membership writes against inventories (the seed) ---- */
+/*
+ * A durable join or leave of lifecycle lc enters the gate before it reads
+ * the ACL row it writes by and leaves it once its writes are done. It may
+ * not enter when an inventory fenced lc: false then.
+ */
+bool gate_enter(const char *lc, uint64_t *ticket);
+void gate_leave(uint64_t ticket);
+/* An inventory arrived: fence lc (when its row still allowed reads) and
+ * return the mark that gate_wait waits out. */
+uint64_t gate_mark(const char *lc, bool fence);
+/* Wait until every write that entered before mark has left. */
+void gate_wait(uint64_t mark);
+bool gate_fenced(const char *lc);
+void gate_reset(void);
+
+/* ---- kv.c: the buckets ---- */
+/* The latest value of key in bucket, fresh from the stream: 1 with value
+ * (malloc'd) and rev; 0 when absent or deleted (rev: the delete marker's
+ * sequence, or 0); -1 with err. */
+int kv_read(const char *bucket, const char *key, char **value, size_t *len, uint64_t *rev,
+	    char *err, size_t errlen);
+/* Write key at expected revision expect (0: the key has no message yet);
+ * del: a delete marker. 0 with *rev, 1 on a CAS conflict, -1 with err. */
+int kv_write(struct request *r, const char *bucket, const char *key, const char *value,
+	     size_t len, uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen);
+/* A stream's last sequence (and, when ms_per_subject is set, its
+ * max_msgs_per_subject). */
+int stream_last_seq(const char *stream, uint64_t *last, int64_t *max_per_subject, char *err,
+		    size_t errlen);
+/* The fanout consumer's delivered stream sequence. */
+int fanout_delivered(uint64_t *seq, char *err, size_t errlen);
+/* Open/close the mirrors (members, acl). */
+int kv_open(char *err, size_t errlen);
+void kv_close(void);
+/*
+ * The caller's single live read-ACL row (WIRE.md §4: an alias resolves to
+ * its single live row), after a barrier so the reading is fresh. 0 with the
+ * uid and a copy of the row (acl_row_free it); -1 with the refusal in why
+ * (op names the refusal's op).
+ */
+int acl_resolve(const char *op, const char *owner, const char *actor, char *uid, size_t uidlen,
+		struct acl_row *row, char *why, size_t whylen);
+/* The row of one lifecycle now (after a barrier): what acl_row_parse says. */
+int acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen);
+/* "channel \"<ch>\" is not within your read ACL [a, b]" */
+void acl_refusal(const struct acl_row *row, const char *channel, char *why, size_t whylen);
+
+/* ---- membership.c: ctl.delivery ---- */
+void op_durable_join(struct request *r);
+void op_durable_leave(struct request *r);
+void op_list_memberships(struct request *r);
+void op_register_channel(struct request *r);
+void op_read_history(struct request *r);
+
+/* ---- admin.c: ctl.delivery-admin ---- */
+void admin_serve(struct request *r);            /* one at a time, in arrival order */
+void admin_inventories(struct request **v, int n); /* arrived together */
+void admin_sys_creds(const struct ipc_msg *m);  /* main thread */
+void admin_reload_reply(const struct ipc_msg *m);
+void admin_close(void);
+
+/* ---- chatscan.c: CHAT through short-lived consumers ---- */
+#define CHAT_SCAN_BATCH 256      /* posts per pull (issue 5: batches of 256) */
+/* One batch of posts in sequence order; non-zero stops the scan. */
+typedef int (*chat_batch_fn)(void *arg, natsMsg **posts, int n);
+/*
+ * Read channel's posts (filter P.chat.*.*.<channel>) with stream sequence
+ * start..stop (stop 0: to the end) through consumer `name` (ack none,
+ * memory, inactive 30 s), deleted before and after, handing them to fn in
+ * batches of CHAT_SCAN_BATCH. *pending: how many of the channel's posts
+ * had a sequence of at least start when the consumer was made. 0, the
+ * non-zero return of fn, or -1 with err.
+ */
+int chat_scan(const char *name, const char *channel, uint64_t start, uint64_t stop,
+	      chat_batch_fn fn, void *arg, uint64_t *pending, char *err, size_t errlen);
+/* The stream sequence of a post a scan handed over (0: unknown). */
+uint64_t chat_seq(natsMsg *m);
+/* How many of channel's posts have a sequence of at least start (a
+ * consumer made and deleted). */
+int chat_count(const char *name, const char *channel, uint64_t start, uint64_t *count,
+	       char *err, size_t errlen);
+
+#endif
