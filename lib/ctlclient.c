@@ -108,7 +108,7 @@ slot_fail(struct slot *s, enum ctl_outcome o, const char *why)
 {
 	s->state = SLOT_DONE;
 	s->outcome = o;
-	snprintf(s->why, sizeof(s->why), "%s", why);
+	snprintf(s->why, sizeof(s->why), "%.255s", why);
 }
 
 /* g_mu held: fail every request pending on nc (NULL: on any connection
@@ -354,7 +354,7 @@ connected(struct ctl_client *c, int64_t deadline, struct ctl_result *out)
 			return NULL;
 		}
 		natsConnStatus st = natsConnection_Status(nc);
-		if (st != NATS_CONN_STATUS_CLOSED)
+		if (st == NATS_CONN_STATUS_CONNECTED)
 			return nc;
 		if (st == NATS_CONN_STATUS_CLOSED) {
 			result_set(out, CTL_CLOSED, "the connection to the broker is closed");

@@ -479,6 +479,8 @@ admin_inventories(struct request **v, int n)
 		return;
 	}
 	worker_count(C_MEMBER_READS, 1);
+	log_info("lifecycleMemberships: %d inventor%s answered from one read of %s", valid,
+	    valid == 1 ? "y" : "ies", G.members_bucket);
 	kvmirror_lock(&G.members);
 	for (int i = 0; i < n; i++)
 		if (inv[i].valid) {

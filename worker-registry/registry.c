@@ -417,9 +417,13 @@ inventory_thread(void *arg)
 		if (r == NULL)
 			continue;
 		batch[n++] = r;
-		int64_t until = mono_ms() + REG_INVENTORY_GATHER_MS;
+		/* A burst: gather while requests keep coming, each within the
+		 * gather time of the one before, for at most ten of those. */
+		int64_t cap = mono_ms() + 10 * REG_INVENTORY_GATHER_MS;
 		while (n < REG_QUEUE_MAX) {
-			int64_t left = until - mono_ms();
+			int64_t left = REG_INVENTORY_GATHER_MS;
+			if (mono_ms() + left > cap)
+				left = cap - mono_ms();
 			if (left <= 0 || (r = queue_pop(&inv_q, (int)left)) == NULL)
 				break;
 			batch[n++] = r;

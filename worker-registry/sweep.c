@@ -267,6 +267,9 @@ connz_page_parse(const json_t *reply, long long offset, struct connz_page *p, ch
 		say(why, whylen, "server is missing or not an object");
 		return -1;
 	}
+	v = json_object_get(server, "ver");
+	if (json_is_string(v) && json_string_length(v) < sizeof(p->version))
+		snprintf(p->version, sizeof(p->version), "%s", json_string_value(v));
 	/* A clustered broker answers with one server's connections: the other
 	 * servers' are not in the reply, so it proves nothing about them. */
 	v = json_object_get(server, "cluster");
@@ -402,6 +405,8 @@ struct hit {
 struct scan {
 	bool complete;
 	char note[SWEEP_NOTE_MAX];
+	char server_id[SWEEP_SERVER_ID_MAX + 1]; /* every page's: one server */
+	char version[32];
 	struct hit *hits;
 	size_t nhits, cap;
 	int *count;  /* connections seen per principal */
@@ -435,6 +440,8 @@ scan_reset(struct scan *sc, int nnames)
 {
 	sc->complete = false;
 	sc->note[0] = '\0';
+	sc->server_id[0] = '\0';
+	sc->version[0] = '\0';
 	sc->nhits = 0;
 	memset(sc->count, 0, (size_t)nnames * sizeof(*sc->count));
 }
@@ -532,6 +539,16 @@ scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *s
 			json_decref(reply);
 			return;
 		}
+		/* cids are one server's: a restart in between starts them over. */
+		if (sc->server_id[0] == '\0') {
+			memcpy(sc->server_id, pg.server_id, sizeof(sc->server_id));
+			memcpy(sc->version, pg.version, sizeof(sc->version));
+		} else if (strcmp(sc->server_id, pg.server_id) != 0) {
+			say(sc->note, sizeof(sc->note), "CONNZ at offset %lld: the server changed "
+			    "during the scan (%.60s, then %.60s)", offset, sc->server_id, pg.server_id);
+			json_decref(reply);
+			return;
+		}
 		/* Past the first page, the page must begin at or before the last
 		 * connection seen, else some may have slid past the boundary. */
 		if (offset > 0 && (pg.n == 0 ||
@@ -588,6 +605,7 @@ struct evict_state {
 	struct kicked *done;       /* connections whose KICK was accepted */
 	size_t ndone, capdone;
 	bool unsupported;          /* the broker has no KICK */
+	bool stalled;              /* a KICK went unanswered: no more this sweep */
 };
 
 static bool
@@ -635,9 +653,12 @@ kick_one(struct sweeper *s, const struct hit *h, struct evict_state *es)
 		return;
 	}
 	if (st != NATS_OK) {
+		/* Each unanswered KICK costs the request timeout, and the admin
+		 * rail waits behind this sweep: one is enough to stop kicking. */
+		es->stalled = true;
 		if (problem[0] == '\0')
-			say(problem, plen, "KICK of connection %lld: %s", h->cid,
-			    st == NATS_TIMEOUT ? "no answer within the request timeout" :
+			say(problem, plen, "KICK of connection %lld: %s; no further KICK was sent",
+			    h->cid, st == NATS_TIMEOUT ? "no answer within the request timeout" :
 			    natsStatus_GetText(st));
 		return;
 	}
@@ -722,11 +743,12 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 	 * theirs is left, SWEEP_ROUNDS times at most. */
 	scan_run(s, names, nnames, &sc);
 	for (int round = 0; round < SWEEP_ROUNDS && sc.nhits > 0; round++) {
-		if (s->evictor == NULL || es.unsupported)
+		if (s->evictor == NULL || es.unsupported || es.stalled)
 			break;
-		for (size_t h = 0; h < sc.nhits && !es.unsupported; h++)
+		size_t before = es.ndone;
+		for (size_t h = 0; h < sc.nhits && !es.unsupported && !es.stalled; h++)
 			kick_one(s, &sc.hits[h], &es);
-		if (es.unsupported && es.ndone == 0)
+		if (es.ndone == before && (es.unsupported || es.stalled))
 			break;  /* nothing was kicked: the scan in hand still holds */
 		settle(round);
 		scan_run(s, names, nnames, &sc);
@@ -749,6 +771,9 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 		if (count[w] > 0 && s->evictor != NULL) {
 			if (es.unsupported)
 				note_add(r->note, sizeof(r->note), "%s", NOTE_NO_KICK);
+			else if (es.stalled && problem[w][0] == '\0')
+				note_add(r->note, sizeof(r->note), "eviction stopped after a KICK "
+				    "went unanswered");
 			else if (sc.complete)
 				note_add(r->note, sizeof(r->note), "%d connection%s still seen after "
 				    "%d verify rounds", count[w], count[w] == 1 ? "" : "s",

@@ -95,6 +95,7 @@ bool connz_entry_names(const json_t *conn, const char *principal);
  */
 struct connz_page {
 	char server_id[SWEEP_SERVER_ID_MAX + 1];
+	char version[32];        /* server.ver, "" when absent or not a short string */
 	long long total;
 	long long offset;
 	size_t n;                /* entries */

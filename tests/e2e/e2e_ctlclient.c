@@ -47,8 +47,15 @@ struct seen {
 	char args[512];
 };
 
+/* A canned reply (verbatim JSON text) to one op. */
+#define CANNED_MAX 8
+struct canned {
+	const char *op, *reply;
+};
+
 struct responder {
 	pthread_mutex_t mu;
+	struct canned canned[CANNED_MAX];
 	natsConnection *nc;
 	struct creds creds;
 	natsSubscription *subs[RAIL_COUNT];
@@ -104,8 +111,11 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *arg)
 		snprintf(s->args, sizeof(s->args), "%s", args ? args : "");
 		free(args);
 	}
-	const char *live = r->live;
+	const char *live = r->live, *canned = NULL;
 	int ignore = r->ignore;
+	for (int i = 0; op != NULL && i < CANNED_MAX && r->canned[i].op != NULL; i++)
+		if (strcmp(r->canned[i].op, op) == 0)
+			canned = r->canned[i].reply;
 	pthread_mutex_unlock(&r->mu);
 
 	/* WIRE.md §5: a reply subject not under "<subject>.reply." is dropped,
@@ -119,6 +129,8 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *arg)
 		else if (live != NULL)
 			answer(nc, reply, json_pack("{s:s, s:s, s:s}", "plane", "delivery",
 			    "responder", live, "instance", "inst-1"));
+	} else if (canned != NULL) {
+		natsConnection_PublishString(nc, reply, canned);
 	} else if (mode == SCRIPT || (op != NULL && strcmp(op, "refuse") == 0)) {
 		answer(nc, reply, json_pack("{s:b, s:s}", "ok", 0, "error", "scripted refusal"));
 	} else {
@@ -139,6 +151,21 @@ responder_reset(enum mode mode, int ignore, const char *live)
 	resp.live = live;
 	resp.n = 0;
 	memset(resp.seen, 0, sizeof(resp.seen));
+	memset(resp.canned, 0, sizeof(resp.canned));
+	pthread_mutex_unlock(&resp.mu);
+}
+
+static void
+responder_can(const char *op, const char *reply)
+{
+	pthread_mutex_lock(&resp.mu);
+	for (int i = 0; i < CANNED_MAX; i++) {
+		if (resp.canned[i].op == NULL) {
+			resp.canned[i].op = op;
+			resp.canned[i].reply = reply;
+			break;
+		}
+	}
 	pthread_mutex_unlock(&resp.mu);
 }
 
@@ -785,6 +812,263 @@ test_retry_ends_on_time_while_reconnecting(void **state)
 	responder_down();
 }
 
+/* ---- the CLI ---- */
+
+#define EXPECT_OUT(rc_want, needle)                                                       \
+	do {                                                                               \
+		if (rc != (rc_want) || strstr(out, (needle)) == NULL)                      \
+			fail_msg("exit %d (want %d), output lacks \"%s\":\n%s", rc, (rc_want), \
+			    (needle), out);                                                \
+	} while (0)
+
+/* The seed: "Agents' durable join, leave and membership-list requests go
+ * over its ctl.delivery rail." The CLI's agent commands call it as the
+ * agent itself. */
+static void
+test_cli_agent_commands_call_ctl_delivery_as_the_agent(void **state)
+{
+	char out[H_OUT_MAX], want[512], id[256];
+	int rc;
+
+	(void)state;
+	snprintf(id, sizeof(id), "%s.%s", alice.owner, alice.actor);
+	responder_up(ANSWER, 0, NULL);
+	responder_can("durableJoin", "{\"ok\":true,\"data\":{\"durable\":true,\"generation\":1}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "join", "alice", "general", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(0, "alice joined general durably (generation 1)");
+	struct seen s = responder_seen(0);
+	snprintf(want, sizeof(want), "cotal.%s.ctl.delivery.%s.%s", mesh.token, alice.owner,
+	    alice.actor);
+	assert_string_equal(s.subject, want);
+	assert_true(s.bound);
+	assert_string_equal(s.op, "durableJoin");
+	assert_string_equal(s.args, "{\"channel\":\"general\"}");
+	assert_string_equal(s.from_id, id);
+	assert_string_equal(s.from_name, "alice");
+
+	/* --json: the raw reply. */
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "join", "alice", "general", "--space",
+	    mesh.space, "--json", NULL);
+	EXPECT_OUT(0, "{\"ok\":true,\"data\":{\"durable\":true,\"generation\":1}}");
+
+	/* Leave finds the generation through listMemberships. */
+	responder_reset(ANSWER, 0, NULL);
+	responder_can("listMemberships", "{\"ok\":true,\"data\":{\"memberships\":["
+	    "{\"channel\":\"ops\",\"generation\":2,\"activated\":true},"
+	    "{\"channel\":\"general\",\"generation\":3,\"activated\":false}]}}");
+	responder_can("durableLeave", "{\"ok\":true,\"data\":{\"channel\":\"general\"}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "leave", "alice", "general", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(0, "alice left general (generation 3)");
+	assert_int_equal(responder_count(), 2);
+	snprintf(want, sizeof(want), "{\"lifecycleUid\":\"%s\"}", alice.uid);
+	assert_string_equal(responder_seen(0).op, "listMemberships");
+	assert_string_equal(responder_seen(0).args, want);
+	snprintf(want, sizeof(want), "\"lifecycleUid\":\"%s\"", alice.uid);
+	s = responder_seen(1);
+	assert_string_equal(s.op, "durableLeave");
+	assert_non_null(strstr(s.args, "\"generation\":3"));
+	assert_non_null(strstr(s.args, "\"channel\":\"general\""));
+	assert_non_null(strstr(s.args, want));
+	/* With --generation, no list. */
+	responder_reset(ANSWER, 0, NULL);
+	responder_can("durableLeave", "{\"ok\":true,\"data\":{\"channel\":\"general\","
+	    "\"alreadyLeft\":true}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "leave", "alice", "general", "--space",
+	    mesh.space, "--generation", "7", NULL);
+	EXPECT_OUT(0, "alice had already left general (generation 7)");
+	assert_int_equal(responder_count(), 1);
+	/* No open row of that channel. */
+	responder_reset(ANSWER, 0, NULL);
+	responder_can("listMemberships", "{\"ok\":true,\"data\":{\"memberships\":[]}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "leave", "alice", "general", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(1, "alice has no open durable membership of general");
+
+	responder_reset(ANSWER, 0, NULL);
+	responder_can("listMemberships", "{\"ok\":true,\"data\":{\"memberships\":["
+	    "{\"channel\":\"ops\",\"generation\":2,\"activated\":true},"
+	    "{\"channel\":\"general\",\"generation\":3,\"activated\":false}]}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "memberships", "alice", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(0, "ops generation 2 activated\ngeneral generation 3 not activated\n");
+
+	responder_can("readHistory", "{\"ok\":true,\"data\":{\"items\":[{\"id\":\"m1\","
+	    "\"channel\":\"general\",\"from\":{\"id\":\"local.B\",\"name\":\"bob\"},"
+	    "\"parts\":[{\"kind\":\"text\",\"text\":\"hi there\"}]}],\"complete\":false}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "history", "alice", "general", "--space",
+	    mesh.space, "--limit", "5", NULL);
+	EXPECT_OUT(0, "general bob: hi there\nmore history exists\n");
+	s = responder_seen(responder_count() - 1);
+	assert_string_equal(s.op, "readHistory");
+	assert_string_equal(s.args, "{\"channel\":\"general\",\"limit\":5}");
+
+	/* A refusal: exit 1 with the daemon's words. */
+	responder_reset(ANSWER, 0, NULL);
+	responder_can("durableJoin", "{\"ok\":false,\"error\":\"channel \\\"secret\\\" is not "
+	    "within your read ACL [general]\"}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "join", "alice", "secret", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(1, "agent join: channel \"secret\" is not within your read ACL [general]");
+	/* Not durable: the reason, and not a success. */
+	responder_reset(ANSWER, 0, NULL);
+	responder_can("durableJoin", "{\"ok\":true,\"data\":{\"durable\":false,\"reason\":"
+	    "\"activation superseded by a concurrent leave or rejoin\"}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "join", "alice", "general", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(1, "alice did not join general durably: activation superseded by a "
+	    "concurrent leave or rejoin");
+	responder_down();
+
+	/* Nobody serves the rail. */
+	rc = h_cotal(&mesh, out, sizeof(out), "agent", "join", "alice", "general", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(1, "no responders on the ctl.delivery rail");
+}
+
+/* The seed: "The manager needs this daemon ... the verified eviction a
+ * restart performs all go over the daemon's ctl.delivery-admin rail." The
+ * CLI's admin commands call it as the manager (the space's supervisor
+ * credential, its principal tag). */
+static void
+test_cli_admin_commands_call_the_admin_rail_as_the_manager(void **state)
+{
+	char out[H_OUT_MAX], want[512], uid[] = "abcdefghijklmnopqrstuvwxyz";
+	int rc;
+
+	(void)state;
+	responder_up(ANSWER, 0, "bound");
+	responder_can("evictPrincipal", "{\"ok\":true,\"data\":{\"principal\":\"local.ABC\","
+	    "\"kicked\":1,\"remaining\":0,\"verifiedGone\":true,\"scanComplete\":true}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "--space", mesh.space,
+	    NULL);
+	EXPECT_OUT(0, "{\"principal\":\"local.ABC\",\"kicked\":1,\"remaining\":0,"
+	    "\"verifiedGone\":true,\"scanComplete\":true}\n");
+	struct seen s = responder_seen(0);
+	snprintf(want, sizeof(want), "cotal.%s.ctl.delivery-admin.", mesh.token);
+	assert_true(strncmp(s.subject, want, strlen(want)) == 0);
+	assert_true(s.bound);
+	/* from.id is the subject's caller: the supervisor's principal tag. */
+	assert_string_equal(s.subject + strlen(want), s.from_id);
+	assert_string_equal(s.args, "{\"principal\":\"local.ABC\"}");
+
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "local.DEF",
+	    "--space", mesh.space, NULL);
+	EXPECT_OUT(0, "\"op\":\"evictPrincipals\"");
+	s = responder_seen(1);
+	assert_string_equal(s.args, "{\"principals\":[\"local.ABC\",\"local.DEF\"]}");
+
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "inventory", "local.ABC", uid, "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(0, "\"op\":\"lifecycleMemberships\"");
+	snprintf(want, sizeof(want), "{\"principal\":\"local.ABC\",\"lifecycleUid\":\"%s\"}", uid);
+	assert_string_equal(responder_seen(2).args, want);
+
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "reload", "--space", mesh.space,
+	    "--expect", "ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789", NULL);
+	EXPECT_OUT(0, "\"op\":\"reloadCreds\"");
+	assert_string_equal(responder_seen(3).args, "{\"expected\":{\"delivery\":"
+	    "\"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789\"}}");
+
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "--space", mesh.space, NULL);
+	EXPECT_OUT(0, "bound (instance inst-1)");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "local.ABC", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(0, "\"op\":\"principalLiveness\"");
+
+	responder_can("reloadCreds", "{\"ok\":false,\"error\":\"delivery: the daemon has not "
+	    "finished starting; nothing adopted\"}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "reload", "--space", mesh.space, NULL);
+	EXPECT_OUT(1, "admin reload: delivery: the daemon has not finished starting; "
+	    "nothing adopted");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "reload", "--space", mesh.space, "--json",
+	    NULL);
+	EXPECT_OUT(1, "{\"ok\":false,\"error\":\"delivery: the daemon has not finished starting;");
+	responder_down();
+
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "--space", mesh.space, NULL);
+	EXPECT_OUT(1, "unbound");
+}
+
+static void *
+late_evict_responder(void *arg)
+{
+	sleep_ms(*(int *)arg);
+	responder_up(ANSWER, 0, NULL);
+	return NULL;
+}
+
+/* The seed: "A manager retiring a static agent uses the same retry cadence
+ * for an unanswered verified-eviction request, within a 15-second total
+ * wait." --wait bounds it; a daemon that binds within it is asked. */
+static void
+test_cli_admin_waits_with_the_retry_cadence(void **state)
+{
+	char out[H_OUT_MAX];
+	pthread_t t;
+	int rc, delay = 1500;
+
+	(void)state;
+	int64_t t0 = mono_ms();
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "--space", mesh.space,
+	    "--wait", "1500", NULL);
+	int64_t took = mono_ms() - t0;
+	EXPECT_OUT(1, "no responders on the ctl.delivery-admin rail");
+	assert_true(took >= 1400 && took < 4000);
+
+	assert_int_equal(pthread_create(&t, NULL, late_evict_responder, &delay), 0);
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "--space", mesh.space,
+	    "--wait", "6000", NULL);
+	pthread_join(t, NULL);
+	EXPECT_OUT(0, "\"op\":\"evictPrincipal\"");
+	assert_int_equal(responder_count(), 1);
+	responder_down();
+}
+
+/* Every command refuses a bad argument, naming it, before it dials. */
+static void
+test_cli_refuses_bad_arguments_naming_them(void **state)
+{
+	static const struct {
+		int rc;
+		const char *needle;
+		const char *argv[8];
+	} cases[] = {
+		{ 2, "agent join: missing arguments", { "agent", "join", "alice", "--space", "S" } },
+		{ 2, "agent join: --space is required", { "agent", "join", "alice", "general" } },
+		{ 2, "agent join: unexpected argument \"extra\"",
+		  { "agent", "join", "alice", "general", "extra", "--space", "S" } },
+		{ 2, "agent join: unknown or incomplete option \"--bogus\"",
+		  { "agent", "join", "alice", "general", "--bogus", "--space", "S" } },
+		{ 1, "agent join: CHANNEL \"gen.*\" must be a concrete channel",
+		  { "agent", "join", "alice", "gen.*", "--space", "S" } },
+		{ 2, "agent history: --limit \"0\" must be a whole number from 1 to 200",
+		  { "agent", "history", "alice", "general", "--limit", "0", "--space", "S" } },
+		{ 2, "agent leave: --generation \"x\" must be a whole number",
+		  { "agent", "leave", "alice", "general", "--generation", "x", "--space", "S" } },
+		{ 2, "agent join: unknown or incomplete option \"--generation\"",
+		  { "agent", "join", "alice", "general", "--generation", "1", "--space", "S" } },
+		{ 2, "admin evict: --wait \"-1\" must be a whole number",
+		  { "admin", "evict", "local.ABC", "--wait", "-1", "--space", "S" } },
+		{ 1, "admin evict: PRINCIPAL \"nobody\" is not <owner>.<actor>",
+		  { "admin", "evict", "nobody", "--space", "S" } },
+		{ 1, "admin inventory: UID \"BAD\" must match",
+		  { "admin", "inventory", "local.ABC", "BAD", "--space", "S" } },
+		{ 2, "admin reload: --expect \"abc\" must be the SHA-256",
+		  { "admin", "reload", "--expect", "abc", "--space", "S" } },
+	};
+	char out[H_OUT_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *const *a = cases[i].argv;
+		int rc = h_cotal(&mesh, out, sizeof(out), a[0], a[1], a[2], a[3], a[4], a[5], a[6],
+		    a[7], NULL);
+		EXPECT_OUT(cases[i].rc, cases[i].needle);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -800,6 +1084,11 @@ main(int argc, char **argv)
 		cmocka_unit_test_setup(test_retry_retries_timeout_and_no_responders_and_stops_on_refusal, fresh),
 		cmocka_unit_test_setup(test_retry_sends_nothing_after_the_wait, fresh),
 		cmocka_unit_test_setup(test_retry_ends_on_time_while_reconnecting, fresh),
+		cmocka_unit_test_setup(test_cli_agent_commands_call_ctl_delivery_as_the_agent, fresh),
+		cmocka_unit_test_setup(test_cli_admin_commands_call_the_admin_rail_as_the_manager,
+		    fresh),
+		cmocka_unit_test_setup(test_cli_admin_waits_with_the_retry_cadence, fresh),
+		cmocka_unit_test_setup(test_cli_refuses_bad_arguments_naming_them, fresh),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

@@ -35,6 +35,7 @@ static struct daemon dmn;
 static struct conn prov;     /* the provisioner: test rows */
 static struct conn mgr;      /* the manager (supervisor credential) */
 static struct ctl_client *mgr_cl;
+static bool broker29;        /* nats-server 2.9: no KICK */
 
 /* An agent with its own connection and rail client. */
 struct peer {
@@ -648,10 +649,25 @@ test_evict_kicks_and_verifies(void **state)
 	json_decref(d);
 	d = call_ok(mgr_cl, RAIL_ADMIN, "evictPrincipal", args);
 	assert_string_equal(json_string_value(json_object_get(d, "principal")), principal);
+	assert_true(json_is_true(json_object_get(d, "scanComplete")));
+	if (broker29) {
+		/* WIRE §5: KICK arrives in 2.10; never verified gone without it. */
+		assert_int_equal(json_integer_value(json_object_get(d, "kicked")), 0);
+		assert_true(json_integer_value(json_object_get(d, "remaining")) >= 1);
+		assert_true(json_is_false(json_object_get(d, "verifiedGone")));
+		assert_non_null(strstr(json_string_value(json_object_get(d, "note")), "KICK"));
+		json_decref(d);
+		peer_down(&a);
+		return;
+	}
 	assert_true(json_integer_value(json_object_get(d, "kicked")) >= 1);
 	assert_int_equal(json_integer_value(json_object_get(d, "remaining")), 0);
 	assert_true(json_is_true(json_object_get(d, "verifiedGone")));
-	assert_true(json_is_true(json_object_get(d, "scanComplete")));
+	json_decref(d);
+	/* The kicked connection really is gone: liveness says so. */
+	d = call_ok(mgr_cl, RAIL_ADMIN, "principalLiveness", args);
+	assert_string_equal(json_string_value(json_object_get(d, "state")), "gone");
+	assert_true(json_is_true(json_object_get(d, "sweepComplete")));
 	json_decref(d);
 
 	snprintf(args, sizeof(args), "{\"principals\":[\"%s\",\"local.NOBODY_HERE\"]}", principal);
@@ -678,26 +694,47 @@ test_evict_kicks_and_verifies(void **state)
 	peer_down(&a);
 }
 
-/* Send an inventory request without waiting (its reply into *sub). */
+/* An inventory request, subscribed for its reply but not sent yet. */
+struct inventory_req {
+	char subj[512], reply[600], body[512];
+	natsSubscription *sub;
+};
+
 static void
-inventory_send(const struct peer *p, const char *tag, natsSubscription **sub)
+inventory_prepare(const struct peer *p, const char *tag, struct inventory_req *q)
 {
-	char pre[300], subj[512], reply[600], body[512], mactor[128], *dot;
+	char pre[300], mactor[128];
 	struct jwt j;
 	char err[256];
 
 	assert_int_equal(jwt_decode(mgr.creds.jwt, strlen(mgr.creds.jwt), &j, err, sizeof(err)), 0);
 	snprintf(mactor, sizeof(mactor), "%s", j.sub);
 	jwt_free(&j);
-	(void)dot;
 	snprintf(pre, sizeof(pre), "cotal.%s", mesh.token);
-	snprintf(subj, sizeof(subj), "%s.ctl.delivery-admin.local.%s", pre, mactor);
-	snprintf(reply, sizeof(reply), "%s.reply.%s", subj, tag);
-	snprintf(body, sizeof(body), "{\"op\":\"lifecycleMemberships\",\"args\":{\"principal\":"
-	    "\"%s.%s\",\"lifecycleUid\":\"%s\"},\"from\":{\"id\":\"local.%s\",\"name\":\"manager\"}}",
-	    p->a.owner, p->a.actor, p->a.uid, mactor);
-	assert_int_equal(natsConnection_SubscribeSync(sub, mgr.nc, reply), NATS_OK);
-	assert_int_equal(natsConnection_PublishRequestString(mgr.nc, subj, reply, body), NATS_OK);
+	snprintf(q->subj, sizeof(q->subj), "%s.ctl.delivery-admin.local.%s", pre, mactor);
+	snprintf(q->reply, sizeof(q->reply), "%s.reply.%s", q->subj, tag);
+	snprintf(q->body, sizeof(q->body), "{\"op\":\"lifecycleMemberships\",\"args\":"
+	    "{\"principal\":\"%s.%s\",\"lifecycleUid\":\"%s\"},\"from\":{\"id\":\"local.%s\","
+	    "\"name\":\"manager\"}}", p->a.owner, p->a.actor, p->a.uid, mactor);
+	assert_int_equal(natsConnection_SubscribeSync(&q->sub, mgr.nc, q->reply), NATS_OK);
+}
+
+static void
+inventory_publish(struct inventory_req *q)
+{
+	assert_int_equal(natsConnection_PublishRequestString(mgr.nc, q->subj, q->reply, q->body),
+	    NATS_OK);
+}
+
+/* Send an inventory request without waiting (its reply into *sub). */
+static void
+inventory_send(const struct peer *p, const char *tag, natsSubscription **sub)
+{
+	struct inventory_req q;
+
+	inventory_prepare(p, tag, &q);
+	inventory_publish(&q);
+	*sub = q.sub;
 }
 
 /*
@@ -734,7 +771,9 @@ test_inventories_overtake_a_slow_eviction(void **state)
 	snprintf(body + off, cap - off, "]},\"from\":{\"id\":\"local.%s\",\"name\":\"manager\"}}",
 	    mactor);
 	assert_int_equal(natsConnection_SubscribeSync(&slow, mgr.nc, reply), NATS_OK);
-	int64_t reads = counter_reaches("member_reads", 0, 3000);
+	/* Counters travel once a second: a baseline that is current. */
+	usleep(1500 * 1000);
+	int64_t reads = counter("registry", "member_reads");
 	/* Slow: the daemon's test hook holds a sweep naming local.slow0 for
 	 * 3 s (setup). Two of them: the second waits behind the first in the
 	 * serial queue, so inventories sent now would wait behind both. */
@@ -743,11 +782,17 @@ test_inventories_overtake_a_slow_eviction(void **state)
 	assert_int_equal(natsConnection_PublishRequestString(mgr.nc, subj, reply, body), NATS_OK);
 	natsConnection_Flush(mgr.nc);
 	free(body);
+	struct inventory_req q[20];
 	for (int i = 0; i < 20; i++) {
 		char tag[16];
 		snprintf(tag, sizeof(tag), "inv%d", i);
-		inventory_send(&a, tag, &inv[i]);
+		inventory_prepare(&a, tag, &q[i]);
+		inv[i] = q[i].sub;
 	}
+	natsConnection_Flush(mgr.nc);
+	/* Together: one burst of 20. */
+	for (int i = 0; i < 20; i++)
+		inventory_publish(&q[i]);
 	natsConnection_Flush(mgr.nc);
 	for (int i = 0; i < 20; i++) {
 		assert_int_equal(natsSubscription_NextMsg(&m, inv[i], CALL_MS), NATS_OK);
@@ -765,7 +810,11 @@ test_inventories_overtake_a_slow_eviction(void **state)
 	natsSubscription_GetPending(slow, &pending, NULL);
 	assert_int_equal(pending, 0);
 	assert_true(mono_ms() - t0 < SLOW_SWEEP_MS);
-	assert_int_equal(counter_reaches("member_reads", reads + 1, 3000), reads + 1);
+	int64_t after = counter_reaches("member_reads", reads + 1, 3000);
+	if (after != reads + 1)
+		fail_msg("20 inventories sent together made %lld members reads (from %lld to %lld; "
+		    "inventories counted %lld)", (long long)(after - reads), (long long)reads,
+		    (long long)after, (long long)counter("registry", "inventories"));
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(natsSubscription_NextMsg(&m, slow, 60000), NATS_OK);
 		assert_non_null(strstr(natsMsg_GetData(m), "\"ok\":true"));
@@ -863,6 +912,124 @@ test_join_racing_an_inventory_is_in_it_or_refused(void **state)
 		(void)args;
 		peer_down(&a);
 	}
+}
+
+/* Wait until the fan-out has acked every post up to seq. */
+static void
+fanout_passes(uint64_t seq)
+{
+	char stream[256];
+
+	snprintf(stream, sizeof(stream), "CHAT_%s", mesh.token);
+	for (int64_t until = mono_ms() + WAIT_MS; mono_ms() < until; usleep(50 * 1000)) {
+		jsConsumerInfo *ci = NULL;
+		jsErrCode jerr = 0;
+		bool done = js_GetConsumerInfo(&ci, prov.js, stream, "fanout", NULL, &jerr) == NATS_OK &&
+		    ci->AckFloor.Stream >= seq;
+		jsConsumerInfo_Destroy(ci);
+		if (done)
+			return;
+	}
+	fail_msg("the fan-out did not pass CHAT seq %llu", (unsigned long long)seq);
+}
+
+/* An open, not yet activated row, as a join that died before its
+ * catch-up leaves it. */
+static void
+row_put_unactivated(const struct peer *p, const char *channel, uint64_t join_cursor)
+{
+	char key[1024], body[2048], err[512];
+
+	snprintf(key, sizeof(key), "%s/%s.%s.%s", channel, p->a.owner, p->a.actor, p->a.uid);
+	snprintf(body, sizeof(body), "{\"channel\":\"%s\",\"owner\":\"%s.%s\",\"lifecycleUid\":"
+	    "\"%s\",\"state\":\"durable-active\",\"joinCursor\":%llu,\"generation\":1,"
+	    "\"activated\":false,\"writerIdentity\":\"test\",\"updatedAt\":1}", channel,
+	    p->a.owner, p->a.actor, p->a.uid, (unsigned long long)join_cursor);
+	if (h_kv_put(&prov, &mesh, "members", key, body, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+}
+
+/*
+ * WIRE §5: "catch-up copies (joinCursor, fence] where fence = max(CHAT last
+ * seq, fanout delivered stream seq) through a cu_ consumer". Posts the
+ * fan-out routed before the row existed reach the member through the
+ * join's catch-up, with the fan-out's dedup keys; the member's own post is
+ * not copied back to it; the row is then activated.
+ */
+static void
+test_join_catches_up_what_the_fanout_passed(void **state)
+{
+	struct peer a, b;
+	uint64_t first = 0, seq = 0;
+	json_t *d, *frames, *row;
+
+	(void)state;
+	peer_up(&a, "latecomer", "catchup");
+	peer_up(&b, "early", "catchup");
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &first), 0);
+	assert_int_equal(h_post(&b.c, &mesh, &b.a, "catchup", "cu-1", "before the row 1", &seq), 0);
+	assert_int_equal(h_post(&a.c, &mesh, &a.a, "catchup", "cu-own", "my own", &seq), 0);
+	assert_int_equal(h_post(&b.c, &mesh, &b.a, "catchup", "cu-2", "before the row 2", &seq), 0);
+	fanout_passes(seq);
+	row_put_unactivated(&a, "catchup", first);
+	frames = drain(&a, 1000);
+	assert_int_equal(json_array_size(frames), 0); /* the fan-out had no row to route by */
+	json_decref(frames);
+
+	d = join(&a, "catchup");
+	assert_true(json_is_true(json_object_get(d, "durable")));
+	assert_int_equal(json_integer_value(json_object_get(d, "generation")), 1);
+	json_decref(d);
+	frames = drain(&a, WAIT_MS);
+	assert_int_equal(json_array_size(frames), 2);
+	assert_string_equal(frame_text(json_array_get(frames, 0)), "before the row 1");
+	assert_string_equal(frame_text(json_array_get(frames, 1)), "before the row 2");
+	json_decref(frames);
+	row = row_get(&a, "catchup");
+	assert_true(json_is_true(json_object_get(row, "activated")));
+	json_decref(row);
+	assert_true(h_log_has(dmn.log, "caught", 3000));
+	peer_down(&a);
+	peer_down(&b);
+}
+
+/*
+ * WIRE §5: "if that window lost messages to retention, tombstone at fence
+ * and answer {durable:false, reason:"activation catch-up window partially
+ * evicted by retention"}". CHAT keeps 1000 posts per subject: 1005 posts
+ * of one sender in the window push its oldest out.
+ */
+static void
+test_catchup_window_evicted_by_retention(void **state)
+{
+	struct peer a, b;
+	uint64_t first = 0, seq = 0, last = 0;
+	char id[32];
+	json_t *d, *row;
+
+	(void)state;
+	peer_up(&a, "toolate", "flood");
+	peer_up(&b, "flooder", "flood");
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &first), 0);
+	for (int i = 0; i < 1005; i++) {
+		snprintf(id, sizeof(id), "fl-%d", i);
+		assert_int_equal(h_post(&b.c, &mesh, &b.a, "flood", id, "flood", &seq), 0);
+	}
+	fanout_passes(seq);
+	row_put_unactivated(&a, "flood", first);
+	d = join(&a, "flood");
+	assert_true(json_is_false(json_object_get(d, "durable")));
+	assert_string_equal(json_string_value(json_object_get(d, "reason")),
+	    "activation catch-up window partially evicted by retention");
+	json_decref(d);
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &last), 0);
+	row = row_get(&a, "flood");
+	assert_string_equal(json_string_value(json_object_get(row, "state")), "live-confirmed");
+	assert_true((uint64_t)json_integer_value(json_object_get(row, "leaveCursor")) >= seq);
+	json_decref(row);
+	json_decref(drain(&a, 2000)); /* what the catch-up did copy */
+	peer_down(&a);
+	peer_down(&b);
 }
 
 /*
@@ -989,10 +1156,13 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_inventories_overtake_a_slow_eviction),
 		cmocka_unit_test(test_inventory_fences_only_while_the_acl_allows_reads),
 		cmocka_unit_test(test_join_racing_an_inventory_is_in_it_or_refused),
+		cmocka_unit_test(test_join_catches_up_what_the_fanout_passed),
+		cmocka_unit_test(test_catchup_window_evicted_by_retention),
 		cmocka_unit_test(test_acl_narrowed_between_the_joins_two_reads),
 		cmocka_unit_test(test_reply_over_max_payload_is_refused_at_once),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	broker29 = argc > 1 && strcmp(argv[1], "--broker-29") == 0;
+	h_use_broker_29(broker29);
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

@@ -1,0 +1,891 @@
+/*
+ * Verified eviction and principal liveness (worker-registry/sweep.h)
+ * against a real broker in operator mode, driven with the space's $SYS
+ * observer and evictor credentials exactly as the registry worker holds
+ * them; the paging, refusal and missing-KICK paths against a scripted
+ * CONNZ/KICK responder on a plain broker; and a 2.9 broker, which has no
+ * KICK.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/creds.h"
+#include "lib/jwt.h"
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+#include "worker-registry/sweep.h"
+
+#define CLOSE_WAIT_MS 3000
+#define NOTE_NO_EVICTOR "eviction is unavailable: no $SYS evictor credential is provisioned"
+#define NOTE_NO_KICK "the broker does not support KICK (nats-server 2.10 or newer)"
+
+static struct mesh mesh;
+static struct agent alice, bob, carol, dave, erin;
+static struct conn observer, evictor;
+static char account[64];
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void
+sys_creds_path(struct mesh *m, const char *file, char *out, size_t outlen)
+{
+	char key[SPACE_KEY_MAX + 1];
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(out, outlen, "%s/.cotal/space.%s/%s", m->dir, key, file);
+}
+
+/* The space account: the issuer account of the delivery credential. */
+static int
+space_account(struct mesh *m, char *out, size_t outlen)
+{
+	char path[H_PATH_MAX * 2], err[512];
+	struct creds c;
+	struct jwt j;
+	int rc = -1;
+
+	sys_creds_path(m, "delivery.creds", path, sizeof(path));
+	if (creds_load(path, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ %s: %s\n", path, err);
+		return -1;
+	}
+	if (jwt_decode(c.jwt, strlen(c.jwt), &j, err, sizeof(err)) == 0) {
+		const char *acct = j.issuer_account ? j.issuer_account : j.iss;
+		if (acct != NULL && acct[0] == 'A' && strlen(acct) < outlen) {
+			strcpy(out, acct);
+			rc = 0;
+		}
+		jwt_free(&j);
+	} else {
+		fprintf(stderr, "✗ delivery JWT: %s\n", err);
+	}
+	creds_free(&c);
+	return rc;
+}
+
+/* The observer and the evictor of a mesh's space. */
+static int
+connect_sys(struct mesh *m, struct conn *obs, struct conn *ev)
+{
+	char path[H_PATH_MAX * 2], err[1024];
+
+	sys_creds_path(m, "sys-observer.creds", path, sizeof(path));
+	if (h_connect(m, path, obs, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ observer: %s\n", err);
+		return -1;
+	}
+	sys_creds_path(m, "sys-evictor.creds", path, sizeof(path));
+	if (h_connect(m, path, ev, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ evictor: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	if (h_mesh_up(&mesh, "sweep", true) != 0 ||
+	    h_agent_add(&mesh, "alice", "general", &alice) != 0 ||
+	    h_agent_add(&mesh, "bob", "general", &bob) != 0 ||
+	    h_agent_add(&mesh, "carol", "general", &carol) != 0 ||
+	    h_agent_add(&mesh, "dave", "general", &dave) != 0 ||
+	    h_agent_add(&mesh, "erin", "general", &erin) != 0 ||
+	    space_account(&mesh, account, sizeof(account)) != 0 ||
+	    connect_sys(&mesh, &observer, &evictor) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	h_close(&observer);
+	h_close(&evictor);
+	h_mesh_down(&mesh);
+	return 0;
+}
+
+static struct sweeper
+sweeper_of(natsConnection *obs, natsConnection *ev, const char *acct)
+{
+	struct sweeper s = { .observer = obs, .evictor = ev };
+
+	snprintf(s.account, sizeof(s.account), "%s", acct);
+	return s;
+}
+
+/* Connect as an agent; the harness connects without reconnects, so a
+ * kicked connection closes (a reconnecting one would be live again). */
+static void
+connect_agent(const struct agent *a, struct conn *c)
+{
+	char err[1024];
+
+	if (h_connect(&mesh, a->creds, c, err, sizeof(err)) != 0)
+		fail_msg("connect %s: %s", a->name, err);
+}
+
+static bool
+wait_closed(struct conn *c, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 20) {
+		if (natsConnection_IsClosed(c->nc))
+			return true;
+		sleep_ms(20);
+	}
+	return natsConnection_IsClosed(c->nc);
+}
+
+/* Still connected: not closed and the broker answers a PING. */
+static void
+assert_alive(struct conn *c, const char *what)
+{
+	if (natsConnection_IsClosed(c->nc) || natsConnection_FlushTimeout(c->nc, 2000) != NATS_OK)
+		fail_msg("%s lost its connection", what);
+}
+
+static void
+evict1(struct sweeper *s, const char *principal, struct eviction_result *r)
+{
+	const char *ps[1] = { principal };
+
+	sweep_evict(s, ps, 1, r);
+}
+
+/* ---- against the real broker ------------------------------------------- */
+
+/* WIRE.md §5: "KICK each matching connection via $SYS.REQ.SERVER.<id>.KICK
+ * {"cid":N} (broker ≥ 2.10), re-scan up to 3 rounds"; the seed: "A restart
+ * verify-evicts every holder". */
+static void
+test_live_agent_is_kicked_and_verified_gone(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, evictor.nc, account);
+	struct conn a, dlv, prov, mgr;
+	struct eviction_result r;
+	char err[1024];
+
+	(void)state;
+	connect_agent(&alice, &a);
+	/* The daemon's own credential, the provisioner and the manager stay:
+	 * they are not alice ("the daemon's own connections and other
+	 * non-principal users must never match"). */
+	if (h_connect_profile(&mesh, "delivery", &dlv, err, sizeof(err)) != 0 ||
+	    h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0 ||
+	    h_connect_profile(&mesh, "supervisor", &mgr, err, sizeof(err)) != 0)
+		fail_msg("connect: %s", err);
+	evict1(&s, alice.principal, &r);
+	assert_string_equal(r.principal, alice.principal);
+	assert_true(r.kicked >= 1);
+	assert_int_equal(r.remaining, 0);
+	assert_true(r.verified_gone);
+	assert_true(r.scan_complete);
+	assert_string_equal(r.note, "");
+	if (!wait_closed(&a, CLOSE_WAIT_MS))
+		fail_msg("alice's connection is still open after a verified eviction");
+	assert_alive(&dlv, "the delivery credential");
+	assert_alive(&prov, "the provisioner");
+	assert_alive(&mgr, "the manager");
+	assert_alive(&observer, "the observer");
+	assert_alive(&evictor, "the evictor");
+	h_close(&a);
+	h_close(&dlv);
+	h_close(&prov);
+	h_close(&mgr);
+}
+
+/* The brief: "A principal with no connection and a complete scan: kicked 0,
+ * remaining 0, verifiedGone true." */
+static void
+test_absent_principal_is_verified_gone(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, evictor.nc, account);
+	struct eviction_result r;
+
+	(void)state;
+	evict1(&s, bob.principal, &r);
+	assert_int_equal(r.kicked, 0);
+	assert_int_equal(r.remaining, 0);
+	assert_true(r.verified_gone);
+	assert_true(r.scan_complete);
+	assert_string_equal(r.note, "");
+	assert_int_equal(s.connz_requests, 1);
+	assert_int_equal(s.kick_requests, 0);
+	/* A principal nobody was ever issued: the same. */
+	evict1(&s, "u_abcdefghijklmnopqrstuvwxyz.nobody", &r);
+	assert_true(r.verified_gone);
+}
+
+/* WIRE.md §5: "evictPrincipals | {principals:[…]} (at most 256) |
+ * [EvictionResult…] same order" and "One request = one shared sweep"; the
+ * seed: "the daemon answers each request with one shared sweep of the
+ * broker". */
+static void
+test_several_principals_share_one_sweep(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, evictor.nc, account);
+	const char *ps[] = { dave.principal, bob.principal, carol.principal, dave.principal };
+	struct eviction_result out[4];
+	struct conn c, d;
+
+	(void)state;
+	connect_agent(&carol, &c);
+	connect_agent(&dave, &d);
+	sweep_evict(&s, ps, 4, out);
+	for (int i = 0; i < 4; i++) {
+		assert_string_equal(out[i].principal, ps[i]);
+		assert_int_equal(out[i].remaining, 0);
+		assert_true(out[i].verified_gone);
+		assert_true(out[i].scan_complete);
+	}
+	assert_int_equal(out[0].kicked, 1);
+	assert_int_equal(out[1].kicked, 0);
+	assert_int_equal(out[2].kicked, 1);
+	assert_memory_equal(&out[3], &out[0], sizeof(out[0])); /* named twice, same result */
+	/* One scan for all four, one verify re-scan after the KICKs (each one
+	 * page), one KICK per connection. */
+	assert_int_equal(s.connz_requests, 2);
+	assert_int_equal(s.kick_requests, 2);
+	assert_true(wait_closed(&c, CLOSE_WAIT_MS));
+	assert_true(wait_closed(&d, CLOSE_WAIT_MS));
+	h_close(&c);
+	h_close(&d);
+}
+
+/* WIRE.md §5: "principalLiveness | {principal} | {principal,
+ * state:"live"|"gone"|"unknown", sweepComplete, note?}". */
+static void
+test_liveness_live_then_gone(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, evictor.nc, account);
+	enum principal_state st = PRINCIPAL_UNKNOWN;
+	char note[SWEEP_NOTE_MAX];
+	bool complete = false;
+	struct conn e;
+
+	(void)state;
+	connect_agent(&erin, &e);
+	assert_int_equal(sweep_liveness(&s, erin.principal, &complete, note, sizeof(note)),
+	    PRINCIPAL_LIVE);
+	assert_true(complete);
+	assert_string_equal(note, "");
+	/* Liveness only looks: nothing was kicked. */
+	assert_int_equal(s.kick_requests, 0);
+	assert_alive(&e, "erin");
+	assert_int_equal(sweep_liveness(&s, bob.principal, &complete, note, sizeof(note)),
+	    PRINCIPAL_GONE);
+	assert_true(complete);
+	h_close(&e);
+	/* The broker drops the connection once the socket closes. */
+	for (int waited = 0; waited < CLOSE_WAIT_MS; waited += 50) {
+		st = sweep_liveness(&s, erin.principal, &complete, note, sizeof(note));
+		if (st != PRINCIPAL_LIVE)
+			break;
+		sleep_ms(50);
+	}
+	assert_int_equal(st, PRINCIPAL_GONE);
+	assert_true(complete);
+	assert_string_equal(principal_state_name(st), "gone");
+}
+
+/* WIRE.md §5 evictPrincipal: "Evict every connection of each principal"
+ * (sweep.h), here two of one agent. */
+static void
+test_two_connections_of_one_agent_are_both_kicked(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, evictor.nc, account);
+	struct eviction_result r;
+	struct conn a1, a2;
+
+	(void)state;
+	connect_agent(&alice, &a1);
+	connect_agent(&alice, &a2);
+	evict1(&s, alice.principal, &r);
+	assert_int_equal(r.kicked, 2);
+	assert_int_equal(r.remaining, 0);
+	assert_true(r.verified_gone);
+	assert_true(r.scan_complete);
+	assert_true(wait_closed(&a1, CLOSE_WAIT_MS));
+	assert_true(wait_closed(&a2, CLOSE_WAIT_MS));
+	h_close(&a1);
+	h_close(&a2);
+}
+
+/* WIRE.md §7: "a missing evictor only disables eviction"; the seed: "An
+ * absent evictor keeps the documented pre-eviction, deny-new-only posture;
+ * eviction itself remains unavailable until it is provisioned." */
+static void
+test_no_evictor_kicks_nothing(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, NULL, account);
+	const char *ps[] = { bob.principal, carol.principal };
+	struct eviction_result out[2];
+	struct conn b;
+
+	(void)state;
+	connect_agent(&bob, &b);
+	sweep_evict(&s, ps, 2, out);
+	assert_int_equal(s.kick_requests, 0);
+	/* bob is connected: not gone, and said why. */
+	assert_int_equal(out[0].kicked, 0);
+	assert_int_equal(out[0].remaining, 1);
+	assert_false(out[0].verified_gone);
+	assert_true(out[0].scan_complete);
+	assert_string_equal(out[0].note, NOTE_NO_EVICTOR);
+	/* carol is not: verified gone, with the same note. */
+	assert_int_equal(out[1].kicked, 0);
+	assert_int_equal(out[1].remaining, 0);
+	assert_true(out[1].verified_gone);
+	assert_string_equal(out[1].note, NOTE_NO_EVICTOR);
+	sleep_ms(200);
+	assert_alive(&b, "bob");
+	h_close(&b);
+}
+
+/* WIRE.md §5: "An incomplete scan never reports verifiedGone." The
+ * observer may only ask about its own space account: asked about another
+ * one, the broker refuses the publish and nothing answers. */
+static void
+test_unanswered_scan_is_never_verified(void **state)
+{
+	struct sweeper s = sweeper_of(observer.nc, evictor.nc, "ABPPYVHEUWZ3ZZCFYDSF2SWFTZNEX3UE2ULM3QZ2FGB3BFTYTISNO6FR");
+	struct eviction_result r;
+	char note[SWEEP_NOTE_MAX];
+	bool complete = true;
+
+	(void)state;
+	evict1(&s, bob.principal, &r);
+	assert_false(r.scan_complete);
+	assert_false(r.verified_gone);
+	assert_int_equal(r.kicked, 0);
+	assert_non_null(strstr(r.note, "scan incomplete: CONNZ at offset 0: no answer"));
+	assert_int_equal(sweep_liveness(&s, bob.principal, &complete, note, sizeof(note)),
+	    PRINCIPAL_UNKNOWN);
+	assert_false(complete);
+	assert_true(h_violation(&observer, "Permissions Violation for Publish to \"$SYS.REQ.ACCOUNT.", 2000));
+}
+
+/* A nats-server 2.9 has no KICK: "KICK ... (broker ≥ 2.10)" (WIRE.md §5). */
+static void
+test_broker_29_has_no_kick(void **state)
+{
+	struct mesh m29;
+	struct agent a;
+	struct conn obs, ev, c;
+	struct eviction_result r;
+	char acct[64], err[1024];
+	struct sweeper s;
+
+	(void)state;
+	h_use_broker_29(true);
+	int up = h_mesh_up(&m29, "sweep29", true);
+	h_use_broker_29(false);
+	if (up != 0) {
+		fprintf(stderr, "! no 2.9 broker to test against: skipped\n");
+		h_mesh_down(&m29);
+		skip();
+	}
+	if (h_agent_add(&m29, "alice", "general", &a) != 0 ||
+	    space_account(&m29, acct, sizeof(acct)) != 0 || connect_sys(&m29, &obs, &ev) != 0)
+		fail_msg("a 2.9 mesh");
+	if (h_connect(&m29, a.creds, &c, err, sizeof(err)) != 0)
+		fail_msg("connect: %s", err);
+	s = sweeper_of(obs.nc, ev.nc, acct);
+	evict1(&s, a.principal, &r);
+	if (r.kicked > 0) {
+		fprintf(stderr, "! %s kicks: not a 2.9 broker, skipped\n", m29.nats_bin);
+	} else {
+		assert_int_equal(r.remaining, 1);
+		assert_true(r.scan_complete);
+		assert_false(r.verified_gone);
+		assert_string_equal(r.note, NOTE_NO_KICK);
+		assert_int_equal(s.kick_requests, 1); /* the first no-responders ends it */
+		assert_alive(&c, "the 2.9 agent");
+	}
+	h_close(&c);
+	h_close(&obs);
+	h_close(&ev);
+	h_mesh_down(&m29);
+}
+
+/* ---- a scripted CONNZ/KICK responder on a plain broker ----------------- */
+
+#define FAKE_ACCT "AFAKEACCOUNTAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+#define FAKE_SID "NFAKESERVERAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+#define FAKE_MAX 4000
+
+struct fake {
+	pthread_mutex_t mu;
+	long long cid[FAKE_MAX];
+	char who[FAKE_MAX][48];   /* the principal tag's principal, or "" */
+	int n;
+	int drop;                 /* entries closed below the offset before each later page */
+	bool bad_later_pages;     /* every page past the first has a mistyped total */
+	bool cluster;
+	bool kick_silent;         /* KICKs are received and never answered */
+	int requests, kicks;
+};
+
+static struct fake fake = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static pid_t plain_pid;
+static char plain_url[64];
+static natsConnection *responder;
+static natsSubscription *connz_sub, *kick_sub;
+
+static void
+plain_stop(void)
+{
+	if (plain_pid > 0) {
+		kill(plain_pid, SIGKILL);
+		waitpid(plain_pid, NULL, 0);
+		plain_pid = 0;
+	}
+}
+
+static int
+free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* A plain broker (no auth): the test's responder answers the $SYS
+ * subjects in its global account. */
+static int
+plain_start(void)
+{
+	char port[16];
+	int p = free_port();
+
+	if (p <= 0)
+		return -1;
+	snprintf(port, sizeof(port), "%d", p);
+	snprintf(plain_url, sizeof(plain_url), "nats://127.0.0.1:%d", p);
+	atexit(plain_stop);
+	plain_pid = fork();
+	if (plain_pid < 0)
+		return -1;
+	if (plain_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		freopen("/dev/null", "w", stdout);
+		freopen("/dev/null", "w", stderr);
+		execl(mesh.nats_bin, mesh.nats_bin, "-a", "127.0.0.1", "-p", port, (char *)NULL);
+		_exit(127);
+	}
+	for (int waited = 0; waited < 10000; waited += 50) {
+		natsConnection *nc = NULL;
+		if (natsConnection_ConnectTo(&nc, plain_url) == NATS_OK) {
+			natsConnection_Destroy(nc);
+			return 0;
+		}
+		sleep_ms(50);
+	}
+	return -1;
+}
+
+static json_t *
+fake_server(void)
+{
+	json_t *s = json_pack("{s:s, s:s, s:s}", "name", "fake", "id", FAKE_SID, "ver", "2.10.27");
+
+	if (fake.cluster)
+		json_object_set_new(s, "cluster", json_string("c1"));
+	return s;
+}
+
+static void
+reply_json(natsConnection *nc, natsMsg *m, json_t *r)
+{
+	char *s = json_dumps(r, JSON_COMPACT);
+
+	natsConnection_PublishString(nc, natsMsg_GetReply(m), s);
+	free(s);
+	json_decref(r);
+}
+
+static void
+on_connz(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
+{
+	json_t *req = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
+	long long offset = json_integer_value(json_object_get(req, "offset"));
+	long long limit = json_integer_value(json_object_get(req, "limit"));
+	json_t *conns = json_array(), *data;
+
+	(void)sub;
+	(void)arg;
+	pthread_mutex_lock(&fake.mu);
+	fake.requests++;
+	/* Connections close between pages: those below the offset shift the
+	 * rest down (only non-principal ones, so every principal stays). */
+	for (int d = 0, i = (int)(offset < fake.n ? offset : fake.n) - 1;
+	     offset > 0 && d < fake.drop && i >= 0; i--)
+		if (fake.who[i][0] == '\0') {
+			memmove(&fake.cid[i], &fake.cid[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.cid[0]));
+			memmove(&fake.who[i], &fake.who[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.who[0]));
+			fake.n--;
+			d++;
+		}
+	for (long long i = offset; i < fake.n && i < offset + limit; i++) {
+		json_t *tags = json_array();
+		char tag[64];
+		if (fake.who[i][0] != '\0') {
+			snprintf(tag, sizeof(tag), "principal:%s", fake.who[i]);
+			json_array_append_new(tags, json_string(tag));
+		}
+		json_array_append_new(tags, json_string("cotal-profile:agent"));
+		json_array_append_new(conns, json_pack("{s:I, s:s, s:s, s:s, s:o}", "cid",
+		    (json_int_t)fake.cid[i], "kind", "Client", "authorized_user", "UFAKEUSER",
+		    "account", FAKE_ACCT, "tags", tags));
+	}
+	data = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "server_id", FAKE_SID,
+	    "num_connections", (json_int_t)json_array_size(conns), "total", (json_int_t)fake.n,
+	    "offset", (json_int_t)offset, "limit", (json_int_t)limit, "connections", conns);
+	if (fake.bad_later_pages && offset > 0)
+		json_object_set_new(data, "total", json_string("many"));
+	pthread_mutex_unlock(&fake.mu);
+	reply_json(nc, m, json_pack("{s:o, s:o}", "server", fake_server(), "data", data));
+	json_decref(req);
+	natsMsg_Destroy(m);
+}
+
+static void
+on_kick(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
+{
+	json_t *req = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
+	long long cid = json_integer_value(json_object_get(req, "cid"));
+	bool found = false;
+
+	(void)sub;
+	(void)arg;
+	pthread_mutex_lock(&fake.mu);
+	fake.kicks++;
+	if (fake.kick_silent) {
+		pthread_mutex_unlock(&fake.mu);
+		json_decref(req);
+		natsMsg_Destroy(m);
+		return;
+	}
+	for (int i = 0; i < fake.n && !found; i++)
+		if (fake.cid[i] == cid) {
+			memmove(&fake.cid[i], &fake.cid[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.cid[0]));
+			memmove(&fake.who[i], &fake.who[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.who[0]));
+			fake.n--;
+			found = true;
+		}
+	pthread_mutex_unlock(&fake.mu);
+	if (found)
+		reply_json(nc, m, json_pack("{s:o}", "server", fake_server()));
+	else
+		reply_json(nc, m, json_pack("{s:o, s:{s:i, s:s}}", "server", fake_server(), "error",
+		    "code", 500, "description", "no such client or leafnode id"));
+	json_decref(req);
+	natsMsg_Destroy(m);
+}
+
+/* n connections with cids 100, 103, 106, ...; principals at positions. */
+static void
+fake_reset(int n, const int *pos, const char *const *who, int npos)
+{
+	pthread_mutex_lock(&fake.mu);
+	fake.n = n;
+	for (int i = 0; i < n; i++) {
+		fake.cid[i] = 100 + 3LL * i;
+		fake.who[i][0] = '\0';
+	}
+	for (int k = 0; k < npos; k++)
+		snprintf(fake.who[pos[k]], sizeof(fake.who[0]), "%s", who[k]);
+	fake.drop = 0;
+	fake.bad_later_pages = false;
+	fake.cluster = false;
+	fake.kick_silent = false;
+	fake.requests = 0;
+	fake.kicks = 0;
+	pthread_mutex_unlock(&fake.mu);
+}
+
+static int
+fake_setup(void **state)
+{
+	(void)state;
+	if (plain_pid == 0 && plain_start() != 0)
+		return -1;
+	if (natsConnection_ConnectTo(&responder, plain_url) != NATS_OK ||
+	    natsConnection_Subscribe(&connz_sub, responder, "$SYS.REQ.ACCOUNT." FAKE_ACCT ".CONNZ",
+	    on_connz, NULL) != NATS_OK ||
+	    natsConnection_Subscribe(&kick_sub, responder, "$SYS.REQ.SERVER." FAKE_SID ".KICK",
+	    on_kick, NULL) != NATS_OK ||
+	    natsConnection_Flush(responder) != NATS_OK)
+		return -1;
+	return 0;
+}
+
+static int
+fake_teardown(void **state)
+{
+	(void)state;
+	natsSubscription_Destroy(connz_sub);
+	natsSubscription_Destroy(kick_sub);
+	connz_sub = kick_sub = NULL;
+	natsConnection_Destroy(responder);
+	responder = NULL;
+	return 0;
+}
+
+static void
+plain_connect(natsConnection **nc)
+{
+	assert_int_equal(natsConnection_ConnectTo(nc, plain_url), NATS_OK);
+}
+
+/*
+ * WIRE.md §5: "CONNZ of the space account via $SYS.REQ.ACCOUNT.<acct>.CONNZ
+ * ({"auth":true,"offset":N,"limit":1024}, paged)". Connections closing
+ * between pages shift the later ones down; none may slip past a page
+ * boundary unseen.
+ */
+static void
+test_paging_sees_every_connection_while_others_close(void **state)
+{
+	static const int pos[] = { 0, 1022, 1023, 1024, 1025, 2045, 2046, 2047, 2048, 3001, 3499 };
+	static const char *const who[] = { "local.p0", "local.p1", "local.p2", "local.p3",
+		"local.p4", "local.p5", "local.p6", "local.p7", "local.p8", "local.p9", "local.p10" };
+	const int npos = (int)(sizeof(pos) / sizeof(pos[0]));
+	natsConnection *obs, *ev;
+	struct eviction_result out[12];
+	const char *ps[12];
+	char note[SWEEP_NOTE_MAX];
+	bool complete;
+
+	(void)state;
+	plain_connect(&obs);
+	plain_connect(&ev);
+	struct sweeper s = sweeper_of(obs, ev, FAKE_ACCT);
+	for (int drop = 0; drop <= 40; drop += 20) {
+		/* Each scan starts from the same layout: principals on both sides
+		 * of the page boundaries (1024 a page, one of overlap). */
+		for (int k = 0; k < npos; k++) {
+			fake_reset(3500, pos, who, npos);
+			fake.drop = drop;
+			enum principal_state st = sweep_liveness(&s, who[k], &complete, note,
+			    sizeof(note));
+			if (st != PRINCIPAL_LIVE || !complete)
+				fail_msg("drop %d, %s: %s, complete %d: %s", drop, who[k],
+				    principal_state_name(st), complete, note);
+		}
+		fake_reset(3500, pos, who, npos);
+		fake.drop = drop;
+		assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+		    PRINCIPAL_GONE);
+		assert_true(complete);
+		fake_reset(3500, pos, who, npos);
+		fake.drop = drop;
+		for (int k = 0; k < npos; k++)
+			ps[k] = who[k];
+		ps[npos] = "local.nobody";
+		s.connz_requests = s.kick_requests = 0;
+		sweep_evict(&s, ps, npos + 1, out);
+		for (int k = 0; k <= npos; k++) {
+			if (!out[k].verified_gone || out[k].kicked != (k < npos ? 1 : 0))
+				fail_msg("drop %d, %s: kicked %d remaining %d complete %d: %s", drop,
+				    ps[k], out[k].kicked, out[k].remaining, out[k].scan_complete,
+				    out[k].note);
+		}
+		assert_int_equal(s.kick_requests, npos);
+		/* Two scans (the first and one verify), a few pages each. */
+		if (s.connz_requests > 2 * 12)
+			fail_msg("drop %d: %lu CONNZ requests", drop, s.connz_requests);
+		pthread_mutex_lock(&fake.mu);
+		for (int i = 0; i < fake.n; i++)
+			assert_string_equal(fake.who[i], "");
+		pthread_mutex_unlock(&fake.mu);
+	}
+	natsConnection_Destroy(obs);
+	natsConnection_Destroy(ev);
+}
+
+/* WIRE.md §5: "An incomplete scan never reports verifiedGone": a page that
+ * does not check (here every page past the first) leaves every principal,
+ * even one never seen, unverified. */
+static void
+test_a_bad_page_leaves_nothing_verified(void **state)
+{
+	static const int pos[] = { 10, 2000 };
+	static const char *const who[] = { "local.early", "local.late" };
+	const char *ps[] = { "local.early", "local.late", "local.nobody" };
+	struct eviction_result out[3];
+	natsConnection *obs, *ev;
+	char note[SWEEP_NOTE_MAX];
+	bool complete = true;
+
+	(void)state;
+	plain_connect(&obs);
+	plain_connect(&ev);
+	struct sweeper s = sweeper_of(obs, ev, FAKE_ACCT);
+	fake_reset(2500, pos, who, 2);
+	fake.bad_later_pages = true;
+	sweep_evict(&s, ps, 3, out);
+	for (int k = 0; k < 3; k++) {
+		assert_false(out[k].verified_gone);
+		assert_false(out[k].scan_complete);
+		assert_int_equal(out[k].remaining, 0);
+		if (strstr(out[k].note, "scan incomplete: CONNZ at offset 1023: data.total") == NULL)
+			fail_msg("%s: note \"%s\"", ps[k], out[k].note);
+	}
+	/* What the first page showed was kicked all the same. */
+	assert_int_equal(out[0].kicked, 1);
+	assert_int_equal(out[1].kicked, 0);
+	assert_int_equal(s.kick_requests, 1);
+	/* Liveness: what a page shows is live; nothing seen and incomplete is
+	 * unknown. */
+	fake_reset(2500, pos, who, 2);
+	fake.bad_later_pages = true;
+	assert_int_equal(sweep_liveness(&s, "local.early", &complete, note, sizeof(note)),
+	    PRINCIPAL_LIVE);
+	assert_false(complete);
+	assert_int_equal(sweep_liveness(&s, "local.late", &complete, note, sizeof(note)),
+	    PRINCIPAL_UNKNOWN);
+	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+	    PRINCIPAL_UNKNOWN);
+	assert_false(complete);
+	assert_non_null(strstr(note, "data.total"));
+	/* A clustered broker's reply covers one server. */
+	fake_reset(10, NULL, NULL, 0);
+	fake.cluster = true;
+	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+	    PRINCIPAL_UNKNOWN);
+	assert_non_null(strstr(note, "clustered"));
+	natsConnection_Destroy(obs);
+	natsConnection_Destroy(ev);
+}
+
+/* A KICK that goes unanswered costs the request timeout; the admin rail
+ * waits behind the sweep ("Answered one at a time in arrival order",
+ * WIRE.md §5), so the sweep sends no further KICK and verifies nothing it
+ * could not kick. */
+static void
+test_unanswered_kick_stops_eviction(void **state)
+{
+	static const int pos[] = { 3, 4, 5 };
+	static const char *const who[] = { "local.a", "local.b", "local.b" };
+	const char *ps[] = { "local.a", "local.b", "local.c" };
+	struct eviction_result out[3];
+	natsConnection *obs, *ev;
+
+	(void)state;
+	plain_connect(&obs);
+	plain_connect(&ev);
+	struct sweeper s = sweeper_of(obs, ev, FAKE_ACCT);
+	fake_reset(8, pos, who, 3);
+	fake.kick_silent = true;
+	sweep_evict(&s, ps, 3, out);
+	assert_int_equal(s.kick_requests, 1);
+	assert_int_equal(s.connz_requests, 1);
+	assert_int_equal(out[0].remaining, 1);
+	assert_false(out[0].verified_gone);
+	assert_non_null(strstr(out[0].note, "KICK of connection 109: no answer within the request "
+	    "timeout; no further KICK was sent"));
+	assert_int_equal(out[1].remaining, 2);
+	assert_false(out[1].verified_gone);
+	assert_string_equal(out[1].note, "eviction stopped after a KICK went unanswered");
+	assert_true(out[2].verified_gone);
+	natsConnection_Destroy(obs);
+	natsConnection_Destroy(ev);
+}
+
+/* The brief: "a no-responders ... answer on an old broker means KICK is
+ * unsupported". */
+static void
+test_no_kick_responder_is_unsupported(void **state)
+{
+	static const int pos[] = { 3, 4 };
+	static const char *const who[] = { "local.a", "local.b" };
+	const char *ps[] = { "local.a", "local.b", "local.c" };
+	struct eviction_result out[3];
+	natsConnection *obs, *ev;
+
+	(void)state;
+	plain_connect(&obs);
+	plain_connect(&ev);
+	struct sweeper s = sweeper_of(obs, ev, FAKE_ACCT);
+	fake_reset(8, pos, who, 2);
+	natsSubscription_Unsubscribe(kick_sub);
+	natsConnection_Flush(responder);
+	sweep_evict(&s, ps, 3, out);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(out[k].kicked, 0);
+		assert_int_equal(out[k].remaining, 1);
+		assert_false(out[k].verified_gone);
+		assert_true(out[k].scan_complete);
+		assert_string_equal(out[k].note, NOTE_NO_KICK);
+	}
+	assert_true(out[2].verified_gone);
+	assert_string_equal(out[2].note, "");
+	assert_int_equal(s.kick_requests, 1);
+	assert_int_equal(s.connz_requests, 1);
+	natsConnection_Destroy(obs);
+	natsConnection_Destroy(ev);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest real[] = {
+		cmocka_unit_test(test_live_agent_is_kicked_and_verified_gone),
+		cmocka_unit_test(test_absent_principal_is_verified_gone),
+		cmocka_unit_test(test_several_principals_share_one_sweep),
+		cmocka_unit_test(test_liveness_live_then_gone),
+		cmocka_unit_test(test_two_connections_of_one_agent_are_both_kicked),
+		cmocka_unit_test(test_no_evictor_kicks_nothing),
+		cmocka_unit_test(test_unanswered_scan_is_never_verified),
+		cmocka_unit_test(test_broker_29_has_no_kick),
+	};
+	const struct CMUnitTest scripted[] = {
+		cmocka_unit_test(test_paging_sees_every_connection_while_others_close),
+		cmocka_unit_test(test_a_bad_page_leaves_nothing_verified),
+		cmocka_unit_test(test_unanswered_kick_stops_eviction),
+		cmocka_unit_test(test_no_kick_responder_is_unsupported),
+	};
+	int rc;
+
+	(void)argc;
+	(void)argv;
+	rc = cmocka_run_group_tests_name("real broker", real, setup, teardown);
+	rc |= cmocka_run_group_tests_name("scripted responder", scripted, fake_setup, fake_teardown);
+	plain_stop();
+	nats_Close();
+	return rc;
+}
