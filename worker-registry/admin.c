@@ -254,11 +254,20 @@ op_evict(struct request *r, bool many)
 		test_sweep_delay(list[0]);
 	sweep_evict(&sw, list, n, res);
 	worker_count(C_EVICTIONS, (uint64_t)n);
-	for (int i = 0; i < n; i++)
-		log_info("%s %s: kicked %d, remaining %d, %s%s%s", r->req.op, res[i].principal,
-		    res[i].kicked, res[i].remaining,
-		    res[i].verified_gone ? "verified gone" : "NOT verified gone",
-		    res[i].note[0] ? " — " : "", res[i].note);
+	/* One line a request; a line of its own for each principal that was
+	 * kicked or is not verified gone. */
+	int kicked = 0, gone = 0;
+	for (int i = 0; i < n; i++) {
+		kicked += res[i].kicked;
+		gone += res[i].verified_gone;
+		if (res[i].kicked > 0 || !res[i].verified_gone)
+			log_info("%s %s: kicked %d, remaining %d, %s%s%s", r->req.op, res[i].principal,
+			    res[i].kicked, res[i].remaining,
+			    res[i].verified_gone ? "verified gone" : "NOT verified gone",
+			    res[i].note[0] ? " — " : "", res[i].note);
+	}
+	log_info("%s: %d principal%s, %d connection%s kicked, %d verified gone", r->req.op, n,
+	    n == 1 ? "" : "s", kicked, kicked == 1 ? "" : "s", gone);
 	if (!many) {
 		reply_data(r, eviction_result_json(&res[0]));
 		return;

@@ -19,7 +19,6 @@
  */
 #include "worker-registry/sweep.h"
 
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +28,6 @@
 #include "lib/tokens.h"
 
 #define PRINCIPAL_TAG "principal:"
-#define NAMES_MAX 8        /* principals one CONNZ entry may name (tags) */
 #define BACKOFF_FIRST 64   /* entries a scan steps back when contiguity is lost */
 #define KICK_NOT_FOUND "no such client"
 #define NOTE_NO_EVICTOR "eviction is unavailable: no $SYS evictor credential is provisioned"
@@ -94,13 +92,16 @@ principal_from(const char *s, size_t n, char sep, char *out, size_t outlen)
 }
 
 /*
- * The principals an entry names: each valid "principal:<o>.<a>" tag (tags
- * that do not name one are ignored), else its authorized_user "<o>-<a>".
- * Entries that are not objects, and fields of another type, name nothing.
+ * Each principal an entry names, handed to fn (which returns true to
+ * stop): every valid "principal:<o>.<a>" tag (tags that name none are
+ * ignored), else, when no tag names one, its authorized_user "<o>-<a>".
+ * An entry that is not an object, and fields of another type, name
+ * nothing. Returns how many were handed over.
  */
 static size_t
-entry_names(const json_t *conn, char names[][PRINCIPAL_MAX + 1], size_t max)
+entry_each(const json_t *conn, bool (*fn)(const char *principal, void *arg), void *arg)
 {
+	char p[PRINCIPAL_MAX + 1];
 	const json_t *tags, *t, *user;
 	size_t n = 0, i, tl = strlen(PRINCIPAL_TAG);
 
@@ -110,51 +111,77 @@ entry_names(const json_t *conn, char names[][PRINCIPAL_MAX + 1], size_t max)
 	if (json_is_array(tags)) {
 		json_array_foreach(tags, i, t) {
 			const char *v = json_string_value(t);
-			if (n == max || i >= SWEEP_PAGE)
+			if (i >= SWEEP_PAGE)
 				break;
-			if (v == NULL || strncmp(v, PRINCIPAL_TAG, tl) != 0)
+			if (v == NULL || strncmp(v, PRINCIPAL_TAG, tl) != 0 ||
+			    !principal_from(v + tl, json_string_length(t) - tl, '.', p, sizeof(p)))
 				continue;
-			if (!principal_from(v + tl, json_string_length(t) - tl, '.', names[n],
-			    PRINCIPAL_MAX + 1))
-				continue;
-			bool dup = false;
-			for (size_t k = 0; k < n && !dup; k++)
-				dup = strcmp(names[k], names[n]) == 0;
-			if (!dup)
-				n++;
+			n++;
+			if (fn(p, arg))
+				return n;
 		}
 	}
-	if (n > 0 || max == 0)
+	if (n > 0)
 		return n;
 	user = json_object_get(conn, "authorized_user");
 	if (json_is_string(user) &&
-	    principal_from(json_string_value(user), json_string_length(user), '-', names[0],
-	    PRINCIPAL_MAX + 1))
+	    principal_from(json_string_value(user), json_string_length(user), '-', p, sizeof(p))) {
+		fn(p, arg);
 		return 1;
+	}
 	return 0;
+}
+
+struct first_arg {
+	char *out;
+	size_t outlen;
+	bool ok;
+};
+
+static bool
+take_first(const char *p, void *arg)
+{
+	struct first_arg *a = arg;
+
+	if (strlen(p) < a->outlen) {
+		strcpy(a->out, p);
+		a->ok = true;
+	}
+	return true;
 }
 
 int
 connz_entry_principal(const json_t *conn, char *out, size_t outlen)
 {
-	char names[NAMES_MAX][PRINCIPAL_MAX + 1];
+	struct first_arg a = { out, outlen, false };
 
-	if (entry_names(conn, names, NAMES_MAX) == 0 || strlen(names[0]) >= outlen)
-		return -1;
-	strcpy(out, names[0]);
-	return 0;
+	entry_each(conn, take_first, &a);
+	return a.ok ? 0 : -1;
+}
+
+struct names_arg {
+	const char *principal;
+	bool found;
+};
+
+static bool
+is_it(const char *p, void *arg)
+{
+	struct names_arg *a = arg;
+
+	a->found = strcmp(p, a->principal) == 0;
+	return a->found;
 }
 
 bool
 connz_entry_names(const json_t *conn, const char *principal)
 {
-	char names[NAMES_MAX][PRINCIPAL_MAX + 1];
-	size_t n = entry_names(conn, names, NAMES_MAX);
+	struct names_arg a = { principal, false };
 
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(names[i], principal) == 0)
-			return true;
-	return false;
+	if (principal == NULL)
+		return false;
+	entry_each(conn, is_it, &a);
+	return a.found;
 }
 
 /* A server id we may put in a subject: one token of [A-Za-z0-9_-]. */
@@ -481,26 +508,43 @@ connz_request(struct sweeper *s, long long offset, char *why, size_t whylen)
 	return r;
 }
 
-/* Which of the sweep's principals an entry names: into who[], count. */
+/* Which of the sweep's principals an entry names: indexes into who[]
+ * (room for nnames), each once. */
+struct match_arg {
+	const char *const *names;
+	int nnames;
+	int *who;
+	size_t n;
+};
+
+static bool
+match_one(const char *p, void *arg)
+{
+	struct match_arg *a = arg;
+
+	for (int i = 0; i < a->nnames; i++)
+		if (strcmp(p, a->names[i]) == 0) {
+			for (size_t k = 0; k < a->n; k++)
+				if (a->who[k] == i)
+					return false;
+			a->who[a->n++] = i;
+			break;
+		}
+	return a->n == (size_t)a->nnames;
+}
+
 static size_t
 entry_match(const json_t *e, const char *account, const char *const *names, int nnames,
-	    int *who, size_t max)
+	    int *who)
 {
-	char found[NAMES_MAX][PRINCIPAL_MAX + 1];
 	const char *acct = json_string_value(json_object_get(e, "account"));
-	size_t nf, n = 0;
+	struct match_arg a = { names, nnames, who, 0 };
 
 	/* CONNZ of the account lists that account only; another one is not ours. */
 	if (acct != NULL && strcmp(acct, account) != 0)
 		return 0;
-	nf = entry_names(e, found, NAMES_MAX);
-	for (size_t f = 0; f < nf; f++)
-		for (int i = 0; i < nnames && n < max; i++)
-			if (strcmp(found[f], names[i]) == 0) {
-				who[n++] = i;
-				break;
-			}
-	return n;
+	entry_each(e, match_one, &a);
+	return a.n;
 }
 
 /*
@@ -561,12 +605,12 @@ scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *s
 		step = 0;
 		json_array_foreach(pg.conns, i, e) {
 			long long cid = (long long)json_integer_value(json_object_get(e, "cid"));
-			int who[NAMES_MAX];
+			int who[SWEEP_PRINCIPALS_MAX];
 			size_t nw;
 
 			if (cid <= last)
 				continue;  /* seen on the page before */
-			nw = entry_match(e, s->account, names, nnames, who, NAMES_MAX);
+			nw = entry_match(e, s->account, names, nnames, who);
 			for (size_t k = 0; k < nw; k++)
 				if (hit_add(sc, cid, who[k], pg.server_id) != 0) {
 					say(sc->note, sizeof(sc->note), "more than %d connections of the "
@@ -606,6 +650,7 @@ struct evict_state {
 	size_t ndone, capdone;
 	bool unsupported;          /* the broker has no KICK */
 	bool stalled;              /* a KICK went unanswered: no more this sweep */
+	bool moved;                /* a KICK of this round closed a connection, or found it closed */
 };
 
 static bool
@@ -634,8 +679,20 @@ kicked_record(struct evict_state *es, const struct hit *h)
 	es->ndone++;
 }
 
+/* A server version that has KICK: 2.10 or newer ("2.10.27", "2.11.0-RC.1"). */
+static bool
+version_has_kick(const char *ver)
+{
+	int major, minor;
+
+	if (sscanf(ver, "%d.%d", &major, &minor) != 2)
+		return false;
+	return major > 2 || (major == 2 && minor >= 10);
+}
+
+/* KICK one connection; has_kick: its server says it is 2.10 or newer. */
 static void
-kick_one(struct sweeper *s, const struct hit *h, struct evict_state *es)
+kick_one(struct sweeper *s, const struct hit *h, bool has_kick, struct evict_state *es)
 {
 	char subject[SWEEP_SERVER_ID_MAX + 32], body[64], why[160];
 	char *problem = es->problem[h->who];
@@ -649,7 +706,13 @@ kick_one(struct sweeper *s, const struct hit *h, struct evict_state *es)
 	s->kick_requests++;
 	st = natsConnection_RequestString(&m, s->evictor, subject, body, SWEEP_REQUEST_MS);
 	if (st == NATS_NO_RESPONDERS) {
-		es->unsupported = true;
+		/* An older broker has no KICK responder; a newer one without a
+		 * responder is not that server any more (restarted, or gone). */
+		if (!has_kick)
+			es->unsupported = true;
+		else if (problem[0] == '\0')
+			say(problem, plen, "KICK of connection %lld: no responders on server %.60s",
+			    h->cid, h->server);
 		return;
 	}
 	if (st != NATS_OK) {
@@ -665,6 +728,8 @@ kick_one(struct sweeper *s, const struct hit *h, struct evict_state *es)
 	rc = kick_reply_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), why,
 	    sizeof(why));
 	natsMsg_Destroy(m);
+	if (rc == 1 || (rc == 0 && strstr(why, KICK_NOT_FOUND) != NULL))
+		es->moved = true;
 	if (rc == 1) {
 		if (!kicked_before(es, h)) {
 			es->kicked[h->who]++;
@@ -707,7 +772,7 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 	char problem[SWEEP_PRINCIPALS_MAX][SWEEP_NOTE_MAX / 2];
 	struct evict_state es = { .kicked = kicked, .problem = problem };
 	struct scan sc = { .count = count };
-	int nnames = 0, ntake = n < SWEEP_PRINCIPALS_MAX ? n : SWEEP_PRINCIPALS_MAX;
+	int nnames = 0, ntake = n < SWEEP_PRINCIPALS_MAX ? n : SWEEP_PRINCIPALS_MAX, rounds = 0;
 
 	if (n <= 0 || principals == NULL || out == NULL)
 		return;
@@ -745,11 +810,12 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 	for (int round = 0; round < SWEEP_ROUNDS && sc.nhits > 0; round++) {
 		if (s->evictor == NULL || es.unsupported || es.stalled)
 			break;
-		size_t before = es.ndone;
+		es.moved = false;
 		for (size_t h = 0; h < sc.nhits && !es.unsupported && !es.stalled; h++)
-			kick_one(s, &sc.hits[h], &es);
-		if (es.ndone == before && (es.unsupported || es.stalled))
-			break;  /* nothing was kicked: the scan in hand still holds */
+			kick_one(s, &sc.hits[h], version_has_kick(sc.version), &es);
+		rounds++;
+		if (!es.moved)
+			break;  /* no KICK changed anything: the scan in hand still holds */
 		settle(round);
 		scan_run(s, names, nnames, &sc);
 	}
@@ -776,8 +842,8 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 				    "went unanswered");
 			else if (sc.complete)
 				note_add(r->note, sizeof(r->note), "%d connection%s still seen after "
-				    "%d verify rounds", count[w], count[w] == 1 ? "" : "s",
-				    SWEEP_ROUNDS);
+				    "%d KICK round%s", count[w], count[w] == 1 ? "" : "s", rounds,
+				    rounds == 1 ? "" : "s");
 			if (problem[w][0] != '\0')
 				note_add(r->note, sizeof(r->note), "%s", problem[w]);
 		}

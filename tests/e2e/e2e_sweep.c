@@ -448,6 +448,7 @@ struct fake {
 	bool bad_later_pages;     /* every page past the first has a mistyped total */
 	bool cluster;
 	bool kick_silent;         /* KICKs are received and never answered */
+	const char *version;      /* server.ver */
 	int requests, kicks;
 };
 
@@ -520,7 +521,7 @@ plain_start(void)
 static json_t *
 fake_server(void)
 {
-	json_t *s = json_pack("{s:s, s:s, s:s}", "name", "fake", "id", FAKE_SID, "ver", "2.10.27");
+	json_t *s = json_pack("{s:s, s:s, s:s}", "name", "fake", "id", FAKE_SID, "ver", fake.version);
 
 	if (fake.cluster)
 		json_object_set_new(s, "cluster", json_string("c1"));
@@ -632,6 +633,7 @@ fake_reset(int n, const int *pos, const char *const *who, int npos)
 	fake.bad_later_pages = false;
 	fake.cluster = false;
 	fake.kick_silent = false;
+	fake.version = "2.10.27";
 	fake.requests = 0;
 	fake.kicks = 0;
 	pthread_mutex_unlock(&fake.mu);
@@ -827,9 +829,10 @@ test_unanswered_kick_stops_eviction(void **state)
 }
 
 /* The brief: "a no-responders ... answer on an old broker means KICK is
- * unsupported". */
+ * unsupported"; a server of 2.10 or newer without a KICK responder is not
+ * that server any more. */
 static void
-test_no_kick_responder_is_unsupported(void **state)
+test_no_kick_responder(void **state)
 {
 	static const int pos[] = { 3, 4 };
 	static const char *const who[] = { "local.a", "local.b" };
@@ -841,9 +844,11 @@ test_no_kick_responder_is_unsupported(void **state)
 	plain_connect(&obs);
 	plain_connect(&ev);
 	struct sweeper s = sweeper_of(obs, ev, FAKE_ACCT);
-	fake_reset(8, pos, who, 2);
 	natsSubscription_Unsubscribe(kick_sub);
 	natsConnection_Flush(responder);
+	/* A 2.9 server: one KICK finds no responder, and KICK is given up. */
+	fake_reset(8, pos, who, 2);
+	fake.version = "2.9.10";
 	sweep_evict(&s, ps, 3, out);
 	for (int k = 0; k < 2; k++) {
 		assert_int_equal(out[k].kicked, 0);
@@ -855,6 +860,17 @@ test_no_kick_responder_is_unsupported(void **state)
 	assert_true(out[2].verified_gone);
 	assert_string_equal(out[2].note, "");
 	assert_int_equal(s.kick_requests, 1);
+	assert_int_equal(s.connz_requests, 1);
+	/* A 2.10 one: each KICK is tried, and the note names the server. */
+	fake_reset(8, pos, who, 2);
+	s.connz_requests = s.kick_requests = 0;
+	sweep_evict(&s, ps, 3, out);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(out[k].remaining, 1);
+		assert_false(out[k].verified_gone);
+		assert_non_null(strstr(out[k].note, "no responders on server " FAKE_SID));
+	}
+	assert_int_equal(s.kick_requests, 2);
 	assert_int_equal(s.connz_requests, 1);
 	natsConnection_Destroy(obs);
 	natsConnection_Destroy(ev);
@@ -877,7 +893,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_paging_sees_every_connection_while_others_close),
 		cmocka_unit_test(test_a_bad_page_leaves_nothing_verified),
 		cmocka_unit_test(test_unanswered_kick_stops_eviction),
-		cmocka_unit_test(test_no_kick_responder_is_unsupported),
+		cmocka_unit_test(test_no_kick_responder),
 	};
 	int rc;
 

@@ -152,6 +152,18 @@ test_entry_names(void **state)
 	assert_false(connz_entry_names(e, "local.carol")); /* tags decide */
 	assert_false(connz_entry_names(e, "local.Alice"));
 	json_decref(e);
+	/* However many tags come first. */
+	json_t *tags = json_array();
+	for (int i = 0; i < 20; i++) {
+		char tag[64];
+		snprintf(tag, sizeof(tag), "principal:local.a%d", i);
+		json_array_append_new(tags, json_string(tag));
+	}
+	e = json_pack("{s:o}", "tags", tags);
+	assert_true(connz_entry_names(e, "local.a19"));
+	assert_false(connz_entry_names(e, "local.a20"));
+	assert_false(connz_entry_names(e, NULL));
+	json_decref(e);
 	e = parse("{\"authorized_user\":\"local-carol\"}");
 	assert_true(connz_entry_names(e, "local.carol"));
 	assert_false(connz_entry_names(e, "local-carol"));
@@ -202,6 +214,7 @@ test_page_good(void **state)
 	(void)state;
 	assert_int_equal(connz_page_parse(r, 0, &p, why, sizeof(why)), 0);
 	assert_string_equal(p.server_id, SID);
+	assert_string_equal(p.version, "2.10.27");
 	assert_int_equal(p.total, 5);
 	assert_int_equal(p.offset, 0);
 	assert_int_equal(p.n, 2);
@@ -308,6 +321,11 @@ test_page_shapes(void **state)
 	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"cluster\":7},\"data\":{"
 	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0}}", 0, &p, why,
 	    sizeof(why)), -1);
+	/* A version that is not a string is no version. */
+	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"ver\":2.1},\"data\":{"
+	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0}}", 0, &p, why,
+	    sizeof(why)), 0);
+	assert_string_equal(p.version, "");
 	/* An empty cluster name is no cluster. */
 	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"cluster\":\"\"},\"data\":{"
 	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0}}", 0, &p, why,
