@@ -728,7 +728,7 @@ op_read_history(struct request *r)
 		goto failed;
 
 	/* Oldest first; trimmed from the oldest to the page's byte budget. */
-	int64_t budget = G.max_payload * HISTORY_BUDGET_PCT / 100 - HISTORY_ENVELOPE;
+	int64_t mp = max_payload(), budget = mp * HISTORY_BUDGET_PCT / 100 - HISTORY_ENVELOPE;
 	int take = h.n > (int)limit ? (int)limit : h.n, fit = 0;
 	int64_t used = 0;
 	for (int i = h.n - 1; i >= h.n - take; i--) {
@@ -742,7 +742,7 @@ op_read_history(struct request *r)
 		reply_error(r, "readHistory: the newest message on \"%s\" is %zu bytes, more than "
 		    "the page budget of %lld bytes (%d%% of the broker max_payload of %lld)", ch,
 		    h.sizes[(h.head + h.n - 1) % h.cap], (long long)budget, HISTORY_BUDGET_PCT,
-		    (long long)G.max_payload);
+		    (long long)mp);
 		goto out;
 	}
 	json_t *items = json_array();

@@ -74,6 +74,12 @@ effect_done(void)
 	fence_done(&W.fence);
 }
 
+int64_t
+max_payload(void)
+{
+	return natsConnection_GetMaxPayload(W.nc);
+}
+
 static void
 publish_reply(const char *subject, const char *body, size_t len)
 {
@@ -93,7 +99,7 @@ reply_send(struct request *r, char *body, size_t len)
 		fatalx("out of memory");
 	/* The seed: a reply larger than max_payload cannot be published;
 	 * the caller gets its size at once instead of a timeout. */
-	body = ctl_reply_fit(body, &len, G.max_payload);
+	body = ctl_reply_fit(body, &len, max_payload());
 	if (body == NULL)
 		fatalx("out of memory");
 	/* A unit dispatched before a QUIESCE never answers after it. */
@@ -486,7 +492,6 @@ setup(char *err, size_t errlen)
 	snprintf(G.chat, sizeof(G.chat), "CHAT_%s", G.token);
 	snprintf(G.members_bucket, sizeof(G.members_bucket), "cotal_members_%s", G.token);
 	snprintf(G.channels_bucket, sizeof(G.channels_bucket), "cotal_channels_%s", G.token);
-	G.max_payload = natsConnection_GetMaxPayload(W.nc);
 	if (natsConnection_JetStream(&G.js, W.nc, NULL) != NATS_OK) {
 		snprintf(err, errlen, "cannot make a JetStream context");
 		return -1;
@@ -525,7 +530,7 @@ registry_run(void)
 			return;
 	}
 	log_ok("serving %s.ctl.delivery, ctl.delivery-admin and live.delivery (max_payload %lld)",
-	    G.prefix, (long long)G.max_payload);
+	    G.prefix, (long long)max_payload());
 	atomic_store(&threads_stop, false);
 	for (int i = 0; i < REG_CTL_THREADS; i++)
 		if (pthread_create(&ctl[i], NULL, ctl_thread, NULL) != 0)

@@ -54,7 +54,6 @@ struct registry {
 	char members_bucket[REG_BUCKET_MAX];
 	char channels_bucket[REG_BUCKET_MAX];
 	jsCtx *js;
-	int64_t max_payload;
 
 	struct kvmirror members;       /* cotal_members_<s> */
 	struct strmap rows;            /* member key -> struct mrow (members' lock) */
@@ -63,6 +62,8 @@ struct registry {
 extern struct registry G;
 
 /* ---- registry.c: answering ---- */
+/* The broker's max_payload now (it may change with a reconnect). */
+int64_t max_payload(void);
 /* Answer r with a serialized reply (freed here): fitted to max_payload,
  * sent only while r's fence ticket is good. */
 void reply_send(struct request *r, char *body, size_t len);
