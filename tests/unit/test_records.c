@@ -1063,6 +1063,48 @@ test_member_row_parse_good_row(void **state)
 	free(s);
 }
 
+/* The registry writes what it parses back: every field of WIRE.md §4's
+ * row, activated and the leave cursor included. */
+static void
+test_member_row_build_round_trip(void **state)
+{
+	struct member_row r, back;
+	char why[WHY_MAX], *s;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(member_key_parse(MKEY, r.channel, sizeof(r.channel), &r.who), 0);
+	r.join_cursor = 7;
+	r.generation = 3;
+	r.active = false;
+	r.activated = true;
+	r.has_leave = true;
+	r.leave_cursor = 9;
+	s = member_row_build(&r, "cotal-deliveryd registry", 1700000000000LL, &len);
+	assert_non_null(s);
+	assert_int_equal(strlen(s), len);
+	assert_non_null(strstr(s, "\"state\":\"live-confirmed\""));
+	assert_non_null(strstr(s, "\"writerIdentity\":\"cotal-deliveryd registry\""));
+	assert_int_equal(member_row_parse(MKEY, s, len, &back, why, sizeof(why)), 0);
+	assert_int_equal(back.join_cursor, 7);
+	assert_int_equal(back.generation, 3);
+	assert_false(back.active);
+	assert_true(back.activated);
+	assert_true(back.has_leave);
+	assert_int_equal(back.leave_cursor, 9);
+	free(s);
+	r.has_leave = false;
+	r.active = true;
+	r.activated = false;
+	s = member_row_build(&r, "w", 1, &len);
+	assert_null(strstr(s, "leaveCursor"));
+	assert_int_equal(member_row_parse(MKEY, s, len, &back, why, sizeof(why)), 0);
+	assert_false(back.has_leave);
+	assert_false(back.activated);
+	assert_true(back.active);
+	free(s);
+}
+
 /* "leaveCursor?" — absent or null: no leave; present: the leave cursor. */
 static void
 test_member_row_parse_leave_cursor(void **state)
@@ -1729,6 +1771,7 @@ main(void)
 		cmocka_unit_test(test_member_key_parse_format),
 		cmocka_unit_test(test_member_row_parse_good_row),
 		cmocka_unit_test(test_member_row_parse_leave_cursor),
+		cmocka_unit_test(test_member_row_build_round_trip),
 		cmocka_unit_test(test_member_row_parse_disagreeing_with_key_refused),
 		cmocka_unit_test(test_member_row_parse_negative_cursor_refused),
 		cmocka_unit_test(test_member_row_parse_bad_state_refused),
