@@ -167,6 +167,38 @@ valid_payload(uint16_t type, uint8_t *p, size_t cap)
 		assert_true(cap >= sizeof(st));
 		memcpy(p, &st, sizeof(st));
 		return sizeof(st);
+	case IPC_SYS_CREDS: {
+		struct ipc_sys_creds h = { .which = IPC_SYS_EVICTOR };
+		snprintf(h.inbox_prefix, sizeof(h.inbox_prefix), "_INBOX_UABCDEFGHIJKLMNOP");
+		snprintf(h.user, sizeof(h.user), "UABCDEFGH");
+		snprintf(h.account, sizeof(h.account), "AABCDEFGH");
+		assert_true(cap >= sizeof(h) + 4);
+		memcpy(p, &h, sizeof(h));
+		memcpy(p + sizeof(h), "eyJ0", 4);
+		return sizeof(h) + 4;
+	}
+	case IPC_SIGN_SYS:
+		p[0] = IPC_SYS_OBSERVER;
+		memcpy(p + 1, NONCE, strlen(NONCE));
+		return 1 + strlen(NONCE);
+	case IPC_LEASE: {
+		struct ipc_lease l = { .state = IPC_LEASE_SERVING };
+		snprintf(l.instance, sizeof(l.instance), "0123abcd");
+		memcpy(p, &l, sizeof(l));
+		return sizeof(l);
+	}
+	case IPC_RELOAD_REQ: {
+		struct ipc_reload_req r = { .id = 7 };
+		memset(r.expected, 'a', IPC_SHA256_HEX - 1);
+		memcpy(p, &r, sizeof(r));
+		return sizeof(r);
+	}
+	case IPC_RELOAD_REP: {
+		struct ipc_reload_rep r = { .id = 7, .ok = 0 };
+		snprintf(r.error, sizeof(r.error), "not finished starting");
+		memcpy(p, &r, sizeof(r));
+		return sizeof(r);
+	}
 	default:
 		return 0;
 	}
@@ -493,6 +525,51 @@ test_status_malformed_refused(void **state)
 	expect_message(c, c->sup, IPC_TO_SUPERVISOR, IPC_STATUS, &st, sizeof(st));
 }
 
+/* The registry's messages: each field outside its bounds is refused,
+ * naming it. */
+static void
+test_registry_messages_malformed_refused(void **state)
+{
+	struct chan *c = *state;
+	uint8_t p[1024];
+	size_t n;
+
+	n = valid_payload(IPC_SYS_CREDS, p, sizeof(p));
+	((struct ipc_sys_creds *)(void *)p)->which = 3;
+	assert_int_equal(ipc_send(c->sup, IPC_SYS_CREDS, p, n), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "SYS_CREDS which 3 is unknown");
+	n = valid_payload(IPC_SYS_CREDS, p, sizeof(p));
+	memset(((struct ipc_sys_creds *)(void *)p)->user, 'U', IPC_KEY_MAX);
+	assert_int_equal(ipc_send(c->sup, IPC_SYS_CREDS, p, n), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "not NUL-terminated");
+
+	n = valid_payload(IPC_SIGN_SYS, p, sizeof(p));
+	p[0] = 0;
+	assert_int_equal(ipc_send(c->wrk, IPC_SIGN_SYS, p, n), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "SIGN_SYS names no $SYS user");
+
+	struct ipc_lease l = { .state = IPC_LEASE_RECHECKING + 1 };
+	assert_int_equal(ipc_send(c->sup, IPC_LEASE, &l, sizeof(l)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "LEASE state 3 is unknown");
+	memset(&l, 'x', sizeof(l));
+	l.state = IPC_LEASE_NONE;
+	l.reserved = 0;
+	assert_int_equal(ipc_send(c->sup, IPC_LEASE, &l, sizeof(l)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "LEASE instance is not NUL-terminated");
+
+	struct ipc_reload_req rq = { .id = 1 };
+	snprintf(rq.expected, sizeof(rq.expected), "ABC");
+	assert_int_equal(ipc_send(c->wrk, IPC_RELOAD_REQ, &rq, sizeof(rq)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "RELOAD_REQ expected is 3 chars");
+	memset(rq.expected, 'A', IPC_SHA256_HEX - 1);
+	assert_int_equal(ipc_send(c->wrk, IPC_RELOAD_REQ, &rq, sizeof(rq)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "not lowercase hex");
+
+	struct ipc_reload_rep rp = { .id = 1, .ok = 2 };
+	assert_int_equal(ipc_send(c->sup, IPC_RELOAD_REP, &rp, sizeof(rp)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "RELOAD_REP ok/broker_accepted not 0 or 1");
+}
+
 static void
 test_flags_refused(void **state)
 {
@@ -642,6 +719,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_config_malformed_values_refused, chan_setup,
 		    chan_teardown),
 		cmocka_unit_test_setup_teardown(test_status_malformed_refused, chan_setup,
+		    chan_teardown),
+		cmocka_unit_test_setup_teardown(test_registry_messages_malformed_refused, chan_setup,
 		    chan_teardown),
 		cmocka_unit_test_setup_teardown(test_flags_refused, chan_setup, chan_teardown),
 		cmocka_unit_test_setup_teardown(test_interleaved_frames_arrive_one_per_recv,
