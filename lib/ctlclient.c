@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -533,10 +534,13 @@ ctl_call_retry(struct ctl_client *c, enum rail rail, const char *op, json_t *arg
 {
 	int64_t start = mono_ms(), deadline = start + (total_ms > 0 ? total_ms : 0);
 
+	result_init(out);
+	result_set(out, CTL_TIMEOUT, "the wait of %d ms is over; nothing sent", total_ms);
 	for (int tries = 0;; tries++) {
 		int64_t now = mono_ms(), sent = now, left = deadline - now;
 		if (left <= 0)
 			return; /* out holds the last try's outcome */
+		ctl_result_free(out);
 		ctl_call(c, rail, op, args, (int)(per_try_ms < left ? per_try_ms : left), out);
 		if (out->outcome != CTL_TIMEOUT && out->outcome != CTL_NO_RESPONDERS)
 			return;
@@ -556,7 +560,6 @@ ctl_call_retry(struct ctl_client *c, enum rail rail, const char *op, json_t *arg
 			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 				;
 		}
-		ctl_result_free(out);
 	}
 }
 
@@ -610,7 +613,9 @@ ctl_liveness(struct ctl_client *c, int timeout_ms, char *instance, size_t len, c
 		l = LIVE_STALE;
 	} else if (strcmp(responder, "unbound") == 0) {
 		l = LIVE_UNBOUND;
-	} else if (strcmp(responder, "unknown") != 0 && why != NULL && whylen > 0) {
+	} else if (strcmp(responder, "unknown") == 0) {
+		copy_text(why, whylen, "the daemon cannot tell whether it holds the lease");
+	} else if (why != NULL && whylen > 0) {
 		snprintf(why, whylen, "liveness reply: responder \"%.64s\" is not one of "
 		    "bound, unbound, stale, unknown", responder);
 	}

@@ -27,7 +27,7 @@ static const char *const roles[SUP_WORKERS] = { "fanout", "reader", "registry", 
 static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
 	"COTAL_DEBUG",
 #ifdef COTAL_TEST_HOOKS
-	"COTAL_TEST_JOIN_DELAY", /* worker-registry/membership.c */
+	"COTAL_TEST_JOIN_DELAY", "COTAL_TEST_ACTIVATE_DELAY", /* worker-registry/membership.c */
 	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
 #endif
 };

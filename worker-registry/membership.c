@@ -40,22 +40,24 @@ writer_identity(char *buf, size_t len)
 }
 
 /*
- * A test build may hold a join between its membership write and its
- * second ACL read: COTAL_TEST_JOIN_DELAY=<channel>:<ms> (the e2e suite
- * narrows the ACL meanwhile). A release build has no such knob.
+ * A test build may hold a join of a channel for some milliseconds, named
+ * <channel>:<ms> in COTAL_TEST_JOIN_DELAY (between its membership write
+ * and its second ACL read: the e2e suite narrows the ACL meanwhile) and in
+ * COTAL_TEST_ACTIVATE_DELAY (between its catch-up and its activation: the
+ * suite leaves meanwhile). A release build has no such knob.
  */
 static void
-test_join_delay(const char *channel)
+test_join_delay(const char *knob, const char *channel)
 {
 #ifdef COTAL_TEST_HOOKS
-	const char *v = getenv("COTAL_TEST_JOIN_DELAY"), *colon;
+	const char *v = getenv(knob), *colon;
 
 	if (v == NULL || (colon = strrchr(v, ':')) == NULL)
 		return;
 	if ((size_t)(colon - v) == strlen(channel) && strncmp(v, channel, strlen(channel)) == 0)
 		worker_nap(atoi(colon + 1));
 #else
-	(void)channel;
+	(void)knob, (void)channel;
 #endif
 }
 
@@ -167,7 +169,7 @@ join_write(struct request *r, const char *key, const char *lc, struct member_row
 			snprintf(why, whylen, "durableJoin: %s", err);
 			return JOIN_FAILED;
 		}
-		test_join_delay(row->channel);
+		test_join_delay("COTAL_TEST_JOIN_DELAY", row->channel);
 		if (acl_allows_now(lc, row->channel, why, whylen))
 			return JOIN_WRITTEN;
 		uint64_t gone;
@@ -431,6 +433,7 @@ op_durable_join(struct request *r)
 		reply_error(r, "%s", why);
 		return;
 	}
+	test_join_delay("COTAL_TEST_ACTIVATE_DELAY", row.channel);
 	switch (finish(r, key, &row, evicted, fence, err, sizeof(err))) {
 	case 0:
 		if (evicted)

@@ -94,6 +94,7 @@ setup(void **state)
 	/* Test hooks of the daemon's test build (worker-registry). */
 	setenv("COTAL_TEST_SWEEP_DELAY", "local.slow0:3000", 1);
 	setenv("COTAL_TEST_JOIN_DELAY", "narrowgap:3000", 1);
+	setenv("COTAL_TEST_ACTIVATE_DELAY", "leavegap:3000", 1);
 	return daemon_up(&dmn);
 }
 
@@ -1072,6 +1073,51 @@ test_acl_narrowed_between_the_joins_two_reads(void **state)
 }
 
 /*
+ * WIRE §5: "else CAS-set activated (refused if a leave/rejoin came in
+ * between: {durable:false, reason:"activation superseded by a concurrent
+ * leave or rejoin"})". The daemon's test hook holds a join of "leavegap"
+ * between its catch-up and its activation; the member leaves meanwhile.
+ */
+static void
+test_activation_superseded_by_a_concurrent_leave(void **state)
+{
+	struct peer a;
+	struct ctl_result r;
+	char args[256];
+	json_t *row = NULL;
+
+	(void)state;
+	peer_up(&a, "quitter", "leavegap");
+	json_t *j = json_pack("{s:s}", "channel", "leavegap");
+	struct call_thread ct = { a.cl, j, &r };
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, join_in_thread, &ct), 0);
+	for (int64_t until = mono_ms() + JOIN_GAP_MS; mono_ms() < until; usleep(50 * 1000))
+		if ((row = row_get(&a, "leavegap")) != NULL)
+			break;
+	assert_non_null(row);
+	json_decref(row);
+	snprintf(args, sizeof(args), "{\"channel\":\"leavegap\",\"generation\":1,"
+	    "\"lifecycleUid\":\"%s\"}", a.a.uid);
+	json_t *d = call_ok(a.cl, RAIL_CTL, "durableLeave", args);
+	assert_null(json_object_get(d, "alreadyLeft"));
+	json_decref(d);
+	pthread_join(t, NULL);
+	json_decref(j);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_true(r.ok);
+	assert_true(json_is_false(json_object_get(r.data, "durable")));
+	assert_string_equal(json_string_value(json_object_get(r.data, "reason")),
+	    "activation superseded by a concurrent leave or rejoin");
+	ctl_result_free(&r);
+	row = row_get(&a, "leavegap");
+	assert_string_equal(json_string_value(json_object_get(row, "state")), "live-confirmed");
+	assert_false(json_is_true(json_object_get(row, "activated")));
+	json_decref(row);
+	peer_down(&a);
+}
+
+/*
  * The seed: "A reply on the ctl.delivery or ctl.delivery-admin rail that
  * is larger than the broker's max_payload cannot be published. The daemon
  * answers that request with a refusal giving the reply's size in bytes, so
@@ -1131,6 +1177,30 @@ test_reply_over_max_payload_is_refused_at_once(void **state)
 	    n);
 	assert_string_equal(r.error, want);
 	ctl_result_free(&r);
+
+	/* WIRE §5 readHistory: "refusal if the newest alone does not fit" the
+	 * page of 90 % of max_payload. */
+	struct conn ac;
+	struct ctl_client *acl;
+	char text[3700]; /* a post under max_payload, over the page budget */
+	uint64_t seq;
+	memset(text, 'x', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	assert_int_equal(h_connect(&small, a.creds, &ac, err, sizeof(err)), 0);
+	assert_int_equal(h_post(&ac, &small, &a, "big", "big-1", text, &seq), 0);
+	acl = ctl_client_new(small.space, a.owner, a.actor, "wide");
+	ctl_client_attach(acl, ac.nc);
+	aj = json_pack("{s:s}", "channel", "big");
+	ctl_call(acl, RAIL_CTL, "readHistory", aj, 30000, &r);
+	json_decref(aj);
+	assert_int_equal(r.outcome, CTL_REPLIED);
+	assert_false(r.ok);
+	assert_non_null(strstr(r.error, "readHistory: the newest message on \"big\" is "));
+	assert_non_null(strstr(r.error, "more than the page budget of 3622 bytes"));
+	ctl_result_free(&r);
+	ctl_client_free(acl);
+	h_close(&ac);
+
 	ctl_client_free(cl);
 	h_daemon_kill(&d2);
 	h_close(&m2);
@@ -1159,6 +1229,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_join_catches_up_what_the_fanout_passed),
 		cmocka_unit_test(test_catchup_window_evicted_by_retention),
 		cmocka_unit_test(test_acl_narrowed_between_the_joins_two_reads),
+		cmocka_unit_test(test_activation_superseded_by_a_concurrent_leave),
 		cmocka_unit_test(test_reply_over_max_payload_is_refused_at_once),
 	};
 	broker29 = argc > 1 && strcmp(argv[1], "--broker-29") == 0;
