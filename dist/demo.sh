@@ -37,9 +37,22 @@ if ! "$cotal" status --space "$space" --root "$root" >/dev/null 2>&1; then
 		sleep 0.1
 	done
 fi
-# The durable data path: alice and bob join channel general durably, alice
-# posts, and the post reaches bob's dlv_ durable through the fan-out writer
-# and the trusted reader (the sender gets no copy of her own post).
+# The registry's rails answer once it has bound them: the liveness probe,
+# as a manager would ask it.
+i=0
+until live=$("$cotal" admin liveness --space "$space" --root "$root" --wait 1000 2>&1); do
+	i=$((i + 1))
+	if [ $i -gt 50 ]; then
+		echo "✗ the daemon's rails do not answer ($live); see $root/.cotal/delivery.$key.log"
+		exit 1
+	fi
+	sleep 0.2
+done
+echo "• liveness of the delivery plane: $live"
+# The durable data path: alice and bob join channel general durably over
+# the ctl.delivery rail (the registry writes their membership rows), each
+# posts, and each post reaches the other's dlv_ durable through the fan-out
+# writer and the trusted reader (the sender gets no copy of its own post).
 for name in alice bob; do
 	"$cotal" agent join "$name" general --space "$space" --root "$root"
 done
@@ -48,7 +61,10 @@ done
 echo "• what each member's dlv_ durable surfaces:"
 "$cotal" agent recv bob --space "$space" --root "$root" --wait 3000
 "$cotal" agent recv alice --space "$space" --root "$root" --wait 3000
-sleep 1.2 # one STATUS period, so the counters below include the posts
+echo "• alice's memberships, and the newest post of general's history, over ctl.delivery:"
+"$cotal" agent memberships alice --space "$space" --root "$root"
+"$cotal" agent history alice general --space "$space" --root "$root" --limit 1
+sleep 1.6 # a STATUS period and a status-file tick, so the counters below include it all
 "$cotal" status --space "$space" --root "$root"
 echo
 echo "✓ demo mesh up. Credentials live in $root/.cotal (0700); the broker log is"
