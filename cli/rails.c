@@ -172,6 +172,15 @@ channel_ok(const struct rail_args *a, const char *ch)
 	return false;
 }
 
+/* A session that did not open: say why, naming the command. -1. */
+static int
+session_failed(const struct rail_args *a, struct session *s, const char *err)
+{
+	log_errx("%s: %s", a->verb, err);
+	session_close(s);
+	return -1;
+}
+
 /* Connect as the agent named a->pos[0]. */
 static int
 agent_session(const struct rail_args *a, struct agent_ref *r, struct session *s)
@@ -193,9 +202,7 @@ agent_session(const struct rail_args *a, struct agent_ref *r, struct session *s)
 	ctl_client_attach(s->client, s->nc);
 	return 0;
 fail:
-	log_errx("%s: %s", a->verb, err);
-	session_close(s);
-	return -1;
+	return session_failed(a, s, err);
 }
 
 /* The principal a credential's JWT is tagged with ("principal:<o>.<a>"). */
@@ -257,17 +264,29 @@ admin_session(const struct rail_args *a, struct session *s)
 	ctl_client_attach(s->client, s->nc);
 	return 0;
 fail:
-	log_errx("%s: %s", a->verb, err);
-	session_close(s);
-	return -1;
+	return session_failed(a, s, err);
+}
+
+static void
+print_json(const json_t *v)
+{
+	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	printf("%s\n", text ? text : "null");
+	free(text);
 }
 
 /*
- * A call that did not end in ok:true: say why, naming the command. 1.
+ * A call that did not end in ok:true: with --json a refusal's raw reply,
+ * otherwise say why, naming the command. 1.
  */
 static int
 call_failed(const struct rail_args *a, const struct ctl_result *r, enum rail rail)
 {
+	if (r->outcome == CTL_REPLIED && a->json) {
+		print_json(r->reply);
+		return 1;
+	}
 	switch (r->outcome) {
 	case CTL_REPLIED: {
 		char *details = NULL;
@@ -294,73 +313,79 @@ call_failed(const struct rail_args *a, const struct ctl_result *r, enum rail rai
 	return 1;
 }
 
-static void
-print_json(const json_t *v)
-{
-	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-
-	printf("%s\n", text ? text : "null");
-	free(text);
-}
-
-/* --json: the raw reply, and the exit status of its ok. */
-static int
-print_raw(const struct ctl_result *r)
-{
-	print_json(r->reply);
-	return r->ok ? 0 : 1;
-}
-
-/* One request as the agent; args is stolen. 0 when it ended in ok:true. */
+/*
+ * One request as the agent; args is stolen. 0 when it ended in ok:true,
+ * -1 after call_failed otherwise.
+ */
 static int
 agent_call(const struct rail_args *a, struct session *s, const char *op, json_t *args,
 	   struct ctl_result *r)
 {
 	ctl_call(s->client, RAIL_CTL, op, args, a->wait_ms, r);
 	json_decref(args);
-	return r->outcome == CTL_REPLIED && r->ok ? 0 : -1;
+	if (r->outcome == CTL_REPLIED && r->ok)
+		return 0;
+	call_failed(a, r, RAIL_CTL);
+	return -1;
+}
+
+/* What an agent command does once connected: its exit status. */
+typedef int agent_fn(const struct rail_args *, const struct agent_ref *, struct session *,
+		     struct ctl_result *);
+
+/*
+ * An agent command: NAME, or NAME CHANNEL when npos is 2, and the options
+ * in opts; then fn as the agent, with a result that is freed after it.
+ */
+static int
+agent_cmd(int argc, char **argv, const char *verb, const char *use, unsigned opts, int npos,
+	  agent_fn *fn)
+{
+	struct rail_args a;
+	struct agent_ref r;
+	struct session s;
+	struct ctl_result res = { 0 };
+	int rc;
+
+	if (parse_rail_args(verb, argc, argv, opts, npos, npos, AGENT_WAIT_MS, &a) != 0)
+		return usage(use);
+	if ((npos == 2 && !channel_ok(&a, a.pos[1])) || agent_session(&a, &r, &s) != 0)
+		return 1;
+	rc = fn(&a, &r, &s, &res);
+	ctl_result_free(&res);
+	session_close(&s);
+	return rc;
+}
+
+static int
+join(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+     struct ctl_result *res)
+{
+	if (agent_call(a, s, "durableJoin", json_pack("{s:s}", "channel", a->pos[1]), res) != 0)
+		return 1;
+	json_t *gen = json_object_get(res->data, "generation");
+	bool durable = json_is_true(json_object_get(res->data, "durable"));
+	const char *reason = json_string_value(json_object_get(res->data, "reason"));
+	if (a->json)
+		print_json(res->reply);
+	else if (durable && json_is_integer(gen))
+		printf("%s joined %s durably (generation %" JSON_INTEGER_FORMAT ")\n", r->name,
+		    a->pos[1], json_integer_value(gen));
+	else if (durable)
+		printf("%s joined %s durably\n", r->name, a->pos[1]);
+	else
+		printf("%s did not join %s durably: %s\n", r->name, a->pos[1],
+		    reason ? reason : "the daemon gave no reason");
+	/* A join that is not durable leaves the agent without a durable
+	 * membership: a script must not take it for one. */
+	return durable ? 0 : 1;
 }
 
 int
 cmd_agent_join(int argc, char **argv)
 {
-	static const char use[] = "agent join NAME CHANNEL --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
-	struct rail_args a;
-	struct agent_ref r;
-	struct session s;
-	struct ctl_result res = { 0 };
-	int rc = 1;
-
-	if (parse_rail_args("agent join", argc, argv, 0, 2, 2, AGENT_WAIT_MS, &a) != 0)
-		return usage(use);
-	if (!channel_ok(&a, a.pos[1]) || agent_session(&a, &r, &s) != 0)
-		return 1;
-	if (agent_call(&a, &s, "durableJoin", json_pack("{s:s}", "channel", a.pos[1]), &res) != 0) {
-		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
-		    call_failed(&a, &res, RAIL_CTL);
-		goto out;
-	}
-	json_t *gen = json_object_get(res.data, "generation");
-	bool durable = json_is_true(json_object_get(res.data, "durable"));
-	const char *reason = json_string_value(json_object_get(res.data, "reason"));
-	if (a.json)
-		print_json(res.reply);
-	else if (durable && json_is_integer(gen))
-		printf("%s joined %s durably (generation %" JSON_INTEGER_FORMAT ")\n", r.name,
-		    a.pos[1], json_integer_value(gen));
-	else if (durable)
-		printf("%s joined %s durably\n", r.name, a.pos[1]);
-	else
-		printf("%s did not join %s durably: %s\n", r.name, a.pos[1],
-		    reason ? reason : "the daemon gave no reason");
-	/* A join that is not durable leaves the agent without a durable
-	 * membership: a script must not take it for one. */
-	rc = durable ? 0 : 1;
-out:
-	ctl_result_free(&res);
-	session_close(&s);
-	return rc;
+	return agent_cmd(argc, argv, "agent join", "agent join NAME CHANNEL --space S "
+	    "[--wait MS] [--json] [--root DIR] [--server URL]", 0, 2, join);
 }
 
 /* The generation of the agent's open membership of channel, from
@@ -375,14 +400,8 @@ open_generation(const struct rail_args *a, struct session *s, const struct agent
 	uint64_t gen = 0;
 
 	if (agent_call(a, s, "listMemberships", json_pack("{s:s}", "lifecycleUid", r->uid),
-	    &res) != 0) {
-		if (res.outcome == CTL_REPLIED && a->json)
-			print_raw(&res);
-		else
-			call_failed(a, &res, RAIL_CTL);
-		ctl_result_free(&res);
-		return 0;
-	}
+	    &res) != 0)
+		goto out;
 	json_array_foreach(json_object_get(res.data, "memberships"), i, m) {
 		const char *ch = json_string_value(json_object_get(m, "channel"));
 		json_int_t g = json_integer_value(json_object_get(m, "generation"));
@@ -393,130 +412,103 @@ open_generation(const struct rail_args *a, struct session *s, const struct agent
 	}
 	if (gen == 0)
 		log_errx("%s: %s has no open durable membership of %s", a->verb, r->name, channel);
+out:
 	ctl_result_free(&res);
 	return gen;
+}
+
+static int
+leave(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+      struct ctl_result *res)
+{
+	uint64_t gen = a->generation != 0 ? a->generation : open_generation(a, s, r, a->pos[1]);
+	if (gen == 0)
+		return 1;
+	json_t *args = json_pack("{s:s, s:I, s:s}", "channel", a->pos[1], "generation",
+	    (json_int_t)gen, "lifecycleUid", r->uid);
+	if (agent_call(a, s, "durableLeave", args, res) != 0)
+		return 1;
+	if (a->json)
+		print_json(res->reply);
+	else if (json_is_true(json_object_get(res->data, "alreadyLeft")))
+		printf("%s had already left %s (generation %" PRIu64 ")\n", r->name, a->pos[1],
+		    gen);
+	else
+		printf("%s left %s (generation %" PRIu64 ")\n", r->name, a->pos[1], gen);
+	return 0;
 }
 
 int
 cmd_agent_leave(int argc, char **argv)
 {
-	static const char use[] = "agent leave NAME CHANNEL --space S [--generation N] "
-	    "[--wait MS] [--json] [--root DIR] [--server URL]";
-	struct rail_args a;
-	struct agent_ref r;
-	struct session s;
-	struct ctl_result res = { 0 };
-	int rc = 1;
-
-	if (parse_rail_args("agent leave", argc, argv, OPT_GENERATION, 2, 2, AGENT_WAIT_MS,
-	    &a) != 0)
-		return usage(use);
-	if (!channel_ok(&a, a.pos[1]) || agent_session(&a, &r, &s) != 0)
-		return 1;
-	uint64_t gen = a.generation != 0 ? a.generation : open_generation(&a, &s, &r, a.pos[1]);
-	if (gen == 0)
-		goto out;
-	json_t *args = json_pack("{s:s, s:I, s:s}", "channel", a.pos[1], "generation",
-	    (json_int_t)gen, "lifecycleUid", r.uid);
-	if (agent_call(&a, &s, "durableLeave", args, &res) != 0) {
-		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
-		    call_failed(&a, &res, RAIL_CTL);
-		goto out;
-	}
-	if (a.json)
-		print_json(res.reply);
-	else if (json_is_true(json_object_get(res.data, "alreadyLeft")))
-		printf("%s had already left %s (generation %" PRIu64 ")\n", r.name, a.pos[1], gen);
-	else
-		printf("%s left %s (generation %" PRIu64 ")\n", r.name, a.pos[1], gen);
-	rc = 0;
-out:
-	ctl_result_free(&res);
-	session_close(&s);
-	return rc;
+	return agent_cmd(argc, argv, "agent leave", "agent leave NAME CHANNEL --space S "
+	    "[--generation N] [--wait MS] [--json] [--root DIR] [--server URL]", OPT_GENERATION,
+	    2, leave);
 }
 
-int
-cmd_agent_memberships(int argc, char **argv)
+static int
+memberships(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+	    struct ctl_result *res)
 {
-	static const char use[] = "agent memberships NAME --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
-	struct rail_args a;
-	struct agent_ref r;
-	struct session s;
-	struct ctl_result res = { 0 };
 	json_t *m;
 	size_t i;
-	int rc = 1;
 
-	if (parse_rail_args("agent memberships", argc, argv, 0, 1, 1, AGENT_WAIT_MS, &a) != 0)
-		return usage(use);
-	if (agent_session(&a, &r, &s) != 0)
+	if (agent_call(a, s, "listMemberships", json_pack("{s:s}", "lifecycleUid", r->uid),
+	    res) != 0)
 		return 1;
-	if (agent_call(&a, &s, "listMemberships", json_pack("{s:s}", "lifecycleUid", r.uid),
-	    &res) != 0) {
-		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
-		    call_failed(&a, &res, RAIL_CTL);
-		goto out;
-	}
-	json_t *list = json_object_get(res.data, "memberships");
-	if (a.json)
-		print_json(res.reply);
+	json_t *list = json_object_get(res->data, "memberships");
+	if (a->json)
+		print_json(res->reply);
 	else if (json_array_size(list) == 0)
-		printf("%s has no open durable memberships\n", r.name);
-	json_array_foreach(a.json ? NULL : list, i, m) {
+		printf("%s has no open durable memberships\n", r->name);
+	json_array_foreach(a->json ? NULL : list, i, m) {
 		printf("%s generation %" JSON_INTEGER_FORMAT " %s\n",
 		    json_string_value(json_object_get(m, "channel")) ?: "?",
 		    json_integer_value(json_object_get(m, "generation")),
 		    json_is_true(json_object_get(m, "activated")) ? "activated" : "not activated");
 	}
-	rc = 0;
-out:
-	ctl_result_free(&res);
-	session_close(&s);
-	return rc;
+	return 0;
+}
+
+int
+cmd_agent_memberships(int argc, char **argv)
+{
+	return agent_cmd(argc, argv, "agent memberships", "agent memberships NAME --space S "
+	    "[--wait MS] [--json] [--root DIR] [--server URL]", 0, 1, memberships);
+}
+
+static int
+history(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+	struct ctl_result *res)
+{
+	json_t *item, *args;
+	size_t i;
+
+	(void)r;
+	args = json_pack("{s:s}", "channel", a->pos[1]);
+	if (a->limit != 0)
+		json_object_set_new(args, "limit", json_integer((json_int_t)a->limit));
+	if (agent_call(a, s, "readHistory", args, res) != 0)
+		return 1;
+	if (a->json) {
+		print_json(res->reply);
+	} else {
+		json_array_foreach(json_object_get(res->data, "items"), i, item) {
+			const char *ch = json_string_value(json_object_get(item, "channel"));
+			cli_print_message(ch ? ch : a->pos[1], item);
+		}
+		printf("%s\n", json_is_true(json_object_get(res->data, "complete")) ?
+		    "complete" : "more history exists");
+	}
+	return 0;
 }
 
 int
 cmd_agent_history(int argc, char **argv)
 {
-	static const char use[] = "agent history NAME CHANNEL --space S [--limit N] "
-	    "[--wait MS] [--json] [--root DIR] [--server URL]";
-	struct rail_args a;
-	struct agent_ref r;
-	struct session s;
-	struct ctl_result res = { 0 };
-	json_t *item, *args;
-	size_t i;
-	int rc = 1;
-
-	if (parse_rail_args("agent history", argc, argv, OPT_LIMIT, 2, 2, AGENT_WAIT_MS, &a) != 0)
-		return usage(use);
-	if (!channel_ok(&a, a.pos[1]) || agent_session(&a, &r, &s) != 0)
-		return 1;
-	args = json_pack("{s:s}", "channel", a.pos[1]);
-	if (a.limit != 0)
-		json_object_set_new(args, "limit", json_integer((json_int_t)a.limit));
-	if (agent_call(&a, &s, "readHistory", args, &res) != 0) {
-		rc = res.outcome == CTL_REPLIED && a.json ? print_raw(&res) :
-		    call_failed(&a, &res, RAIL_CTL);
-		goto out;
-	}
-	if (a.json) {
-		print_json(res.reply);
-	} else {
-		json_array_foreach(json_object_get(res.data, "items"), i, item) {
-			const char *ch = json_string_value(json_object_get(item, "channel"));
-			cli_print_message(ch ? ch : a.pos[1], item);
-		}
-		printf("%s\n", json_is_true(json_object_get(res.data, "complete")) ? "complete" :
-		    "more history exists");
-	}
-	rc = 0;
-out:
-	ctl_result_free(&res);
-	session_close(&s);
-	return rc;
+	return agent_cmd(argc, argv, "agent history", "agent history NAME CHANNEL --space S "
+	    "[--limit N] [--wait MS] [--json] [--root DIR] [--server URL]", OPT_LIMIT, 2,
+	    history);
 }
 
 /*
@@ -529,7 +521,7 @@ admin_call(const struct rail_args *a, const char *op, json_t *args)
 {
 	struct session s;
 	struct ctl_result res = { 0 };
-	int rc;
+	int rc = 0;
 
 	if (admin_session(a, &s) != 0) {
 		json_decref(args);
@@ -538,17 +530,14 @@ admin_call(const struct rail_args *a, const char *op, json_t *args)
 	ctl_call_retry(s.client, RAIL_ADMIN, op, args,
 	    a->wait_ms < ADMIN_TRY_MS ? a->wait_ms : ADMIN_TRY_MS, a->wait_ms, &res);
 	json_decref(args);
-	if (res.outcome == CTL_REPLIED && a->json) {
-		rc = print_raw(&res);
-	} else if (res.outcome == CTL_REPLIED && res.ok) {
-		if (res.data != NULL)
-			print_json(res.data);
-		else
-			printf("ok\n");
-		rc = 0;
-	} else {
+	if (res.outcome != CTL_REPLIED || !res.ok)
 		rc = call_failed(a, &res, RAIL_ADMIN);
-	}
+	else if (a->json)
+		print_json(res.reply);
+	else if (res.data != NULL)
+		print_json(res.data);
+	else
+		printf("ok\n");
 	ctl_result_free(&res);
 	session_close(&s);
 	return rc;

@@ -254,7 +254,12 @@ alias_match(const char *key, void *value, void *arg)
 	return 0;
 }
 
-int
+/*
+ * The caller's single live read-ACL row (WIRE.md §4: an alias resolves to
+ * its single live row), after a barrier so the reading is fresh. 0 with the
+ * uid and a copy of the row (acl_row_free it); -1 with the refusal in why.
+ */
+static int
 acl_resolve(const char *op, const char *owner, const char *actor, char *uid, size_t uidlen,
 	    struct acl_row *row, char *why, size_t whylen)
 {
@@ -289,6 +294,22 @@ acl_resolve(const char *op, const char *owner, const char *actor, char *uid, siz
 	}
 	kvmirror_unlock(&G.acl.mirror);
 	return rc;
+}
+
+int
+acl_caller_reads(const char *op, const struct rail_caller *c, const char *channel, char *uid,
+		 size_t uidlen, char *why, size_t whylen)
+{
+	struct acl_row acl;
+	bool covered;
+
+	if (acl_resolve(op, c->owner, c->actor, uid, uidlen, &acl, why, whylen) != 0)
+		return -1;
+	covered = acl_covers(&acl, channel);
+	if (!covered)
+		acl_refusal(&acl, channel, why, whylen);
+	acl_row_free(&acl);
+	return covered ? 0 : -1;
 }
 
 int

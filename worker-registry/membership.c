@@ -385,23 +385,14 @@ void
 op_durable_join(struct request *r)
 {
 	struct member_row row = { 0 };
-	struct acl_row acl;
 	char why[CTL_WHY_MAX], lc[LIFECYCLE_MAX + 1], key[MEMBER_KEY_MAX + 1], err[1024];
 	uint64_t gate, rev, fence = 0;
 	bool evicted;
 	enum join_step step;
 
 	if (ctl_arg_channel(&r->req, row.channel, sizeof(row.channel), why, sizeof(why)) != 0 ||
-	    acl_resolve("durableJoin", r->caller.owner, r->caller.actor, row.who.uid,
-	    sizeof(row.who.uid), &acl, why, sizeof(why)) != 0) {
-		reply_error(r, "%s", why);
-		return;
-	}
-	bool covered = acl_covers(&acl, row.channel);
-	if (!covered)
-		acl_refusal(&acl, row.channel, why, sizeof(why));
-	acl_row_free(&acl);
-	if (!covered) {
+	    acl_caller_reads("durableJoin", &r->caller, row.channel, row.who.uid,
+	    sizeof(row.who.uid), why, sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;
 	}
@@ -579,7 +570,6 @@ op_list_memberships(struct request *r)
 void
 op_register_channel(struct request *r)
 {
-	struct acl_row acl;
 	char ch[CHANNEL_MAX + 1], why[CTL_WHY_MAX], uid[UID_MAX + 1], err[1024];
 	const char *desc = NULL;
 	char *old = NULL, *body;
@@ -590,16 +580,8 @@ op_register_channel(struct request *r)
 	if (ctl_arg_channel(&r->req, ch, sizeof(ch), why, sizeof(why)) != 0 ||
 	    ctl_arg_string(&r->req, "description", false, DESCRIPTION_MAX, &desc, why,
 	    sizeof(why)) != 0 ||
-	    acl_resolve("registerChannel", r->caller.owner, r->caller.actor, uid, sizeof(uid), &acl,
-	    why, sizeof(why)) != 0) {
-		reply_error(r, "%s", why);
-		return;
-	}
-	bool covered = acl_covers(&acl, ch);
-	if (!covered)
-		acl_refusal(&acl, ch, why, sizeof(why));
-	acl_row_free(&acl);
-	if (!covered) {
+	    acl_caller_reads("registerChannel", &r->caller, ch, uid, sizeof(uid), why,
+	    sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;
 	}
@@ -688,7 +670,6 @@ scan_name(char *buf, size_t len, const struct rail_caller *c)
 void
 op_read_history(struct request *r)
 {
-	struct acl_row acl;
 	struct history h = { 0 };
 	char ch[CHANNEL_MAX + 1], why[CTL_WHY_MAX], uid[UID_MAX + 1], err[1024];
 	char name[PRINCIPAL_MAX + 64];
@@ -697,16 +678,8 @@ op_read_history(struct request *r)
 	if (ctl_arg_channel(&r->req, ch, sizeof(ch), why, sizeof(why)) != 0 ||
 	    ctl_arg_uint(&r->req, "limit", false, HISTORY_DEFAULT, 1, HISTORY_MAX, &limit, why,
 	    sizeof(why)) != 0 ||
-	    acl_resolve("readHistory", r->caller.owner, r->caller.actor, uid, sizeof(uid), &acl,
-	    why, sizeof(why)) != 0) {
-		reply_error(r, "%s", why);
-		return;
-	}
-	bool covered = acl_covers(&acl, ch);
-	if (!covered)
-		acl_refusal(&acl, ch, why, sizeof(why));
-	acl_row_free(&acl);
-	if (!covered) {
+	    acl_caller_reads("readHistory", &r->caller, ch, uid, sizeof(uid), why,
+	    sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;
 	}

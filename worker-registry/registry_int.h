@@ -113,13 +113,12 @@ int fanout_delivered(uint64_t *seq, char *err, size_t errlen);
 int kv_open(char *err, size_t errlen);
 void kv_close(void);
 /*
- * The caller's single live read-ACL row (WIRE.md §4: an alias resolves to
- * its single live row), after a barrier so the reading is fresh. 0 with the
- * uid and a copy of the row (acl_row_free it); -1 with the refusal in why
- * (op names the refusal's op).
+ * The caller's alias resolved to its single live read-ACL row (WIRE.md §4),
+ * read fresh after a barrier, and the channel within its allowSubscribe:
+ * 0 with the caller's uid, or -1 with the refusal naming op.
  */
-int acl_resolve(const char *op, const char *owner, const char *actor, char *uid, size_t uidlen,
-		struct acl_row *row, char *why, size_t whylen);
+int acl_caller_reads(const char *op, const struct rail_caller *c, const char *channel, char *uid,
+		     size_t uidlen, char *why, size_t whylen);
 /* The row of one lifecycle now (after a barrier): what acl_row_parse says. */
 int acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen);
 /* "channel \"<ch>\" is not within your read ACL [a, b]" */
