@@ -21,6 +21,7 @@ int cmd_agent_add(int argc, char **argv);
 int cmd_agent_post(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+int cmd_down(int argc, char **argv);
 /* The control rails (rails.c): as the agent itself ... */
 int cmd_agent_join(int argc, char **argv);
 int cmd_agent_leave(int argc, char **argv);

@@ -41,6 +41,7 @@ static const struct command {
 	{ "admin", "liveness", cmd_admin_liveness, "[PRINCIPAL] --space S [--wait MS]  the daemon's responder, or a principal's" },
 	{ "admin", "reload", cmd_admin_reload, "--space S [--expect SHA256HEX] [--wait MS]  adopt the delivery credential" },
 	{ "status", NULL, cmd_status, "--space S [--root DIR]  is the daemon serving, per worker" },
+	{ "down", NULL, cmd_down, "--space S [--root DIR]  stop the space's delivery daemon" },
 };
 
 static void

@@ -1,16 +1,20 @@
 /*
- * `cotal status [--space S]`: is the daemon serving, per worker, with
- * counters. Reads the supervisor's status file and believes it only when
- * the recorded pid is alive and is a delivery daemon.
+ * `cotal status --space S`: is the daemon serving, per worker, with
+ * counters. Reads the pid record (.cotal/delivery.<key>.pid) and the
+ * supervisor's status file, and believes a pid only when it is alive and
+ * its command line names a delivery daemon of the space ("stale record",
+ * exit 3, otherwise; a command line that cannot be read is trusted).
  */
 #include "cli/cli.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/log.h"
 #include "lib/tokens.h"
+#include "supervisor/pidfile.h"
 
 #define STATUS_MAX (256 * 1024)
 
@@ -18,7 +22,9 @@ int
 cmd_status(int argc, char **argv)
 {
 	const char *root = NULL, *space = NULL;
-	char err[1024], path[WS_FILE_MAX], key[SPACE_KEY_MAX + 1];
+	char err[WS_FILE_MAX + 256], path[WS_FILE_MAX], rpath[WS_FILE_MAX];
+	char key[SPACE_KEY_MAX + 1];
+	pid_t rpid;
 	struct workspace ws;
 	json_t *doc, *workers, *w;
 	size_t i;
@@ -46,8 +52,26 @@ cmd_status(int argc, char **argv)
 		log_errx("status: %s", err);
 		return 1;
 	}
+	/* The pid record first: the daemon writes it once it holds its lease
+	 * and removes it at a clean exit. */
+	snprintf(rpath, sizeof(rpath), "%s/delivery.%s.pid", ws.cotal, key);
+	if ((rpid = pidfile_read(rpath, err, sizeof(err))) < 0) {
+		log_errx("status: %s", err);
+		return 1;
+	}
+	if (rpid > 0 && pidfile_verify(rpid, space) == 0) {
+		printf("delivery daemon for space %s: stale record (pid %ld in %s is not a running "
+		    "delivery daemon; cotal down clears it)\n", space, (long)rpid, rpath);
+		return 3;
+	}
 	snprintf(path, sizeof(path), "%s/delivery.%s.status.json", ws.cotal, key);
 	if (access(path, F_OK) != 0) {
+		if (rpid > 0) {
+			/* Serving, but its first status is not written yet. */
+			printf("delivery daemon for space %s: pid %ld (no status yet)\n", space,
+			    (long)rpid);
+			return 0;
+		}
 		printf("delivery daemon for space %s: not running (no %s)\n", space, path);
 		return 3;
 	}
@@ -56,14 +80,26 @@ cmd_status(int argc, char **argv)
 		return 1;
 	}
 	long pid = (long)json_integer_value(json_object_get(doc, "pid"));
-	if (ws_pid_runs(pid, "cotal-deliveryd", NULL) == 0) {
+	if (pid <= 1 || pid > INT_MAX || pidfile_verify((pid_t)pid, space) == 0) {
+		json_decref(doc);
+		if (rpid > 0) {
+			/* A status file a dead daemon left; the recorded one runs. */
+			printf("delivery daemon for space %s: pid %ld (no status yet)\n", space,
+			    (long)rpid);
+			return 0;
+		}
 		printf("delivery daemon for space %s: stale record (pid %ld is not a running "
 		    "delivery daemon)\n", space, pid);
-		json_decref(doc);
 		return 3;
 	}
 	printf("delivery daemon for space %s: pid %ld, broker %s\n", space, pid,
 	    json_string_value(json_object_get(doc, "server")));
+	if (rpid == 0)
+		printf("  no pid record yet (%s is written once the daemon holds its lease)\n",
+		    rpath);
+	else if (rpid != (pid_t)pid)
+		printf("  ! the pid record names pid %ld, the status file pid %ld\n", (long)rpid,
+		    pid);
 	workers = json_object_get(doc, "workers");
 	json_array_foreach(workers, i, w) {
 		const char *name;

@@ -50,6 +50,7 @@ static int check_sign_sys(const struct ipc_type_info *, const uint8_t *, size_t,
 static int check_lease(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_reload_req(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_reload_rep(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_tls_ca(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 
 #define IPC_EMPTY(t, d) [IPC_##t] = { { #t, d, 0, 0 }, LEN_RANGE, NULL }
 
@@ -80,6 +81,8 @@ static const struct ipc_rule catalogue[IPC_TYPE_END] = {
 	    sizeof(struct ipc_reload_req) }, LEN_RANGE, check_reload_req },
 	[IPC_RELOAD_REP] = { { "RELOAD_REP", IPC_TO_WORKER, sizeof(struct ipc_reload_rep),
 	    sizeof(struct ipc_reload_rep) }, LEN_RANGE, check_reload_rep },
+	[IPC_TLS_CA] = { { "TLS_CA", IPC_TO_WORKER, 1, IPC_MAX_PAYLOAD }, LEN_RANGE,
+	    check_tls_ca },
 };
 
 /* The worker roles and the names of their STATUS counters. */
@@ -317,6 +320,41 @@ check_reload_rep(const struct ipc_type_info *t, const uint8_t *p, size_t len, ch
 		return refuse(err, errlen, "ipc: RELOAD_REP ok/broker_accepted not 0 or 1");
 	if (!FIELD_TERMINATED(r, error))
 		return refuse(err, errlen, "ipc: RELOAD_REP error is not NUL-terminated");
+	return 0;
+}
+
+static bool
+pem_base64(uint8_t c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	    c == '+' || c == '/' || c == '=';
+}
+
+/* Certificate blocks and line breaks, nothing else (see ipc.h). */
+static int
+check_tls_ca(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	static const char begin[] = "-----BEGIN CERTIFICATE-----";
+	static const char end[] = "-----END CERTIFICATE-----";
+	size_t i = 0, n = 0;
+
+	(void)t;
+	while (i < len) {
+		if (len - i < sizeof(begin) - 1 || memcmp(p + i, begin, sizeof(begin) - 1) != 0)
+			return refuse(err, errlen, "ipc: TLS_CA payload: expected %s at offset %zu",
+			    begin, i);
+		i += sizeof(begin) - 1;
+		while (i < len && (pem_base64(p[i]) || p[i] == '\n' || p[i] == '\r'))
+			i++;
+		if (len - i < sizeof(end) - 1 || memcmp(p + i, end, sizeof(end) - 1) != 0)
+			return refuse(err, errlen, "ipc: TLS_CA payload: certificate %zu is not "
+			    "closed by %s (offset %zu)", n + 1, end, i);
+		i += sizeof(end) - 1;
+		while (i < len && (p[i] == '\n' || p[i] == '\r'))
+			i++;
+		n++;
+	}
 	return 0;
 }
 

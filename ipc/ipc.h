@@ -51,6 +51,7 @@ enum ipc_type {
 	IPC_LEASE = 14,     /* -> worker: struct ipc_lease, what the liveness rail reports */
 	IPC_RELOAD_REQ = 15, /* -> supervisor: struct ipc_reload_req (reloadCreds) */
 	IPC_RELOAD_REP = 16, /* -> worker: struct ipc_reload_rep */
+	IPC_TLS_CA = 17,    /* -> worker: the mesh's CA certificates, PEM text (see below) */
 	IPC_TYPE_END
 };
 
@@ -157,6 +158,14 @@ struct ipc_reload_rep {
 	uint32_t broker_accepted;         /* 1: the candidate was proved on the broker */
 	char error[IPC_RELOAD_ERR_MAX];   /* the refusal when ok is 0 */
 };
+
+/*
+ * TLS_CA: sent once at spawn, after JWT, when CONFIG's tls_host is set (the
+ * mesh demands TLS); the worker cannot open the CA file once confined. The
+ * payload is one or more PEM certificate blocks and nothing else: each
+ * "-----BEGIN CERTIFICATE-----", base64 and line breaks, "-----END
+ * CERTIFICATE-----", line breaks. No NUL, no other byte. 1..IPC_MAX_PAYLOAD.
+ */
 
 /* A decoded message; payload points into the caller's buffer. */
 struct ipc_msg {

@@ -66,6 +66,54 @@ conn_strerror(natsStatus s, char *buf, size_t len)
 		snprintf(buf, len, "%s", natsStatus_GetText(s));
 }
 
+void
+conn_jserror(const char *what, natsStatus s, jsErrCode jerr, char *err, size_t errlen)
+{
+	char why[512];
+
+	conn_strerror(s, why, sizeof(why));
+	if (jerr != 0)
+		snprintf(err, errlen, "%s: %s (JetStream error %d)", what, why, (int)jerr);
+	else
+		snprintf(err, errlen, "%s: %s", what, why);
+}
+
+natsStatus
+conn_tls_options(natsOptions *opts, const char *tls_host, const char *ca_pem)
+{
+	natsStatus s = natsOptions_SetSecure(opts, true);
+
+	if (s == NATS_OK)
+		s = natsOptions_SetExpectedHostname(opts, tls_host);
+	if (s == NATS_OK && ca_pem != NULL)
+		s = natsOptions_SetCATrustedCertificates(opts, ca_pem);
+	return s;
+}
+
+bool
+conn_tls_refusal(natsStatus s, const char *url, const char *tls_host, char *buf, size_t len)
+{
+	char why[512];
+
+	if (s == NATS_SECURE_CONNECTION_WANTED) {
+		snprintf(buf, len, "the broker at %s does not offer TLS, and this mesh demands it; "
+		    "refusing to dial in plaintext", url);
+		return true;
+	}
+	if (s == NATS_SSL_ERROR) {
+		natsStatus ls;
+		const char *last = nats_GetLastError(&ls), *p;
+		/* Without nats.c's "(conn.c:733): " source position. */
+		if (last != NULL && last[0] == '(' && (p = strstr(last, "): ")) != NULL)
+			last = p + 3;
+		snprintf(why, sizeof(why), "%s", last != NULL && *last ? last : natsStatus_GetText(s));
+		snprintf(buf, len, "the broker at %s did not prove itself as %s with the mesh's CA "
+		    "(%s); refusing the connection", url, tls_host ? tls_host : "?", why);
+		return true;
+	}
+	return false;
+}
+
 int
 conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out,
 	  char *err, size_t errlen)
@@ -104,6 +152,16 @@ conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out
 		s = natsOptions_SetDisconnectedCB(opts, o->on_disconnected, o->on_conn_arg);
 	if (s == NATS_OK && o->on_closed != NULL)
 		s = natsOptions_SetClosedCB(opts, o->on_closed, o->on_conn_arg);
+	if (s == NATS_OK && o->on_reconnected != NULL)
+		s = natsOptions_SetReconnectedCB(opts, o->on_reconnected, o->on_conn_arg);
+	if (s == NATS_OK && o->ping_interval_ms > 0)
+		s = natsOptions_SetPingInterval(opts, o->ping_interval_ms);
+	if (s == NATS_OK && o->max_pings_out > 0)
+		s = natsOptions_SetMaxPingsOut(opts, o->max_pings_out);
+	if (s == NATS_OK && o->reconnect_wait_ms > 0)
+		s = natsOptions_SetReconnectWait(opts, o->reconnect_wait_ms);
+	if (s == NATS_OK && o->tls_host != NULL)
+		s = conn_tls_options(opts, o->tls_host, o->tls_ca_pem);
 	if (s == NATS_OK)
 		s = natsOptions_SetUserCredentialsCallbacks(opts, cb_jwt, (void *)c,
 		    cb_sign, (void *)c);
@@ -115,11 +173,16 @@ conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out
 			s = NATS_OK;
 	}
 	if (s != NATS_OK) {
-		conn_strerror(s, why, sizeof(why));
-		snprintf(err, errlen, "connect %s: %s", o->url, why);
+		int rc = -1;
+		if (o->tls_host != NULL && conn_tls_refusal(s, o->url, o->tls_host, err, errlen)) {
+			rc = -2;
+		} else {
+			conn_strerror(s, why, sizeof(why));
+			snprintf(err, errlen, "connect %s: %s", o->url, why);
+		}
 		natsOptions_Destroy(opts);
 		*out = NULL;
-		return -1;
+		return rc;
 	}
 	natsOptions_Destroy(opts);
 	return 0;

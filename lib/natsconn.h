@@ -7,6 +7,7 @@
 #define COTAL_NATSCONN_H
 
 #include <nats/nats.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "lib/creds.h"
@@ -23,19 +24,46 @@ struct conn_opts {
 	/* The connection dropped / closed for good (NULL: not watched). */
 	natsConnectionHandler on_disconnected;
 	natsConnectionHandler on_closed;
+	natsConnectionHandler on_reconnected;
 	void *on_conn_arg;
+	/* Client pings (0: the library's default): a broker that stops
+	 * answering without closing the socket is noticed after about
+	 * ping_interval_ms * max_pings_out. */
+	int ping_interval_ms;
+	int max_pings_out;
+	int reconnect_wait_ms; /* 0: the library's default (2 s) */
+	/* TLS demanded (conn_tls_options): the name the broker's certificate
+	 * must carry (url may be an IP literal) and the CA certificates, PEM
+	 * text. NULL tls_host: plaintext. */
+	const char *tls_host;
+	const char *tls_ca_pem;
 };
 
 /*
  * Connect with the credential c (kept alive by the caller for as long as the
  * connection lives: the callbacks read it on every reconnect). The inbox
  * prefix is the credential's own (lib/tokens.h inbox_prefix).
- * 0 on success, -1 with err holding the broker's or library's words.
+ * 0 on success, -1 with err holding the broker's or library's words, -2
+ * when TLS was demanded and refused (conn_tls_refusal's words in err): a
+ * broker that does not offer TLS, or one whose certificate does not verify.
  */
 int conn_open(const struct conn_opts *o, const struct creds *c,
 	      natsConnection **out, char *err, size_t errlen);
 
 /* The text of a nats.c failure: status text plus nats_GetLastError. */
 void conn_strerror(natsStatus s, char *buf, size_t len);
+/* "<what>: <conn_strerror> (JetStream error <jerr>)" into err. */
+void conn_jserror(const char *what, natsStatus s, jsErrCode jerr, char *err, size_t errlen);
+
+/*
+ * Demand TLS on opts: secure, the certificate must name tls_host and chain
+ * to ca_pem (from memory: a confined worker opens no file). nats.c then
+ * refuses a broker whose greeting (INFO) offers no TLS before it sends
+ * anything (NATS_SECURE_CONNECTION_WANTED): never a plaintext fallback.
+ */
+natsStatus conn_tls_options(natsOptions *opts, const char *tls_host, const char *ca_pem);
+/* Is s a refusal of demanded TLS? Then true, its words into buf. */
+bool conn_tls_refusal(natsStatus s, const char *url, const char *tls_host, char *buf,
+		      size_t len);
 
 #endif

@@ -286,6 +286,14 @@ worker_violation(const char *needle, char *buf, size_t len)
 	return hit;
 }
 
+natsStatus
+worker_tls_options(natsOptions *opts)
+{
+	if (W.cfg.tls_host[0] == '\0')
+		return NATS_OK;
+	return conn_tls_options(opts, W.cfg.tls_host, W.tls_ca);
+}
+
 static natsStatus
 build_options(natsOptions **opts, const char *name)
 {
@@ -309,6 +317,8 @@ build_options(natsOptions **opts, const char *name)
 		s = natsOptions_SetReconnectedCB(*opts, cb_reconnected, NULL);
 	if (s == NATS_OK)
 		s = natsOptions_SetErrorHandler(*opts, cb_error, NULL);
+	if (s == NATS_OK)
+		s = worker_tls_options(*opts);
 	return s;
 }
 
@@ -333,8 +343,13 @@ connect_broker(void)
 			break;
 		W.nc = NULL;
 		if (mono_ms() - last_log > 10000) {
-			conn_strerror(s, why, sizeof(why));
-			log_warnx("cannot connect to %s: %s; retrying", W.cfg.url, why);
+			if (W.cfg.tls_host[0] != '\0' &&
+			    conn_tls_refusal(s, W.cfg.url, W.cfg.tls_host, why, sizeof(why))) {
+				log_warnx("%s; retrying", why);
+			} else {
+				conn_strerror(s, why, sizeof(why));
+				log_warnx("cannot connect to %s: %s; retrying", W.cfg.url, why);
+			}
 			last_log = mono_ms();
 		}
 		/* Keep answering the supervisor while we wait. */
@@ -489,6 +504,16 @@ worker_main(const char *role, const struct worker_role *const *roles)
 	    m.type != IPC_JWT)
 		fatalx("ipc: no JWT from the supervisor");
 	set_jwt(&m);
+	/* The CA file cannot be opened once confined: its text comes over IPC. */
+	if (W.cfg.tls_host[0] != '\0') {
+		if (recv_within(WORKER_FD_MAIN, buf, &m, WORKER_CONFIG_TIMEOUT_MS) != 0 ||
+		    m.type != IPC_TLS_CA)
+			fatalx("ipc: no TLS_CA from the supervisor (the mesh demands TLS)");
+		if ((W.tls_ca = malloc(m.len + 1)) == NULL)
+			fatalx("out of memory");
+		memcpy(W.tls_ca, m.payload, m.len);
+		W.tls_ca[m.len] = '\0';
+	}
 
 	/* jansson reads /dev/urandom on first use: before Landlock. */
 	json_object_seed(0);
@@ -514,6 +539,16 @@ worker_main(const char *role, const struct worker_role *const *roles)
 	if (ipc_send(WORKER_FD_MAIN, IPC_READY, NULL, 0) != 0)
 		fatal("ipc: send READY");
 	send_status();
+	/* What arrived while we connected (a QUIESCE sent with the
+	 * configuration, to a worker started while the lease is re-checked)
+	 * is applied before the loop can make an effect. */
+	for (struct pollfd p = { .fd = WORKER_FD_MAIN, .events = POLLIN };
+	    poll(&p, 1, 0) > 0 && (p.revents & POLLIN);) {
+		uint8_t fb[IPC_MAX_FRAME];
+		struct ipc_msg fm;
+		if (recv_within(WORKER_FD_MAIN, fb, &fm, 0) == 0 && dispatch(&fm) == STOP_NOW)
+			goto out;
+	}
 	role_start();
 	serve();
 	role_stop();
@@ -526,6 +561,8 @@ out:
 	free(W.jwt);
 	W.jwt = NULL;
 	pthread_mutex_unlock(&W.mu);
+	free(W.tls_ca);
+	W.tls_ca = NULL;
 	fence_destroy(&W.fence);
 	return 0;
 }

@@ -52,6 +52,7 @@ struct worker {
 	_Atomic bool role_stop;
 	pthread_mutex_t mu;      /* guards jwt and the sign channel */
 	char *jwt;
+	char *tls_ca;            /* IPC_TLS_CA's certificates when cfg.tls_host is set */
 	natsConnection *nc;
 	struct fence fence;
 	_Atomic uint32_t state;  /* enum ipc_worker_state */
@@ -79,6 +80,9 @@ bool worker_violation(const char *needle, char *buf, size_t len);
 void worker_nap(int ms);
 /* Send a message to the supervisor on the main channel (any thread). */
 int worker_send(uint16_t type, const void *payload, size_t len);
+/* Demand TLS on opts when the mesh does (cfg.tls_host set): every broker
+ * connection of a worker, the $SYS ones included. */
+natsStatus worker_tls_options(natsOptions *opts);
 /*
  * Have the supervisor sign a broker nonce as one of the $SYS users (the
  * registry's eviction connections): the nats.c signature callback's shape.

@@ -391,6 +391,35 @@ ws_server_url(const struct workspace *ws, const char *space, const char *server_
 }
 
 int
+ws_registry_tls_ca(const char *space, char *out, size_t outlen, char *err, size_t errlen)
+{
+	char reg[WS_PATH_MAX];
+	const char *ca;
+	json_t *doc, *f;
+	int rc = 0;
+
+	out[0] = '\0';
+	if (ws_registry_path(space, reg, sizeof(reg), err, errlen) != 0 || access(reg, F_OK) != 0)
+		return 0;
+	if ((doc = ws_read_json(reg, REGISTRY_MAX, err, errlen)) == NULL)
+		return -1;
+	if ((f = json_object_get(doc, "tlsCa")) != NULL) {
+		ca = json_string_value(f);
+		if (ca == NULL || ca[0] != '/') {
+			snprintf(err, errlen, "%s: field \"tlsCa\" is not an absolute path", reg);
+			rc = -1;
+		} else if (strlen(ca) >= outlen) {
+			snprintf(err, errlen, "%s: field \"tlsCa\" is too long", reg);
+			rc = -1;
+		} else {
+			snprintf(out, outlen, "%s", ca);
+		}
+	}
+	json_decref(doc);
+	return rc;
+}
+
+int
 ws_pid_runs(long pid, const char *needle, const char *needle2)
 {
 	char path[64], cmd[8192];

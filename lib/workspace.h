@@ -57,6 +57,14 @@ int ws_server_url(const struct workspace *ws, const char *space,
 		  const char *server_opt, char *out, size_t outlen, bool *tls_required,
 		  char *err, size_t errlen);
 /*
+ * The CA file the mesh registry record of a space names for TLS ("tlsCa",
+ * an absolute path) [decision: the record's field for WIRE.md §8's
+ * transport]. 0 with out "" when there is no record or no such field; -1
+ * with err when the field is not an absolute path.
+ */
+int ws_registry_tls_ca(const char *space, char *out, size_t outlen, char *err,
+		       size_t errlen);
+/*
  * Is pid a running process whose command line holds needle (and needle2,
  * when not NULL)? 1 yes, 0 no (not running, or another program: a record
  * whose pid was reused), -1 alive but its command line cannot be read

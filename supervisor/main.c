@@ -2,6 +2,7 @@
  * cotal-deliveryd: the delivery daemon of one Cotal space.
  *
  *   cotal-deliveryd --space S [--root DIR] [--server URL] [--creds FILE] [--user NAME]
+ *                   [--tls] [--tls-ca FILE]
  *
  * This process is the supervisor: it alone reads the credential and keeps
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
@@ -27,7 +28,9 @@
 
 #include <jansson.h>
 
+#include "lib/jwt.h"
 #include "lib/log.h"
+#include "lib/tlsca.h"
 #include "lib/tokens.h"
 #include "lib/worker.h"
 #include "worker-fanout/fanout.h"
@@ -50,7 +53,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL] "
-	    "[--creds FILE] [--user NAME]\n");
+	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE]\n");
 	exit(2);
 }
 
@@ -107,6 +110,50 @@ resolve_url(const char *url, char *out, size_t outlen, uint16_t *port, char *err
 bad:
 	snprintf(err, errlen, "server URL %s: expected nats://host:port", url);
 	return -1;
+}
+
+_Static_assert(TLS_CA_PEM_MAX <= IPC_MAX_PAYLOAD, "the CA travels in one IPC_TLS_CA frame");
+
+/*
+ * The mesh's transport, decided once per launch (seed: "A TLS-required mesh
+ * always starts it with TLS demanded, so it refuses a plaintext listener
+ * rather than upgrading on the server's unauthenticated greeting"). `why`
+ * names what demands TLS (--tls, --tls-ca, the registry's tlsRequired), NULL
+ * when nothing does. [decision] The CA is --tls-ca, else the registry
+ * record's "tlsCa" (an absolute path), and one is required: confined
+ * workers cannot read the system's trust store. It is read here, before any
+ * worker starts, and reaches each worker over IPC (IPC_TLS_CA).
+ * 0 with S.tls_host and S.tls_ca set when TLS is demanded; -1 with err.
+ */
+static int
+transport(const char *why, const char *ca_opt, const char *url, char *err, size_t errlen)
+{
+	char reg_ca[WS_PATH_MAX];
+	const char *ca = ca_opt;
+	int ncerts;
+
+	if (ws_registry_tls_ca(S.space, reg_ca, sizeof(reg_ca), err, errlen) != 0)
+		return -1;
+	if (why == NULL)
+		return 0;
+	if (ca == NULL && reg_ca[0] != '\0')
+		ca = reg_ca;
+	if (ca == NULL) {
+		snprintf(err, errlen, "the mesh of space %s demands TLS (%s), and no CA to verify "
+		    "the broker with is given (--tls-ca FILE, or \"tlsCa\" in the mesh registry "
+		    "record); refusing to dial in plaintext", S.space, why);
+		return -1;
+	}
+	if (tls_url_host(url, S.tls_host, sizeof(S.tls_host)) != 0) {
+		snprintf(err, errlen, "server URL %s: no host name to verify the broker as", url);
+		return -1;
+	}
+	if (tls_ca_load(ca, &S.tls_ca, &ncerts, err, errlen) != 0)
+		return -1;
+	log_info("delivery: TLS demanded (%s): the broker must prove itself as %s with the CA "
+	    "%s (%d certificate%s); a plaintext listener is refused", why, S.tls_host, ca, ncerts,
+	    ncerts == 1 ? "" : "s");
+	return 0;
 }
 
 static void
@@ -191,35 +238,88 @@ creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 	return -1;
 }
 
-/*
- * The $SYS users eviction sweeps with (WIRE.md §7), beside the delivery
- * credential. Missing ones only make eviction unavailable; the start-up
- * admission of the observer is the lease issue's.
- */
+/* The account whose connections a $SYS observer may list: the X of its
+ * one "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant ("" when it has none). */
 static void
-load_sys_creds(void)
+observer_scans(const struct sup_creds *c, char *acct, size_t len)
+{
+	char why[256];
+	struct jwt j;
+	json_t *allow, *v;
+	size_t i;
+
+	acct[0] = '\0';
+	if (jwt_decode(c->c.jwt, strlen(c->c.jwt), &j, why, sizeof(why)) != 0)
+		return;
+	allow = jwt_user_list(&j, "pub", "allow");
+	json_array_foreach(allow, i, v) {
+		const char *sub = json_string_value(v), *end;
+		if (sub != NULL && strncmp(sub, "$SYS.REQ.ACCOUNT.", 17) == 0 &&
+		    (end = strstr(sub + 17, ".CONNZ")) != NULL && end[6] == '\0' &&
+		    (size_t)(end - sub - 17) < len) {
+			memcpy(acct, sub + 17, (size_t)(end - sub - 17));
+			acct[end - sub - 17] = '\0';
+		}
+	}
+	json_decref(allow);
+	jwt_free(&j);
+}
+
+/*
+ * The $SYS users eviction sweeps with (WIRE.md §7), admitted before the
+ * daemon claims its lease (seed: "It refuses if the observer belongs to
+ * another account, is missing, or is part of a present but torn
+ * observer/evictor rotation. An absent evictor keeps the documented
+ * pre-eviction, deny-new-only posture"). 0, or -1 with err.
+ */
+static int
+admit_sys_creds(char *err, size_t errlen)
 {
 	static const char *const files[] = { [IPC_SYS_OBSERVER] = "sys-observer.creds",
 		[IPC_SYS_EVICTOR] = "sys-evictor.creds" };
-	char dir[WS_PATH_MAX], path[WS_FILE_MAX], err[WS_FILE_MAX + 512];
+	char dir[WS_PATH_MAX], path[3][WS_FILE_MAX], why[WS_FILE_MAX + 512], scans[64];
 
-	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, sizeof(err)) != 0)
-		return;
+	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
+		return -1;
 	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[w]);
-		if (access(path, F_OK) != 0) {
-			log_warnx("delivery: no %s: eviction is unavailable until it is provisioned",
-			    path);
+		snprintf(path[w], sizeof(path[w]), "%s/%s", dir, files[w]);
+		if (access(path[w], F_OK) != 0)
 			continue;
-		}
-		if (sup_creds_load(path, &S.sys[w], err, sizeof(err)) != 0) {
-			log_warnx("delivery: %s; eviction is unavailable", err);
-			continue;
+		if (sup_creds_load(path[w], &S.sys[w], why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s", why);
+			return -1;
 		}
 		S.have_sys[w] = true;
-		log_info("delivery: %s (user %.12s…, sha256 %s)", files[w], S.sys[w].user_pub,
-		    S.sys[w].fingerprint);
 	}
+	if (!S.have_sys[IPC_SYS_OBSERVER]) {
+		snprintf(err, errlen, "no $SYS observer credential: %s is missing (eviction scans "
+		    "and the start-up admission need it; provision it for space %s). Not binding.",
+		    path[IPC_SYS_OBSERVER], S.space);
+		return -1;
+	}
+	observer_scans(&S.sys[IPC_SYS_OBSERVER], scans, sizeof(scans));
+	if (strcmp(scans, S.creds.account) != 0) {
+		snprintf(err, errlen, "the $SYS observer %s (user %.12s…) lists the connections of "
+		    "account %s, not of this space's account %s. Not binding.",
+		    path[IPC_SYS_OBSERVER], S.sys[IPC_SYS_OBSERVER].user_pub,
+		    scans[0] ? scans : "(none)", S.creds.account);
+		return -1;
+	}
+	if (S.have_sys[IPC_SYS_EVICTOR] &&
+	    strcmp(S.sys[IPC_SYS_EVICTOR].account, S.sys[IPC_SYS_OBSERVER].account) != 0) {
+		snprintf(err, errlen, "the $SYS observer and evictor belong to different system "
+		    "accounts (observer %s, evictor %s): a torn rotation. Not binding.",
+		    S.sys[IPC_SYS_OBSERVER].account, S.sys[IPC_SYS_EVICTOR].account);
+		return -1;
+	}
+	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++)
+		if (S.have_sys[w])
+			log_info("delivery: %s (user %.12s…, sha256 %s)", files[w], S.sys[w].user_pub,
+			    S.sys[w].fingerprint);
+	if (!S.have_sys[IPC_SYS_EVICTOR])
+		log_warnx("delivery: no %s: eviction is unavailable until it is provisioned "
+		    "(deny-new-only posture)", path[IPC_SYS_EVICTOR]);
+	return 0;
 }
 
 /* An opaque incarnation per process: what the liveness rail names. */
@@ -270,6 +370,8 @@ int
 main(int argc, char **argv)
 {
 	const char *root = NULL, *server = NULL, *copt = NULL, *user = "nobody";
+	const char *tls_ca = NULL;
+	bool tls_opt = false;
 	char err[WS_FILE_MAX + 1024], path[WS_FILE_MAX], url[IPC_URL_MAX];
 	struct rlimit nocore = { 0, 0 };
 	static const int sigs[] = { SIGTERM, SIGINT, SIGCHLD, SIGHUP };
@@ -295,6 +397,10 @@ main(int argc, char **argv)
 			copt = argv[++i];
 		else if (strcmp(argv[i], "--user") == 0 && more)
 			user = argv[++i];
+		else if (strcmp(argv[i], "--tls") == 0)
+			tls_opt = true;
+		else if (strcmp(argv[i], "--tls-ca") == 0 && more)
+			tls_ca = argv[++i];
 		else {
 			log_errx("delivery: unknown or incomplete argument \"%s\"", argv[i]);
 			usage();
@@ -324,21 +430,23 @@ main(int argc, char **argv)
 	}
 	log_info("delivery: credential %s (user %.12s…, account %.12s…, sha256 %s)", path,
 	    S.creds.user_pub, S.creds.account, S.creds.fingerprint);
-	load_sys_creds();
+	if (admit_sys_creds(err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
 	make_instance();
 	bool tls = false;
 	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), &tls, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
 		return 1;
 	}
-	/* A TLS-required mesh is never dialled in plaintext (the seed's
-	 * transport rule), and this daemon does not speak TLS yet. */
-	if (tls) {
-		log_errx("delivery: the mesh of space %s requires TLS (mesh registry), and this "
-		    "daemon cannot demand TLS yet; refusing to dial in plaintext", S.space);
+	if (resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
 		return 1;
 	}
-	if (resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
+	/* A TLS-required mesh is never dialled in plaintext. */
+	if (transport(tls ? "mesh registry tlsRequired" : tls_opt ? "--tls" : tls_ca ? "--tls-ca" :
+	    NULL, tls_ca, url, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
 		return 1;
 	}
@@ -361,11 +469,36 @@ main(int argc, char **argv)
 	S.base = event_base_new();
 	if (S.base == NULL)
 		fatalx("delivery: cannot start the event loop");
+	S.evpipe[0] = S.evpipe[1] = -1;
+	/* A signal that arrives while the lease is claimed waits for the
+	 * broker's answer (seed): blocked until the handlers are in place. */
+	sigset_t stop_sigs, old_mask;
+	sigemptyset(&stop_sigs);
+	sigaddset(&stop_sigs, SIGTERM);
+	sigaddset(&stop_sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &stop_sigs, &old_mask);
+	signal(SIGPIPE, SIG_IGN);
+	int rrc = resident_open(&S, err, sizeof(err));
+	if (rrc != 0) {
+		/* -2: demanded TLS refused (lib/natsconn.h), the line says so. */
+		if (rrc == -2)
+			log_errx("delivery: %s", err);
+		else
+			log_errx("delivery: broker %s unreachable at start: %s", S.url, err);
+		resident_close(&S);
+		event_base_free(S.base);
+		return 1;
+	}
+	if (shard_claim(&S) != 0) {
+		resident_close(&S);
+		event_base_free(S.base);
+		return 1;
+	}
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		S.ev_sig[i] = evsignal_new(S.base, sigs[i], on_signal, NULL);
 		event_add(S.ev_sig[i], NULL);
 	}
-	signal(SIGPIPE, SIG_IGN);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	S.ev_kill = evtimer_new(S.base, on_kill_timer, NULL);
 	S.ev_status = event_new(S.base, -1, EV_PERSIST, on_status_timer, NULL);
 	struct timeval every = { 0, 500 * 1000 };
@@ -388,6 +521,10 @@ main(int argc, char **argv)
 			if (S.workers[i].pid == pid)
 				S.workers[i].pid = 0;
 	}
+	/* The workers are gone: nothing acts on the shard any more. */
+	shard_release(&S);
+	shard_free(&S);
+	resident_close(&S);
 	status_remove(&S);
 	workers_free(&S);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
@@ -396,6 +533,7 @@ main(int argc, char **argv)
 	event_free(S.ev_status);
 	event_base_free(S.base);
 	sup_creds_free(&S.creds);
+	free(S.tls_ca);
 	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++)
 		if (S.have_sys[w])
 			sup_creds_free(&S.sys[w]);

@@ -8,6 +8,7 @@
 #define COTAL_SUPERVISOR_H
 
 #include <event2/event.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,7 +16,10 @@
 #include "ipc/ipc.h"
 #include "lib/workspace.h"
 #include "supervisor/creds.h"
+#include "supervisor/lease.h"
 #include "supervisor/restart.h"
+#include "supervisor/watchdog.h"
+#include "lib/kvmirror.h"
 
 #define SUP_WORKERS 4
 #define SUP_STOP_GRACE_MS 1500   /* STOP, then SIGKILL: the daemon exits within 2 s */
@@ -43,6 +47,7 @@ struct sup_worker {
 	struct sign_budget budget;
 	struct ipc_status status;
 	bool have_status;
+	bool quiesced;                /* QUIESCED answered the last QUIESCE */
 	char last_exit[96];
 	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): each one's
 	 * stderr is a pipe the supervisor relays into the log. */
@@ -61,6 +66,11 @@ struct sup {
 	char key[2 * IPC_SPACE_MAX];
 	char url[IPC_URL_MAX];        /* IP-literal URL the workers dial */
 	uint16_t port;
+	/* TLS demanded (--tls, --tls-ca, the registry's tlsRequired): the name
+	 * the broker's certificate must carry ("" = plaintext) and the CA's
+	 * certificates, which workers get over IPC (IPC_TLS_CA). */
+	char tls_host[IPC_HOST_MAX];
+	char *tls_ca;
 	char self_exe[4096];
 	char log_path[WS_FILE_MAX];
 	char status_path[WS_FILE_MAX];
@@ -78,6 +88,31 @@ struct sup {
 	struct sup_creds sys[3];
 	bool have_sys[3];
 	char instance[IPC_INSTANCE_MAX]; /* this process's incarnation */
+
+	/* The resident connection (resident.c): reachability, the lease, and
+	 * the broker watchdog's only source of events. nats.c's callbacks
+	 * reach the event loop through a pipe. */
+	natsConnection *nc;
+	jsCtx *js;
+	int evpipe[2];
+	struct event *ev_resident, *ev_tick;
+	struct watchdog wd;
+	pthread_mutex_t vmu;          /* guards violation */
+	char violation[512];          /* the broker's last permissions violation */
+
+	/* Serving the shard (shard.c). */
+	struct lease lease;
+	enum shard_state { SHARD_CLAIMING, SHARD_STARTING, SHARD_SERVING, SHARD_RECHECKING }
+	    shard;
+	bool startup_done;            /* the lease watch is bound */
+	bool release_on_exit;         /* false: another daemon took the shard */
+	struct kvmirror lease_watch;
+	bool watching;
+	pthread_mutex_t wmu;          /* guards the watch's last reading */
+	bool watch_changed;
+	struct event *ev_renew, *ev_recheck;
+	int64_t quiesce_deadline;
+	char pid_path[WS_FILE_MAX];
 	struct sup_worker workers[SUP_WORKERS];
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;
@@ -85,14 +120,42 @@ struct sup {
 
 int64_t sup_now_ms(void);
 
+/* resident.c */
+/* 0; -1 with err; -2 when the demanded TLS was refused (err is the line). */
+int resident_open(struct sup *s, char *err, size_t errlen);
+void resident_close(struct sup *s);
+/* Did the broker report a permissions violation naming subject? */
+bool resident_denied(const char *subject, char *text, size_t len);
+
+/* shard.c: the lease through the daemon's life. */
+/* Claim the lease (ready:false) at start; -1 when the daemon must not bind
+ * (the line is logged). */
+int shard_claim(struct sup *s);
+/* Every worker reported READY for the first time: ready:true, the watch. */
+void shard_workers_bound(struct sup *s);
+/* A worker answered QUIESCED (or died while quiescing). */
+void shard_worker_quiesced(struct sup *s);
+/* The resident connection's events and the lease watch, on the loop. */
+void shard_on_event(struct sup *s, char ev);
+/* At exit, after the workers are down. */
+void shard_release(struct sup *s);
+void shard_free(struct sup *s);
+
 /* workers.c */
 void workers_init(struct sup *s);
 void workers_start_all(struct sup *s);
 void workers_stop_all(struct sup *s);
 void workers_reap(struct sup *s);
 bool workers_all_down(struct sup *s);
+bool workers_all_running(struct sup *s);
 void workers_kill_all(struct sup *s);
 void workers_free(struct sup *s);
+/* QUIESCE / RESUME every running worker; all quiesced? */
+void workers_quiesce(struct sup *s);
+void workers_resume(struct sup *s);
+bool workers_all_quiesced(struct sup *s);
+/* Tell the registry what the lease says (liveness, re-checking refusals). */
+void workers_send_lease(struct sup *s);
 
 /* main.c: begin an orderly stop (STOP to every worker, SIGKILL after
  * SUP_STOP_GRACE_MS). */

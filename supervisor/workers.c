@@ -195,6 +195,8 @@ on_main(evutil_socket_t fd, short what, void *arg)
 			w->phase = WP_RUNNING;
 			log_ok("delivery: worker %s up (pid %ld), confined, own broker connection",
 			    w->role, (long)w->pid);
+			if (workers_all_running(w->sup))
+				shard_workers_bound(w->sup);
 		}
 		break;
 	case IPC_STATUS:
@@ -204,6 +206,8 @@ on_main(evutil_socket_t fd, short what, void *arg)
 		break;
 	case IPC_QUIESCED:
 		log_debug("worker %s quiesced", w->role);
+		w->quiesced = true;
+		shard_worker_quiesced(w->sup);
 		break;
 	case IPC_RELOAD_REQ:
 		if (strcmp(w->role, "registry") != 0) {
@@ -286,13 +290,36 @@ on_restart(evutil_socket_t fd, short what, void *arg)
 		worker_spawn(w);
 }
 
+/*
+ * The environment every worker gets, built once before any fork: the
+ * supervisor runs nats.c threads, and a child of a threaded process may
+ * call nothing but async-signal-safe functions before it execs.
+ */
+static char *worker_env[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
+
+static void
+worker_env_build(void)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
+		const char *v = getenv(env_pass[i]);
+		if (v == NULL)
+			continue;
+		size_t len = strlen(env_pass[i]) + strlen(v) + 2;
+		if ((worker_env[n] = malloc(len)) == NULL)
+			fatalx("out of memory");
+		snprintf(worker_env[n++], len, "%s=%s", env_pass[i], v);
+	}
+	worker_env[n] = NULL;
+}
+
+/* In the child between fork and exec: async-signal-safe calls only. */
 static void
 child_exec(struct sup_worker *w, int ch, int sign, int logw)
 {
 	struct sup *s = w->sup;
-	char *envp[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
 	char *argv[] = { (char *)"cotal-deliveryd", (char *)"--worker", (char *)w->role, NULL };
-	size_t n = 0;
 
 	/* Workers never outlive the supervisor. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -307,19 +334,7 @@ child_exec(struct sup_worker *w, int ch, int sign, int logw)
 		_exit(126);
 	/* Nothing else crosses exec: not the broker socket, not the creds. */
 	closefrom(WORKER_FD_SIGN + 1);
-	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
-		const char *v = getenv(env_pass[i]);
-		if (v == NULL)
-			continue;
-		size_t len = strlen(env_pass[i]) + strlen(v) + 2;
-		char *e = malloc(len);
-		if (e == NULL)
-			_exit(126);
-		snprintf(e, len, "%s=%s", env_pass[i], v);
-		envp[n++] = e;
-	}
-	envp[n] = NULL;
-	execve(s->self_exe, argv, envp);
+	execve(s->self_exe, argv, worker_env);
 	_exit(127);
 }
 
@@ -346,18 +361,24 @@ send_sys_creds(struct sup_worker *w, enum ipc_sys which)
 	return rc;
 }
 
-/*
- * What the lease says, for the liveness rail. The lease itself is the
- * lifecycle issue's (issue 6); until this daemon holds one, it serves from
- * the moment it runs, as a single daemon per space does.
- */
+/* What the lease says, for the liveness rail and the re-checking refusal. */
 static int
 send_lease(struct sup_worker *w)
 {
-	struct ipc_lease l = { .state = IPC_LEASE_SERVING };
+	struct ipc_lease l = { .state = w->sup->shard == SHARD_SERVING ? IPC_LEASE_SERVING :
+		w->sup->shard == SHARD_RECHECKING ? IPC_LEASE_RECHECKING : IPC_LEASE_NONE };
 
 	snprintf(l.instance, sizeof(l.instance), "%s", w->sup->instance);
 	return ipc_send(w->ch, IPC_LEASE, &l, sizeof(l));
+}
+
+void
+workers_send_lease(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++)
+		if (strcmp(s->workers[i].role, "registry") == 0 && s->workers[i].ch >= 0 &&
+		    send_lease(&s->workers[i]) != 0)
+			worker_kill(&s->workers[i], "cannot send it the lease state");
 }
 
 static int
@@ -412,6 +433,7 @@ worker_spawn(struct sup_worker *w)
 	snprintf(cfg.role, sizeof(cfg.role), "%s", w->role);
 	snprintf(cfg.space, sizeof(cfg.space), "%s", s->space);
 	snprintf(cfg.url, sizeof(cfg.url), "%s", s->url);
+	snprintf(cfg.tls_host, sizeof(cfg.tls_host), "%s", s->tls_host);
 	if (!inbox_prefix(s->creds.user_pub, cfg.inbox_prefix, sizeof(cfg.inbox_prefix)))
 		fatalx("delivery: the credential's user key cannot name an inbox");
 	cfg.seccomp_log = s->seccomp_log;
@@ -422,8 +444,15 @@ worker_spawn(struct sup_worker *w)
 	/* The socket buffer holds both: a blocking worker reads them at once. */
 	if (ipc_send(w->ch, IPC_CONFIG, &cfg, sizeof(cfg)) != 0 ||
 	    ipc_send(w->ch, IPC_JWT, s->creds.c.jwt, strlen(s->creds.c.jwt)) != 0 ||
-	    (strcmp(w->role, "registry") == 0 && send_registry_extras(w) != 0))
+	    /* The CA before the worker confines itself (it opens no file). */
+	    (s->tls_host[0] != '\0' &&
+	    ipc_send(w->ch, IPC_TLS_CA, s->tls_ca, strlen(s->tls_ca)) != 0) ||
+	    (strcmp(w->role, "registry") == 0 && send_registry_extras(w) != 0) ||
+	    (s->shard == SHARD_RECHECKING && ipc_send(w->ch, IPC_QUIESCE, NULL, 0) != 0))
 		worker_kill(w, "cannot send its configuration");
+	/* A worker started while the lease is re-checked begins quiesced: it
+	 * reads the QUIESCE before its loop starts (lib/worker.c). */
+	w->quiesced = false;
 	s->status_dirty = true;
 	log_debug("worker %s spawned (pid %ld)", w->role, (long)pid);
 }
@@ -431,6 +460,7 @@ worker_spawn(struct sup_worker *w)
 void
 workers_init(struct sup *s)
 {
+	worker_env_build();
 	for (int i = 0; i < SUP_WORKERS; i++) {
 		struct sup_worker *w = &s->workers[i];
 		memset(w, 0, sizeof(*w));
@@ -476,6 +506,48 @@ workers_kill_all(struct sup *s)
 }
 
 bool
+workers_all_running(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++)
+		if (s->workers[i].phase != WP_RUNNING)
+			return false;
+	return true;
+}
+
+void
+workers_quiesce(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		struct sup_worker *w = &s->workers[i];
+		w->quiesced = false;
+		if (w->pid > 0 && w->ch >= 0 && ipc_send(w->ch, IPC_QUIESCE, NULL, 0) != 0)
+			worker_kill(w, "cannot send it QUIESCE");
+	}
+}
+
+void
+workers_resume(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		struct sup_worker *w = &s->workers[i];
+		if (w->pid > 0 && w->ch >= 0 && ipc_send(w->ch, IPC_RESUME, NULL, 0) != 0)
+			worker_kill(w, "cannot send it RESUME");
+	}
+}
+
+/* A worker that is not running makes no effect: it counts as quiet. */
+bool
+workers_all_quiesced(struct sup *s)
+{
+	for (int i = 0; i < SUP_WORKERS; i++) {
+		const struct sup_worker *w = &s->workers[i];
+		if (w->pid > 0 && w->ch >= 0 && !w->quiesced)
+			return false;
+	}
+	return true;
+}
+
+bool
 workers_all_down(struct sup *s)
 {
 	for (int i = 0; i < SUP_WORKERS; i++)
@@ -499,6 +571,7 @@ workers_reap(struct sup *s)
 			continue;
 		restart_cause(wstatus, w->last_exit, sizeof(w->last_exit));
 		close_channels(w);
+		shard_worker_quiesced(s);
 		w->pid = 0;
 		w->have_status = false;
 		s->status_dirty = true;
@@ -529,6 +602,9 @@ workers_reap(struct sup *s)
 void
 workers_free(struct sup *s)
 {
+	for (char **e = worker_env; *e != NULL; e++)
+		free(*e);
+	worker_env[0] = NULL;
 	for (int i = 0; i < SUP_WORKERS; i++) {
 		close_channels(&s->workers[i]);
 		relay_close(&s->workers[i]);

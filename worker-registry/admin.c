@@ -117,6 +117,8 @@ sys_conn(enum ipc_sys which, char *err, size_t errlen)
 		s = natsOptions_SetMaxReconnect(o, -1);
 	if (s == NATS_OK)
 		s = natsOptions_SetUserCredentialsCallbacks(o, sys_jwt, u, sys_sign, u);
+	if (s == NATS_OK)
+		s = worker_tls_options(o);
 	for (int i = 0; s == NATS_OK && i < CONNECT_TRIES; i++) {
 		s = natsConnection_Connect(&u->nc, o);
 		/* libnats fails about one connect in 256 on a signature

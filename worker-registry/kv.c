@@ -1,9 +1,8 @@
 /*
  * The buckets as the registry reads and writes them. Reads that decide a
- * write are fresh: a KV row straight from its stream, or a mirror after a
- * barrier. Writes are compare-and-set on the subject's last sequence, made
- * here rather than by kvStore_Update, which hides the CAS error code
- * (STYLE.md pitfalls): a conflict must be told from any other failure.
+ * write are fresh: a KV row straight from its stream (lib/kvcas), or a
+ * mirror after a barrier. Writes are compare-and-set on the row's last
+ * revision, through the fence.
  */
 #include "worker-registry/registry_int.h"
 
@@ -12,100 +11,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/kvcas.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
 #include "lib/worker.h"
-
-static void
-jserr(const char *what, natsStatus s, jsErrCode jerr, char *err, size_t errlen)
-{
-	char why[512];
-
-	conn_strerror(s, why, sizeof(why));
-	if (jerr != 0)
-		snprintf(err, errlen, "%s: %s (JetStream error %d)", what, why, (int)jerr);
-	else
-		snprintf(err, errlen, "%s: %s", what, why);
-}
 
 int
 kv_read(const char *bucket, const char *key, char **value, size_t *len, uint64_t *rev,
 	char *err, size_t errlen)
 {
-	char stream[REG_BUCKET_MAX + 4], subj[REG_BUCKET_MAX + MEMBER_KEY_MAX + 8], what[256];
-	const char *op = NULL;
-	natsMsg *m = NULL;
-	jsErrCode jerr = 0;
-	natsStatus s;
-
-	*value = NULL;
-	*len = 0;
-	*rev = 0;
-	snprintf(stream, sizeof(stream), "KV_%s", bucket);
-	snprintf(subj, sizeof(subj), "$KV.%s.%s", bucket, key);
-	s = js_GetLastMsg(&m, G.js, stream, subj, NULL, &jerr);
-	if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
-		return 0;
-	if (s != NATS_OK) {
-		snprintf(what, sizeof(what), "read %s/%.150s", bucket, key);
-		jserr(what, s, jerr, err, errlen);
-		return -1;
-	}
-	*rev = natsMsg_GetSequence(m);
-	if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL &&
-	    (strcmp(op, "DEL") == 0 || strcmp(op, "PURGE") == 0)) {
-		natsMsg_Destroy(m);
-		return 0;
-	}
-	*len = (size_t)natsMsg_GetDataLength(m);
-	if (*len > RECORD_MAX || (*value = malloc(*len + 1)) == NULL) {
-		snprintf(err, errlen, "read %s/%.150s: a value of %zu bytes", bucket, key, *len);
-		natsMsg_Destroy(m);
-		return -1;
-	}
-	memcpy(*value, natsMsg_GetData(m), *len);
-	(*value)[*len] = '\0';
-	natsMsg_Destroy(m);
-	return 1;
+	return kvcas_read(G.js, bucket, key, value, len, rev, err, errlen);
 }
 
+/* A membership or channel write is an effect: none after a QUIESCE. */
 int
 kv_write(struct request *r, const char *bucket, const char *key, const char *value, size_t len,
 	 uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen)
 {
-	char subj[REG_BUCKET_MAX + MEMBER_KEY_MAX + 8], seq[24], what[256];
-	natsMsg *m = NULL;
-	jsPubAck *pa = NULL;
-	jsErrCode jerr = 0;
-	natsStatus s;
-	int rc = -1;
+	int rc;
 
-	snprintf(subj, sizeof(subj), "$KV.%s.%s", bucket, key);
-	snprintf(seq, sizeof(seq), "%" PRIu64, expect);
-	snprintf(what, sizeof(what), "%s %s/%.150s at revision %" PRIu64,
-	    del ? "delete" : "write", bucket, key, expect);
 	if (!effect_begin(r)) {
-		snprintf(err, errlen, "%s: the daemon stopped serving the shard", what);
+		snprintf(err, errlen, "%s %s/%.150s: the daemon stopped serving the shard",
+		    del ? "delete" : "write", bucket, key);
 		return -1;
 	}
-	s = natsMsg_Create(&m, subj, NULL, del ? NULL : value, del ? 0 : (int)len);
-	if (s == NATS_OK)
-		s = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", seq);
-	if (s == NATS_OK && del)
-		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
-	if (s == NATS_OK)
-		s = js_PublishMsg(&pa, G.js, m, NULL, &jerr);
-	if (s == NATS_OK) {
-		*rev = pa->Sequence;
-		rc = 0;
-	} else if (jerr == JSStreamWrongLastSequenceErr) {
-		rc = 1;
-	} else {
-		jserr(what, s, jerr, err, errlen);
-	}
+	rc = kvcas_write(G.js, bucket, key, value, len, expect, del, rev, err, errlen);
 	effect_done();
-	jsPubAck_Destroy(pa);
-	natsMsg_Destroy(m);
 	return rc;
 }
 
@@ -120,7 +51,7 @@ stream_last_seq(const char *stream, uint64_t *last, int64_t *max_per_subject, ch
 
 	if (s != NATS_OK) {
 		snprintf(what, sizeof(what), "stream info %s", stream);
-		jserr(what, s, jerr, err, errlen);
+		conn_jserror(what, s, jerr, err, errlen);
 		return -1;
 	}
 	*last = si->State.LastSeq;
@@ -142,7 +73,7 @@ fanout_delivered(uint64_t *seq, char *err, size_t errlen)
 	if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr)
 		return 0;
 	if (s != NATS_OK) {
-		jserr("consumer info fanout", s, jerr, err, errlen);
+		conn_jserror("consumer info fanout", s, jerr, err, errlen);
 		return -1;
 	}
 	*seq = ci->Delivered.Stream;

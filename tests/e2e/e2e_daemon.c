@@ -297,6 +297,9 @@ test_sigterm_stops_everything(void **state)
 	snprintf(line, sizeof(line), "• delivery: received SIGTERM, exiting (space %s, shard 0)",
 	    mesh.space);
 	assert_true(h_log_has(dmn.log, line, 0));
+	/* The seed: "writes received <signal>, exiting to that log before it
+	 * releases its lease". */
+	assert_true(h_log_has(dmn.log, "• delivery: lease of shard 0 released", 0));
 	/* A clean stop: no worker broke the protocol on its way out. */
 	assert_false(h_log_has(dmn.log, "killing it", 0));
 	assert_false(h_log_has(dmn.log, "ipc:", 0));
@@ -407,8 +410,11 @@ test_allow_all_credential_is_refused(void **state)
 static void
 test_consumer_denial_is_an_error_not_exists(void **state)
 {
-	char path[H_PATH_MAX], want[512];
-	json_t *pub = json_pack("[s]", "$JS.API.INFO"), *sub = json_array();
+	char path[H_PATH_MAX], want[512], get[256], put[256];
+	/* The lease it may hold; no consumer anywhere. */
+	snprintf(get, sizeof(get), "$JS.API.STREAM.MSG.GET.KV_cotal_delivery_%s", mesh.token);
+	snprintf(put, sizeof(put), "$KV.cotal_delivery_%s.lease.*", mesh.token);
+	json_t *pub = json_pack("[s, s, s]", "$JS.API.INFO", get, put), *sub = json_array();
 	struct daemon d;
 
 	(void)state;
@@ -418,7 +424,10 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	    "permission denied", mesh.token);
 	bool said = h_log_has(d.log, want, 30000);
 	bool named = h_log_has(d.log, "$JS.API.CONSUMER.INFO.CHAT_", 0);
-	h_daemon_kill(&d);
+	/* SIGTERM: the lease is released for the next test's daemon. */
+	kill(d.pid, SIGTERM);
+	if (h_daemon_wait_exit(&d, 5000) < 0)
+		h_daemon_kill(&d);
 	assert_true(said);
 	assert_true(named);
 	json_decref(pub);
@@ -482,10 +491,11 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_cotal_status_lists_each_worker),
 		cmocka_unit_test(test_kill9_each_worker_is_restarted),
 		cmocka_unit_test(test_allow_all_credential_is_refused),
-		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),
+		/* After the suite's daemon released the lease of the space. */
+		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};
 	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);

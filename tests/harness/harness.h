@@ -162,3 +162,18 @@ bool h_log_has(const char *path, const char *needle, int ms);
 /* Run cotal-deliveryd to completion (for refusals): exit status, output. */
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));
+
+/* TLS material made with the openssl command in <dir>/tls-<name>/: a CA
+ * (ca.pem) and a server certificate it signs (server.pem, server.key) for
+ * sans ("DNS:localhost,IP:127.0.0.1"). 0, or -1. */
+struct tls_files {
+	char dir[H_PATH_MAX];
+	char ca[H_PATH_MAX + 16];
+	char cert[H_PATH_MAX + 16];
+	char key[H_PATH_MAX + 16];
+};
+int h_tls_make(struct mesh *m, const char *name, const char *sans, struct tls_files *t);
+/* Restart the broker with the config `cotal mesh init` wrote plus, unless
+ * t is NULL, a tls {} block serving t's certificate (TLS required) and the
+ * lines extra (when not NULL). */
+int h_broker_tls(struct mesh *m, const struct tls_files *t, const char *extra);

@@ -138,6 +138,11 @@ expect_message(struct chan *c, int fd, enum ipc_dir dir, uint16_t type, const vo
 		assert_memory_equal(m.payload, payload, len);
 }
 
+/* Two certificate blocks, CRLF and LF, as TLS_CA carries them. */
+#define TLS_CA_TWO "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n+/9w==\n" \
+	"-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----\r\nMIIB\r\n" \
+	"-----END CERTIFICATE-----"
+
 /* A valid payload of each type, its length and the end it arrives at. */
 static size_t
 valid_payload(uint16_t type, uint8_t *p, size_t cap)
@@ -199,6 +204,9 @@ valid_payload(uint16_t type, uint8_t *p, size_t cap)
 		memcpy(p, &r, sizeof(r));
 		return sizeof(r);
 	}
+	case IPC_TLS_CA:
+		snprintf((char *)p, cap, "%s", TLS_CA_TWO);
+		return strlen(TLS_CA_TWO);
 	default:
 		return 0;
 	}
@@ -570,6 +578,43 @@ test_registry_messages_malformed_refused(void **state)
 	expect_refused(c, c->wrk, IPC_TO_WORKER, "RELOAD_REP ok/broker_accepted not 0 or 1");
 }
 
+/* TLS_CA is certificate blocks and line breaks only: anything else (text
+ * around them, a private key, a NUL, an unclosed block) is refused. */
+static void
+test_tls_ca_malformed_refused(void **state)
+{
+	struct chan *c = *state;
+	static const struct {
+		const char *payload;
+		size_t len;
+		const char *why;
+	} bad[] = {
+		{ "# my CA\n" TLS_CA_TWO, 0, "expected -----BEGIN CERTIFICATE----- at offset 0" },
+		{ TLS_CA_TWO "\n# trailer", 0, "expected -----BEGIN CERTIFICATE----- at offset 143" },
+		{ "-----BEGIN PRIVATE KEY-----\nMC4C\n-----END PRIVATE KEY-----\n", 0,
+		    "expected -----BEGIN CERTIFICATE-----" },
+		{ "-----BEGIN CERTIFICATE-----\nMIIB\n", 0,
+		    "certificate 1 is not closed by -----END CERTIFICATE-----" },
+		{ "-----BEGIN CERTIFICATE-----\nMI IB\n-----END CERTIFICATE-----\n", 0,
+		    "certificate 1 is not closed" },
+		{ "-----BEGIN CERTIFICATE-----\nMI\0IB\n-----END CERTIFICATE-----\n", 60,
+		    "certificate 1 is not closed" },
+		{ TLS_CA_TWO "-----BEGIN CERTIFICATE-----\n", 0,
+		    "certificate 3 is not closed" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t len = bad[i].len ? bad[i].len : strlen(bad[i].payload);
+		assert_int_equal(ipc_send(c->sup, IPC_TLS_CA, bad[i].payload, len), 0);
+		expect_refused(c, c->wrk, IPC_TO_WORKER, bad[i].why);
+	}
+	/* It travels to workers only. */
+	assert_int_equal(ipc_send(c->wrk, IPC_TLS_CA, TLS_CA_TWO, strlen(TLS_CA_TWO)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "TLS_CA in the wrong direction");
+	assert_int_equal(ipc_send(c->sup, IPC_TLS_CA, TLS_CA_TWO, strlen(TLS_CA_TWO)), 0);
+	expect_message(c, c->wrk, IPC_TO_WORKER, IPC_TLS_CA, TLS_CA_TWO, strlen(TLS_CA_TWO));
+}
+
 static void
 test_flags_refused(void **state)
 {
@@ -721,6 +766,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_status_malformed_refused, chan_setup,
 		    chan_teardown),
 		cmocka_unit_test_setup_teardown(test_registry_messages_malformed_refused, chan_setup,
+		    chan_teardown),
+		cmocka_unit_test_setup_teardown(test_tls_ca_malformed_refused, chan_setup,
 		    chan_teardown),
 		cmocka_unit_test_setup_teardown(test_flags_refused, chan_setup, chan_teardown),
 		cmocka_unit_test_setup_teardown(test_interleaved_frames_arrive_one_per_recv,

@@ -1,0 +1,213 @@
+/* The lease of a space's shard (see lease.h). */
+#include "supervisor/lease.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "lib/clock.h"
+#include "lib/kvcas.h"
+
+#define LEASE_ROW_MAX 4096
+
+int
+lease_row_parse(const char *data, size_t len, struct lease_row *out)
+{
+	json_t *v, *since, *ready;
+	const char *h, *inc;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (data == NULL || len > LEASE_ROW_MAX ||
+	    (v = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL)) == NULL)
+		return -1;
+	h = json_string_value(json_object_get(v, "holder"));
+	inc = json_string_value(json_object_get(v, "incarnation"));
+	since = json_object_get(v, "since");
+	ready = json_object_get(v, "ready");
+	if (h != NULL && inc != NULL && strlen(h) < sizeof(out->holder) &&
+	    strlen(inc) < sizeof(out->incarnation) && json_is_boolean(ready) &&
+	    (since == NULL || json_is_integer(since))) {
+		snprintf(out->holder, sizeof(out->holder), "%s", h);
+		snprintf(out->incarnation, sizeof(out->incarnation), "%s", inc);
+		out->since = since ? (int64_t)json_integer_value(since) : 0;
+		out->ready = json_is_true(ready);
+		rc = 0;
+	}
+	json_decref(v);
+	return rc;
+}
+
+bool
+lease_row_ours(const struct lease *l, const struct lease_row *r)
+{
+	return strcmp(r->holder, l->holder) == 0 && strcmp(r->incarnation, l->incarnation) == 0;
+}
+
+char *
+lease_row_build(const struct lease *l, size_t *len)
+{
+	json_t *v = json_pack("{s:s, s:s, s:I, s:b}", "holder", l->holder, "incarnation",
+	    l->incarnation, "since", (json_int_t)l->since, "ready", l->ready);
+	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(v);
+	if (s != NULL)
+		*len = strlen(s);
+	return s;
+}
+
+/* What to say of a failed write: a denial names the refused subject and
+ * operation; anything else is quoted as the broker gave it. */
+static enum lease_claim
+write_failure(const struct lease *l, const struct lease_io *io, bool again, const char *err,
+	      char *why, size_t whylen)
+{
+	char text[512], read_api[LEASE_BUCKET_MAX + 48];
+
+	if (io->denied != NULL && io->denied(l->subject, text, sizeof(text))) {
+		snprintf(why, whylen, "✗ delivery: the lease write for shard 0 was refused (publish "
+		    "\"%s\") — this credential cannot write %s.%s. Not binding.", l->subject,
+		    l->bucket, LEASE_KEY);
+		return LEASE_DENIED;
+	}
+	/* The claim reads the row first: a credential that may not read it
+	 * is refused as plainly. */
+	snprintf(read_api, sizeof(read_api), "$JS.API.STREAM.MSG.GET.KV_%s", l->bucket);
+	if (io->denied != NULL && io->denied(read_api, text, sizeof(text))) {
+		snprintf(why, whylen, "✗ delivery: the lease read for shard 0 was refused (publish "
+		    "\"%s\") — this credential cannot read %s.%s. Not binding.", read_api,
+		    l->bucket, LEASE_KEY);
+		return LEASE_DENIED;
+	}
+	snprintf(why, whylen, "✗ delivery: could not %s the lease for shard 0: %s. Not binding.",
+	    again ? "re-acquire" : "acquire", err);
+	return LEASE_REFUSED;
+}
+
+enum lease_claim
+lease_claim(struct lease *l, const struct lease_io *io, bool again, char *why, size_t whylen)
+{
+	char err[1024], *val = NULL, *body;
+	struct lease_row row;
+	size_t len;
+	uint64_t at, rev;
+	int have, w;
+
+	for (int tries = 0; tries < 2; tries++) {
+		have = kvcas_read(io->js, l->bucket, LEASE_KEY, &val, &len, &at, err, sizeof(err));
+		if (have < 0)
+			return write_failure(l, io, again, err, why, whylen);
+		bool ours = have == 1 && lease_row_parse(val, len, &row) == 0 &&
+		    lease_row_ours(l, &row);
+		free(val);
+		val = NULL;
+		/* "Only a create refused because a live lease exists makes it say
+		 * that another daemon has taken the shard" (seed). */
+		if (have == 1 && !ours) {
+			snprintf(why, whylen, "✗ delivery: a live lease already exists for shard 0 — "
+			    "another delivery daemon is running. Not binding.");
+			return LEASE_LIVE_ELSEWHERE;
+		}
+		if (l->since == 0)
+			l->since = wall_ms();
+		if ((body = lease_row_build(l, &len)) == NULL) {
+			snprintf(why, whylen, "✗ delivery: out of memory");
+			return LEASE_REFUSED;
+		}
+		w = kvcas_write(io->js, l->bucket, LEASE_KEY, body, len, at, false, &rev, err,
+		    sizeof(err));
+		free(body);
+		if (w == 0) {
+			l->rev = rev;
+			l->held = true;
+			return LEASE_CLAIMED;
+		}
+		if (w < 0)
+			return write_failure(l, io, again, err, why, whylen);
+		/* A write in between: read again, once. */
+	}
+	snprintf(why, whylen, "✗ delivery: a live lease already exists for shard 0 — another "
+	    "delivery daemon is running. Not binding.");
+	return LEASE_LIVE_ELSEWHERE;
+}
+
+int
+lease_renew(struct lease *l, const struct lease_io *io, char *why, size_t whylen)
+{
+	char err[1024], *body;
+	size_t len;
+	uint64_t rev;
+	int w;
+
+	if ((body = lease_row_build(l, &len)) == NULL) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	w = kvcas_write(io->js, l->bucket, LEASE_KEY, body, len, l->rev, false, &rev, err,
+	    sizeof(err));
+	free(body);
+	if (w == 0) {
+		l->rev = rev;
+		return 0;
+	}
+	if (w == 1)
+		snprintf(why, whylen, "the lease row changed since revision %" PRIu64, l->rev);
+	else
+		snprintf(why, whylen, "%s", err);
+	return -1;
+}
+
+enum lease_reading
+lease_reread(struct lease *l, const struct lease_io *io, struct lease_row *row, char *why,
+	     size_t whylen)
+{
+	char *val = NULL;
+	size_t len;
+	uint64_t at;
+	int have = kvcas_read(io->js, l->bucket, LEASE_KEY, &val, &len, &at, why, whylen);
+	enum lease_reading r;
+
+	memset(row, 0, sizeof(*row));
+	if (have < 0)
+		return LEASE_UNKNOWN;
+	if (have == 0) {
+		r = LEASE_GONE;
+	} else if (lease_row_parse(val, len, row) == 0 && lease_row_ours(l, row)) {
+		l->rev = at;
+		r = LEASE_OURS;
+	} else {
+		r = LEASE_TAKEN;
+	}
+	free(val);
+	return r;
+}
+
+int
+lease_release(struct lease *l, const struct lease_io *io, char *why, size_t whylen)
+{
+	struct lease_row row;
+	uint64_t rev;
+	int w;
+
+	if (!l->held)
+		return 0;
+	switch (lease_reread(l, io, &row, why, whylen)) {
+	case LEASE_OURS:
+		break;
+	case LEASE_UNKNOWN:
+		return -1;
+	default:
+		l->held = false;
+		return 0; /* not ours to release */
+	}
+	w = kvcas_write(io->js, l->bucket, LEASE_KEY, NULL, 0, l->rev, true, &rev, why, whylen);
+	if (w == 0)
+		l->held = false;
+	else if (w == 1)
+		snprintf(why, whylen, "the lease row changed under the release");
+	return w == 0 ? 0 : -1;
+}

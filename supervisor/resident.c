@@ -1,0 +1,196 @@
+/*
+ * The supervisor's resident broker connection (seed: "After a
+ * reachability check at start-up, the daemon watches the broker only
+ * through its resident connection's events. It opens no other connection
+ * to check the broker."). It carries the lease; its disconnects and
+ * reconnects drive the broker watchdog, and client pings make a broker
+ * that stops answering without closing the socket count as disconnected a
+ * few seconds after it stops.
+ *
+ * nats.c calls back on its own threads: each callback writes one event
+ * byte into a pipe the event loop reads, so every decision is made on the
+ * loop.
+ */
+#include "supervisor/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/natsconn.h"
+
+#define RESIDENT_PING_MS 2000    /* pings: a silent broker is noticed within ~4-6 s */
+#define RESIDENT_PINGS_OUT 2
+#define RESIDENT_RECONNECT_MS 500
+#define RESIDENT_JS_WAIT_MS 3000 /* a lease operation's answer */
+
+static struct sup *R; /* the callbacks' supervisor (one per process) */
+
+static void
+post(char ev)
+{
+	if (R != NULL && R->evpipe[1] >= 0)
+		(void)!write(R->evpipe[1], &ev, 1);
+}
+
+static void
+cb_disconnected(natsConnection *nc, void *arg)
+{
+	(void)nc, (void)arg;
+	post('D');
+}
+
+static void
+cb_reconnected(natsConnection *nc, void *arg)
+{
+	(void)nc, (void)arg;
+	post('R');
+}
+
+static void
+cb_closed(natsConnection *nc, void *arg)
+{
+	(void)nc, (void)arg;
+	post('C');
+}
+
+static void
+cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
+{
+	const char *text = NULL;
+
+	(void)sub, (void)arg;
+	natsConnection_GetLastError(nc, &text);
+	if (err == NATS_NOT_PERMITTED && R != NULL) {
+		pthread_mutex_lock(&R->vmu);
+		snprintf(R->violation, sizeof(R->violation), "%s", text ? text : "permission denied");
+		pthread_mutex_unlock(&R->vmu);
+	}
+	log_warnx("delivery: broker error on the resident connection: %s (%s)", text ? text : "",
+	    natsStatus_GetText(err));
+}
+
+bool
+resident_denied(const char *subject, char *text, size_t len)
+{
+	bool hit;
+
+	if (R == NULL)
+		return false;
+	/* The violation arrives asynchronously, right behind the refused
+	 * publish: let it land. */
+	natsConnection_FlushTimeout(R->nc, 1000);
+	pthread_mutex_lock(&R->vmu);
+	hit = R->violation[0] != '\0' && strstr(R->violation, subject) != NULL;
+	if (hit && text != NULL)
+		snprintf(text, len, "%s", R->violation);
+	pthread_mutex_unlock(&R->vmu);
+	return hit;
+}
+
+static void
+on_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup *s = arg;
+	char evs[64];
+	ssize_t n;
+
+	(void)what;
+	while ((n = read(fd, evs, sizeof(evs))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			shard_on_event(s, evs[i]);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup *s = arg;
+
+	(void)fd, (void)what;
+	switch (watchdog_tick(&s->wd, mono_ms(), mono_ms())) {
+	case WATCHDOG_OK:
+		return;
+	case WATCHDOG_GONE:
+		log_errx("%s", WATCHDOG_LINE_GONE + strlen("✗ "));
+		break;
+	case WATCHDOG_BACKSTOP:
+		log_errx("%s", WATCHDOG_LINE_BACKSTOP + strlen("✗ "));
+		break;
+	}
+	/* Coupled to the broker: nothing to release on a broker that is gone. */
+	s->release_on_exit = false;
+	evtimer_del(s->ev_tick);
+	sup_stop(s, 1);
+}
+
+int
+resident_open(struct sup *s, char *err, size_t errlen)
+{
+	struct conn_opts o = {
+		.url = s->url, .name = "cotal-deliveryd supervisor", .timeout_ms = 5000,
+		.max_reconnect = -1, .on_error = cb_error, .on_disconnected = cb_disconnected,
+		.on_closed = cb_closed, .on_reconnected = cb_reconnected,
+		.ping_interval_ms = RESIDENT_PING_MS, .max_pings_out = RESIDENT_PINGS_OUT,
+		.reconnect_wait_ms = RESIDENT_RECONNECT_MS,
+		/* The mesh's transport (main.c transport()): TLS or plaintext. */
+		.tls_host = s->tls_host[0] != '\0' ? s->tls_host : NULL, .tls_ca_pem = s->tls_ca,
+	};
+	int rc;
+	struct timeval tick = { 0, WATCHDOG_TICK_MS * 1000 };
+	int64_t window, backstop;
+	jsOptions jo;
+
+	if (watchdog_config(getenv(WATCHDOG_ENV_WINDOW), getenv(WATCHDOG_ENV_BACKSTOP), &window,
+	    &backstop, err, errlen) != 0)
+		return -1;
+	watchdog_init(&s->wd, window, backstop);
+	pthread_mutex_init(&s->vmu, NULL);
+	if (pipe2(s->evpipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	R = s;
+	s->ev_resident = event_new(s->base, s->evpipe[0], EV_READ | EV_PERSIST, on_event, s);
+	event_add(s->ev_resident, NULL);
+	/* The reachability check: the first connect must succeed. */
+	if ((rc = conn_open(&o, &s->creds.c, &s->nc, err, errlen)) != 0)
+		return rc; /* -2: demanded TLS refused */
+	jsOptions_Init(&jo);
+	jo.Wait = RESIDENT_JS_WAIT_MS;
+	if (natsConnection_JetStream(&s->js, s->nc, &jo) != NATS_OK) {
+		snprintf(err, errlen, "cannot make a JetStream context");
+		return -1;
+	}
+	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
+	event_add(s->ev_tick, &tick);
+	log_ok("delivery: broker %s reachable (resident connection; watchdog window %lld ms, "
+	    "backstop %lld ms)", s->url, (long long)window, (long long)backstop);
+	return 0;
+}
+
+void
+resident_close(struct sup *s)
+{
+	if (s->ev_tick != NULL) {
+		event_free(s->ev_tick);
+		s->ev_tick = NULL;
+	}
+	jsCtx_Destroy(s->js);
+	s->js = NULL;
+	natsConnection_Destroy(s->nc);
+	s->nc = NULL;
+	if (s->ev_resident != NULL) {
+		event_free(s->ev_resident);
+		s->ev_resident = NULL;
+	}
+	R = NULL;
+	for (int i = 0; i < 2; i++)
+		if (s->evpipe[i] >= 0) {
+			close(s->evpipe[i]);
+			s->evpipe[i] = -1;
+		}
+}

@@ -1,0 +1,327 @@
+/*
+ * Serving the shard under the lease, through the daemon's life (seed,
+ * "Where it runs" and the lease paragraphs; WIRE.md §4):
+ *
+ *   claim (ready:false) -> workers bound -> ready:true -> watch -> serving
+ *   renew by CAS every 15 s; on a failed renew, or a foreign or deleted row
+ *   seen by the watch: QUIESCE every worker, then read the row again:
+ *     ours    -> adopt the broker's revision and RESUME
+ *     gone    -> claim it again (a daemon whose lease key expired creates it
+ *                again) and RESUME
+ *     taken   -> exit 1 without releasing
+ *     unknown -> stay quiesced and read again
+ *   on exit: re-read, and delete by CAS only if ours.
+ */
+#include "supervisor/supervisor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/tokens.h"
+
+static const struct lease_io *
+io_of(struct sup *s)
+{
+	static struct lease_io io;
+
+	io.js = s->js;
+	io.denied = resident_denied;
+	return &io;
+}
+
+static void
+clear_violation(struct sup *s)
+{
+	pthread_mutex_lock(&s->vmu);
+	s->violation[0] = '\0';
+	pthread_mutex_unlock(&s->vmu);
+}
+
+/* Log a line that already carries its mark. */
+static void
+log_marked(const char *line)
+{
+	if (strncmp(line, "✗ ", strlen("✗ ")) == 0)
+		log_errx("%s", line + strlen("✗ "));
+	else
+		log_warnx("%s", line);
+}
+
+int
+shard_claim(struct sup *s)
+{
+	char why[2048];
+
+	snprintf(s->lease.bucket, sizeof(s->lease.bucket), "cotal_delivery_%s", s->token);
+	snprintf(s->lease.subject, sizeof(s->lease.subject), "$KV.%s.%s", s->lease.bucket,
+	    LEASE_KEY);
+	snprintf(s->lease.holder, sizeof(s->lease.holder), "local.%s", s->creds.user_pub);
+	snprintf(s->lease.incarnation, sizeof(s->lease.incarnation), "%s", s->instance);
+	s->lease.ready = false;
+	s->shard = SHARD_CLAIMING;
+	clear_violation(s);
+	if (lease_claim(&s->lease, io_of(s), false, why, sizeof(why)) != LEASE_CLAIMED) {
+		log_marked(why);
+		return -1;
+	}
+	s->release_on_exit = true;
+	s->shard = SHARD_STARTING;
+	log_info("delivery: lease of shard 0 claimed (%s, incarnation %s, revision %llu); "
+	    "binding the workers", s->lease.holder, s->lease.incarnation,
+	    (unsigned long long)s->lease.rev);
+	return 0;
+}
+
+/* The watch's apply runs on the mirror's thread: it only flags and wakes
+ * the loop, which reads the row itself. */
+static void
+watch_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
+	    int64_t created)
+{
+	struct sup *s = arg;
+	char ev = 'L';
+
+	(void)value, (void)len, (void)rev, (void)created;
+	if (strcmp(key, LEASE_KEY) != 0)
+		return;
+	/* Our own renewals come back too: the loop reads the row and tells. */
+	pthread_mutex_lock(&s->wmu);
+	s->watch_changed = true;
+	pthread_mutex_unlock(&s->wmu);
+	(void)!write(s->evpipe[1], &ev, 1);
+}
+
+static void
+watch_reset(void *arg)
+{
+	(void)arg;
+}
+
+static void on_renew(evutil_socket_t fd, short what, void *arg);
+static void on_recheck(evutil_socket_t fd, short what, void *arg);
+
+static void
+arm(struct event *ev, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(ev, &tv);
+}
+
+void
+shard_workers_bound(struct sup *s)
+{
+	char why[1024], err[512];
+
+	if (s->startup_done || s->shard != SHARD_STARTING)
+		return;
+	s->lease.ready = true;
+	clear_violation(s);
+	if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
+		log_errx("delivery: could not mark the lease of shard 0 ready: %s", why);
+		s->shard = SHARD_RECHECKING;
+		workers_quiesce(s);
+		s->quiesce_deadline = mono_ms() + LEASE_QUIESCE_WAIT_MS;
+		return;
+	}
+	s->shard = SHARD_SERVING;
+	workers_send_lease(s);
+	log_ok("delivery daemon up (space %s) — stop with: cotal down", s->space);
+	s->ev_renew = evtimer_new(s->base, on_renew, s);
+	s->ev_recheck = evtimer_new(s->base, on_recheck, s);
+	arm(s->ev_renew, LEASE_RENEW_MS);
+	pthread_mutex_init(&s->wmu, NULL);
+	char inbox[INBOX_PREFIX_MAX];
+	inbox_prefix(s->creds.user_pub, inbox, sizeof(inbox));
+	if (kvmirror_open(&s->lease_watch, s->nc, inbox, s->js, s->lease.bucket, watch_apply,
+	    watch_reset, s, err, sizeof(err)) != 0) {
+		/* Renewals still see a foreign row within 15 s. */
+		log_warnx("delivery: cannot watch %s.%s: %s; relying on the renewals",
+		    s->lease.bucket, LEASE_KEY, err);
+		kvmirror_close(&s->lease_watch);
+	} else {
+		s->watching = true;
+	}
+	/* The seed: start-up is finished once the lease watch is bound. */
+	s->startup_done = true;
+}
+
+/* Doubt: stop acting, then read the row again once every worker is quiet. */
+static void
+doubt(struct sup *s, const char *why)
+{
+	if (s->shard == SHARD_RECHECKING || s->stopping)
+		return;
+	log_warnx("delivery: re-checking the lease of shard 0: %s; quiescing the workers", why);
+	s->shard = SHARD_RECHECKING;
+	evtimer_del(s->ev_renew);
+	workers_send_lease(s);
+	workers_quiesce(s);
+	s->quiesce_deadline = mono_ms() + LEASE_QUIESCE_WAIT_MS;
+	arm(s->ev_recheck, 100);
+}
+
+static void
+recheck(struct sup *s)
+{
+	struct lease_row row;
+	char why[2048];
+
+	if (s->shard != SHARD_RECHECKING || s->stopping)
+		return;
+	if (!workers_all_quiesced(s) && mono_ms() < s->quiesce_deadline) {
+		arm(s->ev_recheck, 100);
+		return;
+	}
+	switch (lease_reread(&s->lease, io_of(s), &row, why, sizeof(why))) {
+	case LEASE_OURS:
+		log_ok("delivery: the lease of shard 0 is still ours (revision %llu); resuming",
+		    (unsigned long long)s->lease.rev);
+		break;
+	case LEASE_GONE:
+		clear_violation(s);
+		s->lease.ready = true;
+		switch (lease_claim(&s->lease, io_of(s), true, why, sizeof(why))) {
+		case LEASE_CLAIMED:
+			log_ok("delivery: the lease of shard 0 was gone; claimed it again (revision "
+			    "%llu); resuming", (unsigned long long)s->lease.rev);
+			break;
+		case LEASE_LIVE_ELSEWHERE:
+			log_errx("delivery: another delivery daemon has taken shard 0. Exiting.");
+			s->release_on_exit = false;
+			sup_stop(s, 1);
+			return;
+		default:
+			log_marked(why);
+			sup_stop(s, 1);
+			return;
+		}
+		break;
+	case LEASE_TAKEN:
+		log_errx("delivery: another delivery daemon has taken shard 0 (holder %s, incarnation "
+		    "%s). Exiting.", row.holder[0] ? row.holder : "?",
+		    row.incarnation[0] ? row.incarnation : "?");
+		s->release_on_exit = false;
+		sup_stop(s, 1);
+		return;
+	case LEASE_UNKNOWN:
+		log_warnx("delivery: cannot read the lease of shard 0 (%s); staying quiesced", why);
+		arm(s->ev_recheck, LEASE_RECHECK_RETRY_MS);
+		return;
+	}
+	s->shard = SHARD_SERVING;
+	workers_resume(s);
+	workers_send_lease(s);
+	arm(s->ev_renew, LEASE_RENEW_MS);
+}
+
+static void
+on_recheck(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	recheck(arg);
+}
+
+static void
+on_renew(evutil_socket_t fd, short what, void *arg)
+{
+	struct sup *s = arg;
+	char why[1024];
+
+	(void)fd, (void)what;
+	if (s->shard != SHARD_SERVING || s->stopping)
+		return;
+	/* While the broker is away there is nothing to renew with; the
+	 * watchdog decides, and a renewal after it returns finds out. */
+	if (s->wd.down) {
+		arm(s->ev_renew, 1000);
+		return;
+	}
+	if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
+		doubt(s, why);
+		return;
+	}
+	arm(s->ev_renew, LEASE_RENEW_MS);
+}
+
+void
+shard_worker_quiesced(struct sup *s)
+{
+	if (s->shard == SHARD_RECHECKING && workers_all_quiesced(s))
+		recheck(s);
+}
+
+void
+shard_on_event(struct sup *s, char ev)
+{
+	bool changed;
+
+	switch (ev) {
+	case 'D':
+		watchdog_disconnected(&s->wd, mono_ms(), mono_ms());
+		log_warnx("delivery: resident broker connection lost; reconnecting (the watchdog "
+		    "allows %lld ms)", (long long)s->wd.window_ms);
+		break;
+	case 'R':
+		watchdog_reconnected(&s->wd);
+		log_ok("delivery: resident broker connection back");
+		break;
+	case 'C':
+		if (!s->stopping) {
+			log_errx("delivery: the resident broker connection closed for good; exiting");
+			s->release_on_exit = false;
+			sup_stop(s, 1);
+		}
+		break;
+	case 'L':
+		if (!s->watching)
+			break;
+		pthread_mutex_lock(&s->wmu);
+		changed = s->watch_changed;
+		s->watch_changed = false;
+		pthread_mutex_unlock(&s->wmu);
+		/* Our own renewal reads back as ours; anything else is another
+		 * writer or a delete. */
+		if (changed && s->shard == SHARD_SERVING) {
+			struct lease_row row;
+			char why[512];
+			enum lease_reading r = lease_reread(&s->lease, io_of(s), &row, why, sizeof(why));
+			if (r != LEASE_OURS)
+				doubt(s, r == LEASE_GONE ? "the lease row was deleted" :
+				    r == LEASE_TAKEN ? "another writer changed the lease row" : why);
+		}
+		break;
+	}
+}
+
+void
+shard_release(struct sup *s)
+{
+	char why[1024];
+
+	if (s->watching) {
+		kvmirror_close(&s->lease_watch);
+		s->watching = false;
+	}
+	if (!s->release_on_exit || s->nc == NULL || s->wd.down)
+		return;
+	if (lease_release(&s->lease, io_of(s), why, sizeof(why)) != 0)
+		log_warnx("delivery: could not release the lease of shard 0: %s (it expires within "
+		    "30 s)", why);
+	else
+		log_info("delivery: lease of shard 0 released");
+}
+
+void
+shard_free(struct sup *s)
+{
+	if (s->ev_renew != NULL)
+		event_free(s->ev_renew);
+	if (s->ev_recheck != NULL)
+		event_free(s->ev_recheck);
+	s->ev_renew = s->ev_recheck = NULL;
+}
