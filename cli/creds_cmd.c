@@ -60,7 +60,8 @@ cmd_creds_mint(int argc, char **argv)
 	struct mint_req req = { 0 };
 	struct workspace ws;
 	struct minted m;
-	int force = 0;
+	int force = 0, renew = 0;
+	struct creds old = { 0 };
 	int64_t v;
 
 	for (int i = 0; i < argc; i++) {
@@ -101,6 +102,8 @@ cmd_creds_mint(int argc, char **argv)
 			}
 		} else if (strcmp(a, "--force") == 0)
 			force = 1;
+		else if (strcmp(a, "--renew") == 0)
+			renew = 1;
 		else {
 			log_errx("creds mint: unknown or incomplete argument \"%s\"", a);
 			goto usage;
@@ -135,11 +138,24 @@ cmd_creds_mint(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/%s.creds", dir, pname);
 		out = path;
 	}
+	/* --renew: the same user key (a daemon pins its identity), a fresh
+	 * JWT; the file is replaced. */
+	if (renew) {
+		if (creds_load(out, &old, err, sizeof(err)) != 0) {
+			log_errx("creds mint --renew: %s", err);
+			return 1;
+		}
+		req.seed = old.seed;
+		force = 1;
+	}
 	if (!force && access(out, F_OK) == 0) {
 		log_errx("creds mint: %s exists; pass --force to replace it (or --out FILE)", out);
 		return 1;
 	}
-	if (mint_user(&ws, &req, &m, err, sizeof(err)) != 0) {
+	int minted = mint_user(&ws, &req, &m, err, sizeof(err));
+	if (renew)
+		creds_free(&old);
+	if (minted != 0) {
 		log_errx("creds mint: %s", err);
 		return 1;
 	}
@@ -157,7 +173,7 @@ cmd_creds_mint(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: cotal creds mint --space S --profile P [--root DIR] [--out FILE] "
-	    "[--force] [--name N] [--owner O] [--allow ch1,ch2] [--uid UID] "
+	    "[--force | --renew] [--name N] [--owner O] [--allow ch1,ch2] [--uid UID] "
 	    "[--expires SECONDS | --expires-at EPOCH]\n");
 	return 1;
 }

@@ -123,7 +123,15 @@ mint_user(const struct workspace *ws, const struct mint_req *req, struct minted 
 	}
 	if (devkey_load(path, NKEY_ACCOUNT, 0, &signer, err, errlen) != 0)
 		goto out;
-	if (nkey_generate(NKEY_USER, &user) != 0) {
+	if (req->seed != NULL) {
+		/* A renewal: the same user, a new JWT. */
+		char why[128];
+		if (nkey_from_seed(req->seed, strlen(req->seed), &user, why, sizeof(why)) != 0 ||
+		    user.type != NKEY_USER) {
+			snprintf(err, errlen, "the credential to renew holds no user seed (%s)", why);
+			goto out;
+		}
+	} else if (nkey_generate(NKEY_USER, &user) != 0) {
 		snprintf(err, errlen, "cannot generate a user key");
 		goto out;
 	}

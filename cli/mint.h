@@ -20,6 +20,7 @@ struct mint_req {
 	const char *const *allow;
 	size_t nallow;
 	int64_t exp;           /* epoch seconds, 0 = never */
+	const char *seed;      /* renew: sign this user's existing key (NULL: a new key) */
 };
 
 struct minted {

@@ -5,8 +5,10 @@
 set -eu
 
 broker_dir=${COTAL_BROKER_DIR:-build/brokers}
+# openssl (the command): the TLS e2e tests make a CA and a broker certificate.
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
-libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind"
+libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
+openssl"
 
 missing=""
 for p in $pkgs; do

@@ -494,6 +494,7 @@ main(int argc, char **argv)
 		event_base_free(S.base);
 		return 1;
 	}
+	reload_init(&S);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		S.ev_sig[i] = evsignal_new(S.base, sigs[i], on_signal, NULL);
 		event_add(S.ev_sig[i], NULL);
@@ -524,6 +525,7 @@ main(int argc, char **argv)
 	/* The workers are gone: nothing acts on the shard any more. */
 	shard_release(&S);
 	shard_free(&S);
+	reload_free(&S);
 	resident_close(&S);
 	status_remove(&S);
 	workers_free(&S);

@@ -14,6 +14,7 @@
 #include "supervisor/supervisor.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,32 +31,45 @@
 
 static struct sup *R; /* the callbacks' supervisor (one per process) */
 
+/*
+ * Each resident connection's callbacks carry its own token: a connection
+ * replaced by one on a renewed credential goes quiet before it is
+ * destroyed, so its closing is not taken for the broker's.
+ */
+struct resident_token {
+	_Atomic bool live;
+};
+static struct resident_token tokens[2];
+static int current;
+
 static void
-post(char ev)
+post(void *arg, char ev)
 {
-	if (R != NULL && R->evpipe[1] >= 0)
+	struct resident_token *t = arg;
+
+	if (R != NULL && R->evpipe[1] >= 0 && atomic_load(&t->live))
 		(void)!write(R->evpipe[1], &ev, 1);
 }
 
 static void
 cb_disconnected(natsConnection *nc, void *arg)
 {
-	(void)nc, (void)arg;
-	post('D');
+	(void)nc;
+	post(arg, 'D');
 }
 
 static void
 cb_reconnected(natsConnection *nc, void *arg)
 {
-	(void)nc, (void)arg;
-	post('R');
+	(void)nc;
+	post(arg, 'R');
 }
 
 static void
 cb_closed(natsConnection *nc, void *arg)
 {
-	(void)nc, (void)arg;
-	post('C');
+	(void)nc;
+	post(arg, 'C');
 }
 
 static void
@@ -63,8 +77,11 @@ cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
 {
 	const char *text = NULL;
 
-	(void)sub, (void)arg;
+	(void)sub;
 	natsConnection_GetLastError(nc, &text);
+	/* "An authentication-expiry error is not a broker disconnect" (seed). */
+	if (text != NULL && strcasestr(text, "expired") != NULL)
+		post(arg, 'X');
 	if (err == NATS_NOT_PERMITTED && R != NULL) {
 		pthread_mutex_lock(&R->vmu);
 		snprintf(R->violation, sizeof(R->violation), "%s", text ? text : "permission denied");
@@ -111,7 +128,12 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	struct sup *s = arg;
 
 	(void)fd, (void)what;
-	switch (watchdog_tick(&s->wd, mono_ms(), mono_ms())) {
+	enum watchdog_verdict v = watchdog_tick(&s->wd, mono_ms(), mono_ms());
+	/* An expired credential is not a broker gone: its own backstop
+	 * decides (reload.c). */
+	if (s->cred_expired)
+		return;
+	switch (v) {
 	case WATCHDOG_OK:
 		return;
 	case WATCHDOG_GONE:
@@ -127,22 +149,66 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	sup_stop(s, 1);
 }
 
-int
-resident_open(struct sup *s, char *err, size_t errlen)
+/* A resident connection under the credential the supervisor holds now.
+ * 0, -1 with err, or -2 when a demanded TLS was refused (conn_open). */
+static int
+dial(struct sup *s, struct resident_token *t, natsConnection **nc, jsCtx **js, char *err,
+     size_t errlen)
 {
 	struct conn_opts o = {
 		.url = s->url, .name = "cotal-deliveryd supervisor", .timeout_ms = 5000,
 		.max_reconnect = -1, .on_error = cb_error, .on_disconnected = cb_disconnected,
-		.on_closed = cb_closed, .on_reconnected = cb_reconnected,
-		.ping_interval_ms = RESIDENT_PING_MS, .max_pings_out = RESIDENT_PINGS_OUT,
-		.reconnect_wait_ms = RESIDENT_RECONNECT_MS,
+		.on_closed = cb_closed, .on_reconnected = cb_reconnected, .on_conn_arg = t,
+		.on_error_arg = t, .ping_interval_ms = RESIDENT_PING_MS,
+		.max_pings_out = RESIDENT_PINGS_OUT, .reconnect_wait_ms = RESIDENT_RECONNECT_MS,
 		/* The mesh's transport (main.c transport()): TLS or plaintext. */
 		.tls_host = s->tls_host[0] != '\0' ? s->tls_host : NULL, .tls_ca_pem = s->tls_ca,
 	};
+	jsOptions jo;
 	int rc;
+
+	atomic_store(&t->live, true);
+	if ((rc = conn_open(&o, &s->creds.c, nc, err, errlen)) != 0) {
+		atomic_store(&t->live, false);
+		return rc;
+	}
+	jsOptions_Init(&jo);
+	jo.Wait = RESIDENT_JS_WAIT_MS;
+	if (natsConnection_JetStream(js, *nc, &jo) != NATS_OK) {
+		snprintf(err, errlen, "cannot make a JetStream context");
+		atomic_store(&t->live, false);
+		natsConnection_Destroy(*nc);
+		*nc = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int
+resident_swap(struct sup *s, char *err, size_t errlen)
+{
+	int next = 1 - current;
+	natsConnection *nc = NULL, *old = s->nc;
+	jsCtx *js = NULL, *oldjs = s->js;
+
+	if (dial(s, &tokens[next], &nc, &js, err, errlen) != 0)
+		return -1;
+	atomic_store(&tokens[current].live, false);
+	current = next;
+	s->nc = nc;
+	s->js = js;
+	watchdog_reconnected(&s->wd);
+	jsCtx_Destroy(oldjs);
+	natsConnection_Destroy(old);
+	return 0;
+}
+
+int
+resident_open(struct sup *s, char *err, size_t errlen)
+{
 	struct timeval tick = { 0, WATCHDOG_TICK_MS * 1000 };
 	int64_t window, backstop;
-	jsOptions jo;
+	int rc;
 
 	if (watchdog_config(getenv(WATCHDOG_ENV_WINDOW), getenv(WATCHDOG_ENV_BACKSTOP), &window,
 	    &backstop, err, errlen) != 0)
@@ -157,14 +223,8 @@ resident_open(struct sup *s, char *err, size_t errlen)
 	s->ev_resident = event_new(s->base, s->evpipe[0], EV_READ | EV_PERSIST, on_event, s);
 	event_add(s->ev_resident, NULL);
 	/* The reachability check: the first connect must succeed. */
-	if ((rc = conn_open(&o, &s->creds.c, &s->nc, err, errlen)) != 0)
+	if ((rc = dial(s, &tokens[current], &s->nc, &s->js, err, errlen)) != 0)
 		return rc; /* -2: demanded TLS refused */
-	jsOptions_Init(&jo);
-	jo.Wait = RESIDENT_JS_WAIT_MS;
-	if (natsConnection_JetStream(&s->js, s->nc, &jo) != NATS_OK) {
-		snprintf(err, errlen, "cannot make a JetStream context");
-		return -1;
-	}
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
 	event_add(s->ev_tick, &tick);
 	log_ok("delivery: broker %s reachable (resident connection; watchdog window %lld ms, "
@@ -179,6 +239,7 @@ resident_close(struct sup *s)
 		event_free(s->ev_tick);
 		s->ev_tick = NULL;
 	}
+	atomic_store(&tokens[current].live, false);
 	jsCtx_Destroy(s->js);
 	s->js = NULL;
 	natsConnection_Destroy(s->nc);

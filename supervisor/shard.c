@@ -112,13 +112,30 @@ arm(struct event *ev, int ms)
 	evtimer_add(ev, &tv);
 }
 
+#ifdef COTAL_TEST_HOOKS
+static void on_bound(evutil_socket_t fd, short what, void *arg);
+#endif
+
 void
 shard_workers_bound(struct sup *s)
 {
-	char why[1024], err[512];
+	char why[1024];
 
 	if (s->startup_done || s->shard != SHARD_STARTING)
 		return;
+#ifdef COTAL_TEST_HOOKS
+	/* A test build may hold the ready write: COTAL_TEST_READY_DELAY_MS
+	 * (the e2e suite asks for reloadCreds before start-up finished). */
+	const char *hold = getenv("COTAL_TEST_READY_DELAY_MS");
+	static struct event *ev_hold;
+	if (hold != NULL && ev_hold == NULL) {
+		ev_hold = evtimer_new(s->base, on_bound, s);
+		arm(ev_hold, atoi(hold));
+		return;
+	}
+	if (ev_hold != NULL && evtimer_pending(ev_hold, NULL))
+		return;
+#endif
 	s->lease.ready = true;
 	clear_violation(s);
 	if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
@@ -135,7 +152,27 @@ shard_workers_bound(struct sup *s)
 	s->ev_recheck = evtimer_new(s->base, on_recheck, s);
 	arm(s->ev_renew, LEASE_RENEW_MS);
 	pthread_mutex_init(&s->wmu, NULL);
-	char inbox[INBOX_PREFIX_MAX];
+	shard_watch(s);
+	/* The seed: start-up is finished once the lease watch is bound. */
+	s->startup_done = true;
+}
+
+#ifdef COTAL_TEST_HOOKS
+static void
+on_bound(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	shard_workers_bound(arg);
+}
+#endif
+
+void
+shard_watch(struct sup *s)
+{
+	char inbox[INBOX_PREFIX_MAX], err[512];
+
+	if (s->watching || s->nc == NULL)
+		return;
 	inbox_prefix(s->creds.user_pub, inbox, sizeof(inbox));
 	if (kvmirror_open(&s->lease_watch, s->nc, inbox, s->js, s->lease.bucket, watch_apply,
 	    watch_reset, s, err, sizeof(err)) != 0) {
@@ -143,11 +180,18 @@ shard_workers_bound(struct sup *s)
 		log_warnx("delivery: cannot watch %s.%s: %s; relying on the renewals",
 		    s->lease.bucket, LEASE_KEY, err);
 		kvmirror_close(&s->lease_watch);
-	} else {
-		s->watching = true;
+		return;
 	}
-	/* The seed: start-up is finished once the lease watch is bound. */
-	s->startup_done = true;
+	s->watching = true;
+}
+
+void
+shard_unwatch(struct sup *s)
+{
+	if (!s->watching)
+		return;
+	kvmirror_close(&s->lease_watch);
+	s->watching = false;
 }
 
 /* Doubt: stop acting, then read the row again once every worker is quiet. */
@@ -262,6 +306,12 @@ shard_on_event(struct sup *s, char ev)
 
 	switch (ev) {
 	case 'D':
+		/* The broker drops a connection whose credential expired: that is
+		 * no broker gone (seed). */
+		if (reload_is_expired(s)) {
+			reload_expired(s);
+			break;
+		}
 		watchdog_disconnected(&s->wd, mono_ms(), mono_ms());
 		log_warnx("delivery: resident broker connection lost; reconnecting (the watchdog "
 		    "allows %lld ms)", (long long)s->wd.window_ms);
@@ -270,7 +320,16 @@ shard_on_event(struct sup *s, char ev)
 		watchdog_reconnected(&s->wd);
 		log_ok("delivery: resident broker connection back");
 		break;
+	case 'X':
+		reload_expired(s);
+		break;
 	case 'C':
+		/* nats.c gives up after repeated refusals of an expired credential:
+		 * the renewal opens a new connection. */
+		if (reload_is_expired(s)) {
+			reload_expired(s);
+			break;
+		}
 		if (!s->stopping) {
 			log_errx("delivery: the resident broker connection closed for good; exiting");
 			s->release_on_exit = false;
@@ -303,10 +362,7 @@ shard_release(struct sup *s)
 {
 	char why[1024];
 
-	if (s->watching) {
-		kvmirror_close(&s->lease_watch);
-		s->watching = false;
-	}
+	shard_unwatch(s);
 	if (!s->release_on_exit || s->nc == NULL || s->wd.down)
 		return;
 	if (lease_release(&s->lease, io_of(s), why, sizeof(why)) != 0)

@@ -113,6 +113,10 @@ struct sup {
 	struct event *ev_renew, *ev_recheck;
 	int64_t quiesce_deadline;
 	char pid_path[WS_FILE_MAX];
+
+	/* The credential's lifetime and its reload (reload.c). */
+	bool cred_expired;            /* awaiting a proved renewal */
+	struct event *ev_expiry, *ev_reread, *ev_swap;
 	struct sup_worker workers[SUP_WORKERS];
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;
@@ -124,8 +128,20 @@ int64_t sup_now_ms(void);
 /* 0; -1 with err; -2 when the demanded TLS was refused (err is the line). */
 int resident_open(struct sup *s, char *err, size_t errlen);
 void resident_close(struct sup *s);
+/* Replace the resident connection by one under the credential held now. */
+int resident_swap(struct sup *s, char *err, size_t errlen);
 /* Did the broker report a permissions violation naming subject? */
 bool resident_denied(const char *subject, char *text, size_t len);
+
+/* reload.c: reloadCreds and the credential's lifetime. */
+void reload_init(struct sup *s);
+void reload_free(struct sup *s);
+/* A RELOAD_REQ from the registry: prove, adopt, answer, swap. */
+void reload_request(struct sup_worker *w, const struct ipc_msg *m);
+/* The credential expired (the resident connection's 'X', or its exp). */
+void reload_expired(struct sup *s);
+/* Has it (by the broker's word or by its exp)? */
+bool reload_is_expired(const struct sup *s);
 
 /* shard.c: the lease through the daemon's life. */
 /* Claim the lease (ready:false) at start; -1 when the daemon must not bind
@@ -137,6 +153,9 @@ void shard_workers_bound(struct sup *s);
 void shard_worker_quiesced(struct sup *s);
 /* The resident connection's events and the lease watch, on the loop. */
 void shard_on_event(struct sup *s, char ev);
+/* The lease watch, on the resident connection of the moment. */
+void shard_watch(struct sup *s);
+void shard_unwatch(struct sup *s);
 /* At exit, after the workers are down. */
 void shard_release(struct sup *s);
 void shard_free(struct sup *s);

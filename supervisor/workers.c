@@ -158,28 +158,6 @@ worker_recv(struct sup_worker *w, int fd, struct ipc_msg *m)
 	return 1;
 }
 
-/*
- * reloadCreds, forwarded by the registry. The seed: "The daemon refuses a
- * reloadCreds adoption until it has finished starting, which is after its
- * lease watch is bound." The lease and its watch are the lifecycle issue's
- * (issue 6): until this daemon binds one, its start-up has not finished in
- * that sense, so every request is refused and nothing is adopted.
- */
-static void
-reload_answer(struct sup_worker *w, const struct ipc_msg *m)
-{
-	struct ipc_reload_req req;
-	struct ipc_reload_rep rep = { 0 };
-
-	memcpy(&req, m->payload, sizeof(req));
-	rep.id = req.id;
-	snprintf(rep.error, sizeof(rep.error), "%s",
-	    "delivery: the daemon has not finished starting; nothing adopted");
-	log_info("delivery: reloadCreds refused: start-up has not finished (no lease watch)");
-	if (ipc_send(w->ch, IPC_RELOAD_REP, &rep, sizeof(rep)) != 0)
-		worker_kill(w, "cannot answer its RELOAD_REQ");
-}
-
 static void
 on_main(evutil_socket_t fd, short what, void *arg)
 {
@@ -215,7 +193,7 @@ on_main(evutil_socket_t fd, short what, void *arg)
 			close_channels(w);
 			break;
 		}
-		reload_answer(w, &m);
+		reload_request(w, &m);
 		break;
 	default:
 		worker_kill(w, "ipc: a message the main channel does not carry");

@@ -110,6 +110,20 @@ reply_send(struct request *r, char *body, size_t len)
 	free(body);
 }
 
+/*
+ * Answers that change nothing and say the daemon is not serving (the
+ * re-checking refusal, a stale liveness reading) go out while the fence is
+ * closed: they are what a caller should hear then.
+ */
+static void
+reply_unfenced(struct request *r, char *body, size_t len)
+{
+	if (body == NULL)
+		fatalx("out of memory");
+	publish_reply(r->reply, body, len);
+	free(body);
+}
+
 void
 reply_error(struct request *r, const char *fmt, ...)
 {
@@ -287,7 +301,10 @@ answer_liveness(struct request *r)
 	    state == IPC_LEASE_SERVING ? "bound" : "stale", "instance", instance);
 	char *body = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(v);
-	reply_send(r, body, body ? strlen(body) : 0);
+	if (state == IPC_LEASE_SERVING)
+		reply_send(r, body, body ? strlen(body) : 0);
+	else
+		reply_unfenced(r, body, body ? strlen(body) : 0);
 }
 
 static bool
@@ -340,7 +357,10 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closur
 		goto done;
 	}
 	if (rechecking()) {
-		reply_error(r, "%s", CTL_ERR_RECHECKING);
+		size_t len;
+		char *body = ctl_reply_error(CTL_ERR_RECHECKING, &len);
+		worker_count(C_REFUSED, 1);
+		reply_unfenced(r, body, len);
 		goto done;
 	}
 	switch (ctl_request_parse(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg),
