@@ -9,6 +9,8 @@
  * workers are this same binary started as `--worker ROLE`.
  */
 #include "supervisor/supervisor.h"
+#include "supervisor/notify.h"
+#include "supervisor/pidfile.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -170,6 +172,7 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 			break;
 		log_info("delivery: received %s, exiting (space %s, shard 0)",
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT", S.space);
+		notify_send("STOPPING=1");
 		sup_stop(&S, 0);
 		break;
 	case SIGHUP:
@@ -191,6 +194,14 @@ sup_stop(struct sup *s, int exit_code)
 	s->exit_code = exit_code;
 	workers_stop_all(s);
 	evtimer_add(s->ev_kill, &tv);
+}
+
+/* systemd's watchdog (WATCHDOG_USEC): the event loop is alive. */
+static void
+on_notify_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	notify_send("WATCHDOG=1");
 }
 
 static void
@@ -384,6 +395,8 @@ main(int argc, char **argv)
 	setrlimit(RLIMIT_CORE, &nocore);
 	log_init(NULL, stderr);
 	json_object_seed(0);
+	/* Read and cleared before any child exists (notify.c). */
+	notify_init();
 
 	for (int i = 1; i < argc; i++) {
 		int more = i + 1 < argc;
@@ -495,6 +508,11 @@ main(int argc, char **argv)
 		return 1;
 	}
 	reload_init(&S);
+	/* The record names this process only once it holds the lease: one that
+	 * loses it never overwrites the live holder's (seed). */
+	snprintf(S.pid_path, sizeof(S.pid_path), "%s/delivery.%s.pid", S.ws.cotal, S.key);
+	if (pidfile_write(S.pid_path, getpid(), err, sizeof(err)) != 0)
+		log_warnx("delivery: cannot write %s: %s", S.pid_path, err);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		S.ev_sig[i] = evsignal_new(S.base, sigs[i], on_signal, NULL);
 		event_add(S.ev_sig[i], NULL);
@@ -504,6 +522,13 @@ main(int argc, char **argv)
 	S.ev_status = event_new(S.base, -1, EV_PERSIST, on_status_timer, NULL);
 	struct timeval every = { 0, 500 * 1000 };
 	event_add(S.ev_status, &every);
+	struct event *ev_wd = NULL;
+	int64_t wd_ms = notify_watchdog_interval_ms();
+	if (wd_ms > 0) {
+		struct timeval wd = { (time_t)(wd_ms / 1000), (suseconds_t)(wd_ms % 1000) * 1000 };
+		ev_wd = event_new(S.base, -1, EV_PERSIST, on_notify_watchdog, NULL);
+		event_add(ev_wd, &wd);
+	}
 
 	workers_init(&S);
 	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
@@ -526,6 +551,9 @@ main(int argc, char **argv)
 	shard_release(&S);
 	shard_free(&S);
 	reload_free(&S);
+	pidfile_remove_if_ours(S.pid_path, getpid());
+	if (ev_wd != NULL)
+		event_free(ev_wd);
 	resident_close(&S);
 	status_remove(&S);
 	workers_free(&S);

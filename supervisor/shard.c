@@ -13,6 +13,7 @@
  *   on exit: re-read, and delete by CAS only if ours.
  */
 #include "supervisor/supervisor.h"
+#include "supervisor/notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +149,7 @@ shard_workers_bound(struct sup *s)
 	s->shard = SHARD_SERVING;
 	workers_send_lease(s);
 	log_ok("delivery daemon up (space %s) — stop with: cotal down", s->space);
+	notify_sendf("READY=1\nSTATUS=serving space %s (shard 0)", s->space);
 	s->ev_renew = evtimer_new(s->base, on_renew, s);
 	s->ev_recheck = evtimer_new(s->base, on_recheck, s);
 	arm(s->ev_renew, LEASE_RENEW_MS);
