@@ -78,7 +78,9 @@ candidate(struct sup *s, const char *expected, struct sup_creds *c, bool *accept
 {
 	char err[2048], have[IPC_SHA256_HEX], now[IPC_SHA256_HEX];
 	struct conn_opts o = { .url = s->url, .name = "cotal-deliveryd reload proof",
-		.timeout_ms = RELOAD_PROVE_MS };
+		.timeout_ms = RELOAD_PROVE_MS,
+		/* The mesh's transport: never a plaintext proof on a TLS mesh. */
+		.tls_host = s->tls_host[0] != '\0' ? s->tls_host : NULL, .tls_ca_pem = s->tls_ca };
 	natsConnection *nc = NULL;
 
 	*accepted = false;

@@ -1,0 +1,755 @@
+/*
+ * The single-flight lease of shard 0 and the broker watchdog against a real
+ * broker and the real daemon (WIRE.md §4 "Lease", §8; the seed's lease and
+ * watchdog paragraphs): one daemon per space, a foreign write or a delete
+ * of the lease row under a running daemon, a credential that may not write
+ * the lease, the broker killed, restarted, or the daemon stopped.
+ *
+ * A daemon killed with SIGKILL (or one that loses its shard) leaves its row
+ * for the bucket's 30 s TTL, so the cases run in an order that keeps a live
+ * row out of the next case's way: space "lease" (mesh A) ends with the case
+ * that leaves a foreign row, and the broker cases have a mesh of their own
+ * (space "leasebk", mesh B) that ends with the broker dead.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli/dev_signer.h"
+#include "cli/mint.h"
+#include "lib/clock.h"
+#include "lib/creds.h"
+#include "lib/jwt.h"
+#include "lib/natsconn.h"
+#include "lib/nkeys.h"
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+#define UP_MS 30000        /* a daemon's start under ASan on a busy host */
+#define PROBE_MS 3000      /* one liveness probe */
+#define STOP_MS 5000       /* SIGTERM to exit: 2 s grace plus the release */
+#define LINE_LIVE_ELSEWHERE "✗ delivery: a live lease already exists for shard 0 — another " \
+	"delivery daemon is running. Not binding."
+#define LINE_GONE "✗ delivery: broker connection unavailable (broker unreachable), exiting " \
+	"(coupled to the broker)"
+
+static struct mesh ma, mb;        /* space "lease"; space "leasebk" (broker cases) */
+static struct conn prova, provb;  /* their provisioners: read and write lease rows */
+static struct daemon da, db;
+
+/* ---- the lease row, as the provisioner sees it ---- */
+
+enum row_state { ROW_ABSENT, ROW_VALUE, ROW_DELETED };
+
+struct row {
+	enum row_state state;
+	uint64_t rev;          /* the message's stream sequence (the KV revision) */
+	char value[1024];
+	char holder[160];
+	char incarnation[64];
+	int64_t since;
+	bool ready;
+};
+
+static void
+lease_subject(struct mesh *m, char *subj, size_t len)
+{
+	snprintf(subj, len, "$KV.cotal_delivery_%s.lease.0", m->token);
+}
+
+/* The last message on lease.0: a value, a delete marker, or nothing. */
+static void
+row_read(struct conn *c, struct mesh *m, struct row *r)
+{
+	char stream[256], subj[256], err[512];
+	natsMsg *msg = NULL;
+	jsErrCode jerr = 0;
+	const char *op = NULL;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(stream, sizeof(stream), "KV_cotal_delivery_%s", m->token);
+	lease_subject(m, subj, sizeof(subj));
+	natsStatus s = js_GetLastMsg(&msg, c->js, stream, subj, NULL, &jerr);
+	if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) {
+		r->state = ROW_ABSENT;
+		return;
+	}
+	if (s != NATS_OK) {
+		conn_jserror("read lease.0", s, jerr, err, sizeof(err));
+		fail_msg("%s", err);
+	}
+	r->rev = natsMsg_GetSequence(msg);
+	if (natsMsgHeader_Get(msg, "KV-Operation", &op) == NATS_OK && op != NULL &&
+	    (strcmp(op, "DEL") == 0 || strcmp(op, "PURGE") == 0)) {
+		r->state = ROW_DELETED;
+		natsMsg_Destroy(msg);
+		return;
+	}
+	r->state = ROW_VALUE;
+	snprintf(r->value, sizeof(r->value), "%.*s", natsMsg_GetDataLength(msg),
+	    natsMsg_GetData(msg));
+	natsMsg_Destroy(msg);
+	json_t *v = json_loads(r->value, 0, NULL);
+	if (v == NULL)
+		fail_msg("lease.0 is not JSON: %s", r->value);
+	const char *h = json_string_value(json_object_get(v, "holder"));
+	const char *i = json_string_value(json_object_get(v, "incarnation"));
+	snprintf(r->holder, sizeof(r->holder), "%s", h ? h : "");
+	snprintf(r->incarnation, sizeof(r->incarnation), "%s", i ? i : "");
+	r->since = (int64_t)json_integer_value(json_object_get(v, "since"));
+	r->ready = json_is_true(json_object_get(v, "ready"));
+	json_decref(v);
+}
+
+/* A live row of this daemon's credential: local.<user key>. */
+static void
+assert_row_of_the_space(struct mesh *m, const struct row *r)
+{
+	char path[H_PATH_MAX * 2], key[512], err[512], want[160];
+	struct creds c;
+
+	assert_int_equal(r->state, ROW_VALUE);
+	space_key(m->space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/delivery.creds", m->dir, key);
+	struct jwt j;
+	assert_int_equal(creds_load(path, &c, err, sizeof(err)), 0);
+	assert_int_equal(jwt_decode(c.jwt, strlen(c.jwt), &j, err, sizeof(err)), 0);
+	/* cli/mint.c: a standing credential's principal is local.<user key>. */
+	snprintf(want, sizeof(want), "local.%s", j.sub);
+	jwt_free(&j);
+	creds_free(&c);
+	assert_string_equal(r->holder, want);
+	assert_true(r->incarnation[0] != '\0');
+	assert_true(r->ready);
+}
+
+/* ---- the daemon's log ---- */
+
+static void
+log_path(struct mesh *m, char *path, size_t len)
+{
+	char key[512];
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(path, len, "%s/.cotal/delivery.%s.log", m->dir, key);
+}
+
+static long
+log_size(struct mesh *m)
+{
+	char path[H_PATH_MAX * 2];
+	struct stat st;
+
+	log_path(m, path, sizeof(path));
+	return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* The offset of the first line at or after from that is exactly line
+ * (exact: the whole line) or, when exact is false, contains it; -1. */
+static long
+log_find(struct mesh *m, long from, const char *line, bool exact)
+{
+	char path[H_PATH_MAX * 2], buf[8192];
+	long at = -1, pos;
+	FILE *f;
+
+	log_path(m, path, sizeof(path));
+	if ((f = fopen(path, "r")) == NULL || fseek(f, from, SEEK_SET) != 0) {
+		if (f != NULL)
+			fclose(f);
+		return -1;
+	}
+	for (pos = from; fgets(buf, sizeof(buf), f) != NULL; pos = ftell(f)) {
+		size_t n = strlen(buf);
+		if (n > 0 && buf[n - 1] == '\n')
+			buf[--n] = '\0';
+		if (exact ? strcmp(buf, line) == 0 : strstr(buf, line) != NULL) {
+			at = pos;
+			break;
+		}
+	}
+	fclose(f);
+	return at;
+}
+
+static long
+log_wait(struct mesh *m, long from, const char *line, bool exact, int ms)
+{
+	int64_t end = mono_ms() + ms;
+	long at;
+
+	while ((at = log_find(m, from, line, exact)) < 0 && mono_ms() < end)
+		usleep(50 * 1000);
+	return at;
+}
+
+/* Does an exact line appear in captured output? */
+static bool
+out_has_line(const char *out, const char *line)
+{
+	size_t n = strlen(line);
+
+	for (const char *p = out; (p = strstr(p, line)) != NULL; p += n)
+		if ((p == out || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* ---- liveness (WIRE.md §5), as the manager probes it ---- */
+
+/* One probe: true when the responder is bound; its instance into inst. */
+static bool
+probe(struct mesh *m, char *inst, size_t len)
+{
+	char out[H_OUT_MAX], wait[16];
+	const char *p;
+	int rc;
+
+	snprintf(wait, sizeof(wait), "%d", PROBE_MS);
+	rc = h_cotal(m, out, sizeof(out), "admin", "liveness", "--space", m->space, "--wait",
+	    wait, NULL);
+	if (inst != NULL && len > 0) {
+		inst[0] = '\0';
+		if ((p = strstr(out, "(instance ")) != NULL) {
+			p += strlen("(instance ");
+			size_t n = strcspn(p, ")");
+			snprintf(inst, len, "%.*s", (int)n, p);
+		}
+	}
+	return rc == 0 && strncmp(out, "bound", 5) == 0;
+}
+
+static bool
+wait_bound(struct mesh *m, int ms, char *inst, size_t len)
+{
+	int64_t end = mono_ms() + ms;
+
+	do {
+		if (probe(m, inst, len))
+			return true;
+		usleep(200 * 1000);
+	} while (mono_ms() < end);
+	return false;
+}
+
+/* ---- the daemon ---- */
+
+static bool
+running(struct daemon *d)
+{
+	int st;
+
+	return d->pid > 0 && waitpid(d->pid, &st, WNOHANG) == 0;
+}
+
+/* Start a daemon with the watchdog window window_ms (0: the default) and
+ * wait until it serves: the WIRE.md §8 line, then a bound responder. Its
+ * incarnation into inst. */
+static void
+daemon_up(struct mesh *m, struct daemon *d, int window_ms, char *inst, size_t len)
+{
+	char w[16], up[256];
+	long from = log_size(m);
+
+	if (window_ms > 0) {
+		snprintf(w, sizeof(w), "%d", window_ms);
+		setenv("COTAL_DELIVERY_BROKER_GONE_MS", w, 1);
+	} else {
+		unsetenv("COTAL_DELIVERY_BROKER_GONE_MS");
+	}
+	assert_int_equal(h_daemon_start(m, d, NULL), 0);
+	unsetenv("COTAL_DELIVERY_BROKER_GONE_MS");
+	snprintf(up, sizeof(up), "✓ delivery daemon up (space %s) — stop with: cotal down", m->space);
+	if (log_wait(m, from, up, true, UP_MS) < 0)
+		fail_msg("the daemon of %s did not come up; see %s", m->space, d->log);
+	if (!wait_bound(m, 10000, inst, len))
+		fail_msg("the daemon of %s came up but its liveness responder is not bound", m->space);
+}
+
+/* SIGTERM and wait: the lease is released for the next daemon. */
+static int
+daemon_term(struct daemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	if ((st = h_daemon_wait_exit(d, STOP_MS)) < 0)
+		h_daemon_kill(d);
+	return st;
+}
+
+/* ---- credentials ---- */
+
+/* Mint a user of m's space account with hand-picked grants, signed by the
+ * space's dev signing key (own_inbox: its own reply inbox added to
+ * sub_allow); as tests/e2e/e2e_daemon.c does. */
+static void
+mint_raw(struct mesh *m, const char *file, json_t *pub_allow, json_t *sub_allow, bool own_inbox,
+	 char *path, size_t len)
+{
+	char kpath[H_PATH_MAX * 2], key[512], err[512], seed[NKEY_SEED_LEN + 1];
+	char upub[NKEY_PUBLIC_LEN + 1];
+	struct nkey signer, user;
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/keys/space.%s-signing.nk", m->dir, key);
+	assert_int_equal(devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)), 0);
+	assert_int_equal(nkey_generate(NKEY_USER, &user), 0);
+	nkey_public(&user, upub);
+	if (own_inbox) {
+		char inbox[INBOX_PREFIX_MAX], pat[INBOX_PREFIX_MAX + 4];
+		assert_true(inbox_prefix(upub, inbox, sizeof(inbox)));
+		snprintf(pat, sizeof(pat), "%s.>", inbox);
+		json_array_append_new(sub_allow, json_string(pat));
+	}
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", m->dir);
+	json_t *mj = json_load_file(kpath, 0, NULL);
+	struct dev_user_spec spec = { .name = "raw", .sub_pub = upub,
+		.issuer_account = json_string_value(json_object_get(json_object_get(
+		    json_object_get(mj, "spaces"), m->space), "account")),
+		.pub_allow = pub_allow, .sub_allow = sub_allow };
+	json_t *claims = dev_user_claims(&spec);
+	char *jwt = dev_jwt_sign(claims, &signer, err, sizeof(err));
+	assert_non_null(jwt);
+	nkey_seed_text(&user, seed);
+	char *text = creds_format(jwt, seed);
+	snprintf(path, len, "%s/%s", m->dir, file);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0600);
+	free(text);
+	free(jwt);
+	json_decref(claims);
+	json_decref(mj);
+	nkey_wipe(&user);
+	nkey_wipe(&signer);
+}
+
+/* ---- setup ---- */
+
+static int
+setup(void **state)
+{
+	char err[1024];
+
+	(void)state;
+	if (h_mesh_up(&ma, "lease", true) != 0 || h_mesh_up(&mb, "leasebk", true) != 0)
+		return -1;
+	if (h_connect_profile(&ma, "provisioner", &prova, err, sizeof(err)) != 0 ||
+	    h_connect_profile(&mb, "provisioner", &provb, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ provisioner: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	h_daemon_kill(&da);
+	h_daemon_kill(&db);
+	h_close(&prova);
+	h_close(&provb);
+	h_mesh_down(&ma);
+	h_mesh_down(&mb);
+	return 0;
+}
+
+/* ---- mesh A: space "lease" ---- */
+
+/*
+ * The seed: "A lease write the credential is not allowed to make is
+ * reported as a denial naming the refused subject and operation, never as
+ * another daemon holding the lease." A credential that may read the lease
+ * (MSG.GET on its bucket) but not write $KV.cotal_delivery_<s>.lease.*.
+ * Runs first, while the space has no lease row at all.
+ */
+static void
+test_lease_write_denied_is_named(void **state)
+{
+	char path[H_PATH_MAX], out[H_OUT_MAX], get[256], want[1024];
+	struct row r;
+
+	(void)state;
+	row_read(&prova, &ma, &r);
+	assert_int_equal(r.state, ROW_ABSENT);
+	snprintf(get, sizeof(get), "$JS.API.STREAM.MSG.GET.KV_cotal_delivery_%s", ma.token);
+	json_t *pub = json_pack("[s, s]", "$JS.API.INFO", get), *sub = json_array();
+	mint_raw(&ma, "no-lease.creds", pub, sub, true, path, sizeof(path));
+	json_decref(pub);
+	json_decref(sub);
+
+	long from = log_size(&ma);
+	int rc = h_daemon_run(&ma, NULL, out, sizeof(out), "--space", ma.space, "--root", ma.dir,
+	    "--creds", path, NULL);
+	snprintf(want, sizeof(want), "✗ delivery: the lease write for shard 0 was refused (publish "
+	    "\"$KV.cotal_delivery_%s.lease.0\") — this credential cannot write "
+	    "cotal_delivery_%s.lease.0. Not binding.", ma.token, ma.token);
+	if (!out_has_line(out, want))
+		fail_msg("expected the line\n  %s\nin:\n%s", want, out);
+	assert_true(log_find(&ma, from, want, true) >= 0);
+	assert_int_not_equal(rc, 0);
+	/* "never as another daemon holding the lease" */
+	assert_null(strstr(out, "a live lease already exists"));
+	/* Nothing was written. */
+	row_read(&prova, &ma, &r);
+	assert_int_equal(r.state, ROW_ABSENT);
+}
+
+/*
+ * The seed: "One daemon serves a space (a single-flight lease guards
+ * against a second binding the same durables)", and "Only a create refused
+ * because a live lease exists makes it say that another daemon has taken
+ * the shard." The second daemon refuses with the WIRE.md §8 line and exits
+ * non-zero; the first's row is untouched and the first keeps serving.
+ */
+static void
+test_second_daemon_is_refused(void **state)
+{
+	char inst[128], again[128], out[H_OUT_MAX], *v, err[512];
+	struct row before, after;
+	bool same = false;
+	int rc = 0;
+
+	(void)state;
+	daemon_up(&ma, &da, 3000, inst, sizeof(inst));
+	/* The liveness rail names the lease's incarnation. */
+	row_read(&prova, &ma, &before);
+	assert_row_of_the_space(&ma, &before);
+	assert_string_equal(before.incarnation, inst);
+
+	/* The first renews its row (same value, next revision) every 15 s: a
+	 * revision that moved under one run is that renewal when it moved once
+	 * only; a second daemon that wrote would move it every time. */
+	for (int attempt = 0; attempt < 3 && !same; attempt++) {
+		row_read(&prova, &ma, &before);
+		assert_non_null(v = h_kv_get(&prova, &ma, "delivery", "lease.0", err, sizeof(err)));
+		assert_string_equal(v, before.value);
+		free(v);
+		long from = log_size(&ma);
+		rc = h_daemon_run(&ma, NULL, out, sizeof(out), "--space", ma.space, "--root", ma.dir,
+		    NULL);
+		row_read(&prova, &ma, &after);
+		if (!out_has_line(out, LINE_LIVE_ELSEWHERE))
+			fail_msg("expected the line\n  %s\nin:\n%s", LINE_LIVE_ELSEWHERE, out);
+		assert_true(log_find(&ma, from, LINE_LIVE_ELSEWHERE, true) >= 0);
+		assert_int_not_equal(rc, 0);
+		assert_int_equal(after.state, ROW_VALUE);
+		/* The same value at every attempt: the first's row. */
+		assert_string_equal(after.value, before.value);
+		same = after.rev == before.rev;
+	}
+	if (!same)
+		fail_msg("the lease row's revision moved under each of 3 refused daemons");
+
+	/* The first keeps serving: same process, same incarnation. */
+	assert_true(running(&da));
+	assert_true(wait_bound(&ma, 5000, again, sizeof(again)));
+	assert_string_equal(again, inst);
+}
+
+/*
+ * The seed: "A running daemon whose lease key expired creates it again."
+ * The key deleted under it (as an expiry leaves it): it claims the key
+ * again, logs so, and keeps serving under the same incarnation.
+ */
+static void
+test_deleted_lease_is_claimed_again(void **state)
+{
+	char inst[128], bucket[256];
+	struct row before, after;
+	kvStore *kv = NULL;
+
+	(void)state;
+	assert_true(running(&da));
+	row_read(&prova, &ma, &before);
+	assert_row_of_the_space(&ma, &before);
+
+	long from = log_size(&ma);
+	snprintf(bucket, sizeof(bucket), "cotal_delivery_%s", ma.token);
+	assert_int_equal(js_KeyValue(&kv, prova.js, bucket), NATS_OK);
+	assert_int_equal(kvStore_Delete(kv, "lease.0"), NATS_OK);
+	kvStore_Destroy(kv);
+
+	if (log_wait(&ma, from, "claimed it again", false, 20000) < 0)
+		fail_msg("no \"claimed it again\" within 20 s; see %s", da.log);
+	assert_true(log_find(&ma, from, "✓ delivery: the lease of shard 0 was gone; claimed it "
+	    "again (revision ", false) >= 0);
+	/* Never read as another daemon's. */
+	assert_true(log_find(&ma, from, "another delivery daemon", false) < 0);
+
+	row_read(&prova, &ma, &after);
+	assert_row_of_the_space(&ma, &after);
+	assert_string_equal(after.holder, before.holder);
+	assert_string_equal(after.incarnation, before.incarnation);
+	assert_true(after.rev > before.rev);
+	assert_true(running(&da));
+	assert_true(wait_bound(&ma, 10000, inst, sizeof(inst)));
+	assert_string_equal(inst, before.incarnation);
+}
+
+/*
+ * The seed: "When the time since the disconnect, less any time the
+ * daemon's own event loop was stalled, reaches the window ... exits." A
+ * daemon stopped (SIGSTOP) for 8 s with the broker up and a 3 s window:
+ * after SIGCONT it does not exit, and still holds the lease.
+ */
+static void
+test_sigstop_with_the_broker_up_keeps_the_lease(void **state)
+{
+	char inst[128];
+	struct row before, after;
+
+	(void)state;
+	assert_true(running(&da));
+	row_read(&prova, &ma, &before);
+	assert_row_of_the_space(&ma, &before);
+	long from = log_size(&ma);
+
+	assert_int_equal(kill(da.pid, SIGSTOP), 0);
+	sleep(8);
+	assert_int_equal(kill(da.pid, SIGCONT), 0);
+	/* Past the window once more, running. */
+	for (int i = 0; i < 50; i++) {
+		if (!running(&da))
+			fail_msg("the daemon exited after SIGCONT; see %s", da.log);
+		usleep(100 * 1000);
+	}
+	assert_true(log_find(&ma, from, "broker connection unavailable", false) < 0);
+	assert_true(log_find(&ma, from, "another delivery daemon", false) < 0);
+	row_read(&prova, &ma, &after);
+	assert_row_of_the_space(&ma, &after);
+	assert_string_equal(after.holder, before.holder);
+	assert_string_equal(after.incarnation, before.incarnation);
+	assert_true(wait_bound(&ma, 10000, inst, sizeof(inst)));
+	assert_string_equal(inst, before.incarnation);
+	assert_true(running(&da));
+}
+
+/*
+ * The seed: "A daemon stopped by SIGTERM or SIGINT ... writes received
+ * <signal>, exiting to that log before it releases its lease." Exit 0, the
+ * two lines in that order, and the row deleted (a delete marker).
+ */
+static void
+test_sigterm_logs_then_releases(void **state)
+{
+	char received[256], err[512];
+	struct row r;
+
+	(void)state;
+	assert_true(running(&da));
+	long from = log_size(&ma);
+	int st = daemon_term(&da);
+	assert_true(st >= 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	snprintf(received, sizeof(received), "• delivery: received SIGTERM, exiting (space %s, "
+	    "shard 0)", ma.space);
+	long at_received = log_find(&ma, from, received, true);
+	long at_released = log_find(&ma, from, "• delivery: lease of shard 0 released", true);
+	if (at_received < 0 || at_released < 0)
+		fail_msg("missing a line (received at %ld, released at %ld); see %s", at_received,
+		    at_released, da.log);
+	assert_true(at_received < at_released);
+	row_read(&prova, &ma, &r);
+	assert_int_equal(r.state, ROW_DELETED);
+	assert_null(h_kv_get(&prova, &ma, "delivery", "lease.0", err, sizeof(err)));
+	assert_string_equal(err, "not found");
+}
+
+/* A foreign row written by CAS at the current revision (retried when the
+ * daemon's renewal lands in between); its revision. */
+static uint64_t
+foreign_write(struct conn *c, struct mesh *m, const char *value)
+{
+	char subj[256], seq[32], err[512];
+
+	lease_subject(m, subj, sizeof(subj));
+	for (int tries = 0; tries < 5; tries++) {
+		struct row r;
+		natsMsg *msg = NULL;
+		jsPubAck *pa = NULL;
+		jsErrCode jerr = 0;
+		row_read(c, m, &r);
+		snprintf(seq, sizeof(seq), "%llu", (unsigned long long)r.rev);
+		assert_int_equal(natsMsg_Create(&msg, subj, NULL, value, (int)strlen(value)), NATS_OK);
+		assert_int_equal(natsMsgHeader_Set(msg, "Nats-Expected-Last-Subject-Sequence", seq),
+		    NATS_OK);
+		natsStatus s = js_PublishMsg(&pa, c->js, msg, NULL, &jerr);
+		natsMsg_Destroy(msg);
+		if (s == NATS_OK) {
+			uint64_t rev = pa->Sequence;
+			jsPubAck_Destroy(pa);
+			return rev;
+		}
+		if (jerr != JSStreamWrongLastSequenceErr) {
+			conn_jserror("foreign write of lease.0", s, jerr, err, sizeof(err));
+			fail_msg("%s", err);
+		}
+	}
+	fail_msg("the foreign write lost the CAS 5 times");
+	return 0;
+}
+
+/*
+ * The seed: "Only a create refused because a live lease exists makes it
+ * say that another daemon has taken the shard", and shard.c: taken -> exit
+ * 1 without releasing. Another writer's row, written by CAS at the current
+ * revision: the daemon stops answering within 5 s, says another daemon took
+ * the shard, exits non-zero and leaves the foreign row in place.
+ */
+static void
+test_foreign_write_takes_the_shard(void **state)
+{
+	static const char foreign[] = "{\"holder\":\"local.SOMEONE\",\"incarnation\":\"other\","
+	    "\"since\":1,\"ready\":true}";
+	char inst[128];
+	struct row r;
+	int st;
+
+	(void)state;
+	daemon_up(&ma, &da, 0, inst, sizeof(inst));
+	long from = log_size(&ma);
+	int64_t t0 = mono_ms();
+	uint64_t rev = foreign_write(&prova, &ma, foreign);
+
+	/* It stops answering as bound within 5 s (stale while it re-reads, then
+	 * no responder at all). */
+	bool bound = true;
+	while (bound && mono_ms() - t0 < 5000)
+		bound = probe(&ma, NULL, 0);
+	int64_t stopped = mono_ms() - t0;
+	if (bound)
+		fail_msg("still bound 5 s after the foreign write; see %s", da.log);
+	st = h_daemon_wait_exit(&da, (int)(10000 - (mono_ms() - t0)));
+	int64_t exited = mono_ms() - t0;
+	if (st < 0)
+		fail_msg("the daemon did not exit within 10 s of the foreign write; see %s", da.log);
+	print_message("stopped answering %lld ms, exited %lld ms after the foreign write\n",
+	    (long long)stopped, (long long)exited);
+	assert_true(WIFEXITED(st));
+	assert_int_not_equal(WEXITSTATUS(st), 0);
+	assert_true(log_find(&ma, from, "✗ delivery: another delivery daemon has taken shard 0 "
+	    "(holder local.SOMEONE, incarnation other). Exiting.", true) >= 0);
+	assert_true(log_find(&ma, from, "lease of shard 0 released", false) < 0);
+	/* The foreign row stands, at its revision. */
+	row_read(&prova, &ma, &r);
+	assert_int_equal(r.state, ROW_VALUE);
+	assert_int_equal(r.rev, rev);
+	assert_string_equal(r.value, foreign);
+}
+
+/* ---- mesh B: space "leasebk", the broker cases ---- */
+
+/*
+ * The seed: "A disconnect starts a clock, and a reconnect stops it." The
+ * broker killed and started again 1 s later, inside an 8 s window: the
+ * daemon does not exit, and serves again under the same incarnation.
+ */
+static void
+test_broker_back_within_the_window(void **state)
+{
+	char inst[128], again[128];
+	struct row before, after;
+
+	(void)state;
+	daemon_up(&mb, &db, 8000, inst, sizeof(inst));
+	row_read(&provb, &mb, &before);
+	assert_row_of_the_space(&mb, &before);
+	long from = log_size(&mb);
+	int64_t t0 = mono_ms();
+	assert_int_equal(h_broker_kill(&mb), 0);
+	usleep(1000 * 1000);
+	assert_int_equal(h_broker_start(&mb), 0);
+	/* Past the window from the kill, and 2 s more. */
+	while (mono_ms() - t0 < 8000 + 2000) {
+		if (!running(&db))
+			fail_msg("the daemon exited with the broker back; see %s", db.log);
+		usleep(100 * 1000);
+	}
+	assert_true(log_find(&mb, from, "! delivery: resident broker connection lost", false) >= 0);
+	assert_true(log_find(&mb, from, "resident broker connection back", false) >= 0);
+	assert_true(log_find(&mb, from, "broker connection unavailable", false) < 0);
+	if (!wait_bound(&mb, 15000, again, sizeof(again)))
+		fail_msg("not bound again after the broker came back; see %s", db.log);
+	assert_string_equal(again, inst);
+	row_read(&provb, &mb, &after);
+	assert_row_of_the_space(&mb, &after);
+	assert_string_equal(after.incarnation, before.incarnation);
+	assert_true(running(&db));
+
+	/* Released for the next case. */
+	int st = daemon_term(&db);
+	assert_true(st >= 0 && WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/*
+ * The seed: "When the time since the disconnect ... reaches the window
+ * (COTAL_DELIVERY_BROKER_GONE_MS ...), the daemon logs ✗ delivery: broker
+ * connection unavailable (broker unreachable), exiting (coupled to the
+ * broker) and exits." A 3 s window, the broker SIGKILLed: the exact line,
+ * a non-zero exit, not before the window and within a few seconds after.
+ */
+static void
+test_broker_killed_daemon_exits(void **state)
+{
+	char inst[128];
+	int st;
+
+	(void)state;
+	daemon_up(&mb, &db, 3000, inst, sizeof(inst));
+	long from = log_size(&mb);
+	int64_t t0 = mono_ms();
+	assert_int_equal(h_broker_kill(&mb), 0);
+	st = h_daemon_wait_exit(&db, 3000 + 6000);
+	int64_t took = mono_ms() - t0;
+	if (st < 0)
+		fail_msg("the daemon did not exit within 9 s of the broker's death; see %s", db.log);
+	print_message("exited %lld ms after the broker was killed (window 3000 ms)\n",
+	    (long long)took);
+	assert_true(WIFEXITED(st));
+	assert_int_not_equal(WEXITSTATUS(st), 0);
+	assert_true(took >= 3000);
+	if (log_find(&mb, from, LINE_GONE, true) < 0)
+		fail_msg("no line \"%s\" in %s", LINE_GONE, db.log);
+	assert_true(log_find(&mb, from, "past backstop", false) < 0);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lease_write_denied_is_named),
+		cmocka_unit_test(test_second_daemon_is_refused),
+		cmocka_unit_test(test_deleted_lease_is_claimed_again),
+		cmocka_unit_test(test_sigstop_with_the_broker_up_keeps_the_lease),
+		cmocka_unit_test(test_sigterm_logs_then_releases),
+		/* Leaves a foreign row on space "lease" (30 s): last there. */
+		cmocka_unit_test(test_foreign_write_takes_the_shard),
+		cmocka_unit_test(test_broker_back_within_the_window),
+		/* Leaves the broker of space "leasebk" dead: last. */
+		cmocka_unit_test(test_broker_killed_daemon_exits),
+	};
+	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	int rc = cmocka_run_group_tests(tests, setup, teardown);
+	nats_Close();
+	return rc;
+}
