@@ -92,8 +92,9 @@ cmd_status(int argc, char **argv)
 		    "delivery daemon)\n", space, pid);
 		return 3;
 	}
+	const char *server = json_string_value(json_object_get(doc, "server"));
 	printf("delivery daemon for space %s: pid %ld, broker %s\n", space, pid,
-	    json_string_value(json_object_get(doc, "server")));
+	    server != NULL ? server : "?");
 	if (rpid == 0)
 		printf("  no pid record yet (%s is written once the daemon holds its lease)\n",
 		    rpath);
