@@ -292,8 +292,16 @@ admit_sys_creds(char *err, size_t errlen)
 
 	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
+	const char *cd = getenv("CREDENTIALS_DIRECTORY");
 	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
+		/* The workspace's, else systemd's LoadCredential= copy. */
 		snprintf(path[w], sizeof(path[w]), "%s/%s", dir, files[w]);
+		if (access(path[w], F_OK) != 0 && cd != NULL && *cd != '\0') {
+			char alt[WS_FILE_MAX];
+			snprintf(alt, sizeof(alt), "%s/%s", cd, files[w]);
+			if (access(alt, F_OK) == 0)
+				snprintf(path[w], sizeof(path[w]), "%s", alt);
+		}
 		if (access(path[w], F_OK) != 0)
 			continue;
 		if (sup_creds_load(path[w], &S.sys[w], why, sizeof(why)) != 0) {
