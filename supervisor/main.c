@@ -172,7 +172,6 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 			break;
 		log_info("delivery: received %s, exiting (space %s, shard 0)",
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT", S.space);
-		notify_send("STOPPING=1");
 		sup_stop(&S, 0);
 		break;
 	case SIGHUP:
@@ -192,6 +191,7 @@ sup_stop(struct sup *s, int exit_code)
 		return;
 	s->stopping = true;
 	s->exit_code = exit_code;
+	notify_send("STOPPING=1");
 	workers_stop_all(s);
 	evtimer_add(s->ev_kill, &tv);
 }
