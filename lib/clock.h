@@ -15,6 +15,17 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Elapsed time that goes on while the host is suspended (the watchdog's
+ * backstop). */
+static inline int64_t
+boot_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static inline int64_t
 wall_ms(void)
 {

@@ -128,7 +128,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	struct sup *s = arg;
 
 	(void)fd, (void)what;
-	enum watchdog_verdict v = watchdog_tick(&s->wd, mono_ms(), mono_ms());
+	enum watchdog_verdict v = watchdog_tick(&s->wd, mono_ms(), boot_ms());
 	/* An expired credential is not a broker gone: its own backstop
 	 * decides (reload.c). */
 	if (s->cred_expired)

@@ -34,6 +34,17 @@ io_of(struct sup *s)
 	return &io;
 }
 
+/*
+ * The lease's broker calls run on the event loop and may wait for the
+ * broker: that wait is the broker's silence, not the daemon's own stall,
+ * so the watchdog's tick clock moves past it.
+ */
+static void
+broker_call_done(struct sup *s)
+{
+	watchdog_busy(&s->wd, mono_ms());
+}
+
 static void
 clear_violation(struct sup *s)
 {
@@ -223,7 +234,14 @@ recheck(struct sup *s)
 		arm(s->ev_recheck, 100);
 		return;
 	}
-	switch (lease_reread(&s->lease, io_of(s), &row, why, sizeof(why))) {
+	/* Nothing to read while the broker is away: the watchdog decides. */
+	if (s->wd.down) {
+		arm(s->ev_recheck, LEASE_RECHECK_RETRY_MS);
+		return;
+	}
+	enum lease_reading reading = lease_reread(&s->lease, io_of(s), &row, why, sizeof(why));
+	broker_call_done(s);
+	switch (reading) {
 	case LEASE_OURS:
 		log_ok("delivery: the lease of shard 0 is still ours (revision %llu); resuming",
 		    (unsigned long long)s->lease.rev);
@@ -287,7 +305,9 @@ on_renew(evutil_socket_t fd, short what, void *arg)
 		arm(s->ev_renew, 1000);
 		return;
 	}
-	if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
+	int renewed = lease_renew(&s->lease, io_of(s), why, sizeof(why));
+	broker_call_done(s);
+	if (renewed != 0) {
 		doubt(s, why);
 		return;
 	}
@@ -314,7 +334,7 @@ shard_on_event(struct sup *s, char ev)
 			reload_expired(s);
 			break;
 		}
-		watchdog_disconnected(&s->wd, mono_ms(), mono_ms());
+		watchdog_disconnected(&s->wd, mono_ms(), boot_ms());
 		log_warnx("delivery: resident broker connection lost; reconnecting (the watchdog "
 		    "allows %lld ms)", (long long)s->wd.window_ms);
 		break;
@@ -347,10 +367,11 @@ shard_on_event(struct sup *s, char ev)
 		pthread_mutex_unlock(&s->wmu);
 		/* Our own renewal reads back as ours; anything else is another
 		 * writer or a delete. */
-		if (changed && s->shard == SHARD_SERVING) {
+		if (changed && s->shard == SHARD_SERVING && !s->wd.down) {
 			struct lease_row row;
 			char why[512];
 			enum lease_reading r = lease_reread(&s->lease, io_of(s), &row, why, sizeof(why));
+			broker_call_done(s);
 			if (r != LEASE_OURS)
 				doubt(s, r == LEASE_GONE ? "the lease row was deleted" :
 				    r == LEASE_TAKEN ? "another writer changed the lease row" : why);
@@ -364,6 +385,10 @@ shard_release(struct sup *s)
 {
 	char why[1024];
 
+	/* Leaving because the broker is gone: close the connection first, so
+	 * the watch's teardown does not wait out its timeouts on it. */
+	if ((!s->release_on_exit || s->wd.down) && s->nc != NULL)
+		natsConnection_Close(s->nc);
 	shard_unwatch(s);
 	if (!s->release_on_exit || s->nc == NULL || s->wd.down)
 		return;

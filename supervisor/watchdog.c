@@ -66,6 +66,14 @@ watchdog_reconnected(struct watchdog *w)
 	w->stalled_ms = 0;
 }
 
+void
+watchdog_busy(struct watchdog *w, int64_t mono)
+{
+	if (w->last_tick != 0 && mono > w->last_tick)
+		w->last_tick = mono - WATCHDOG_TICK_MS < w->last_tick ? w->last_tick :
+		    mono - WATCHDOG_TICK_MS;
+}
+
 enum watchdog_verdict
 watchdog_tick(struct watchdog *w, int64_t mono, int64_t wall)
 {

@@ -51,6 +51,9 @@ int watchdog_config(const char *window_env, const char *backstop_env, int64_t *w
 void watchdog_init(struct watchdog *w, int64_t window_ms, int64_t backstop_ms);
 void watchdog_disconnected(struct watchdog *w, int64_t mono, int64_t wall);
 void watchdog_reconnected(struct watchdog *w);
+/* The loop was busy waiting for the broker until mono: that is no stall
+ * of the daemon's own. */
+void watchdog_busy(struct watchdog *w, int64_t mono);
 /* A tick of the event loop (due every WATCHDOG_TICK_MS): what came later
  * than that is the loop's own stall. */
 enum watchdog_verdict watchdog_tick(struct watchdog *w, int64_t mono, int64_t wall);

@@ -10,6 +10,10 @@
  * row out of the next case's way: space "lease" (mesh A) ends with the case
  * that leaves a foreign row, and the broker cases have a mesh of their own
  * (space "leasebk", mesh B) that ends with the broker dead.
+ *
+ * Every case runs against nats-server 2.9.10 as well (CORE): KV delete
+ * markers, Nats-Expected-Last-Subject-Sequence and the lease watch all
+ * exist there, so none is skipped.
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -726,17 +730,22 @@ test_broker_killed_daemon_exits(void **state)
 	long from = log_size(&mb);
 	int64_t t0 = mono_ms();
 	assert_int_equal(h_broker_kill(&mb), 0);
-	st = h_daemon_wait_exit(&db, 3000 + 6000);
+	/* The verdict: the socket closes with the broker, so the clock starts
+	 * at once and the line comes at the window, not before. */
+	long at = log_wait(&mb, from, LINE_GONE, true, 3000 + 3000);
+	int64_t said = mono_ms() - t0;
+	if (at < 0)
+		fail_msg("no line \"%s\" within 6 s of the broker's death; see %s", LINE_GONE, db.log);
+	/* Then the exit: the workers' stop and the supervisor's teardown. */
+	st = h_daemon_wait_exit(&db, (int)(3000 + 7000 - (mono_ms() - t0)));
 	int64_t took = mono_ms() - t0;
 	if (st < 0)
-		fail_msg("the daemon did not exit within 9 s of the broker's death; see %s", db.log);
-	print_message("exited %lld ms after the broker was killed (window 3000 ms)\n",
-	    (long long)took);
+		fail_msg("the daemon did not exit within 10 s of the broker's death; see %s", db.log);
+	print_message("the line %lld ms, the exit %lld ms after the broker was killed (window "
+	    "3000 ms)\n", (long long)said, (long long)took);
+	assert_true(said >= 3000);
 	assert_true(WIFEXITED(st));
 	assert_int_not_equal(WEXITSTATUS(st), 0);
-	assert_true(took >= 3000);
-	if (log_find(&mb, from, LINE_GONE, true) < 0)
-		fail_msg("no line \"%s\" in %s", LINE_GONE, db.log);
 	assert_true(log_find(&mb, from, "past backstop", false) < 0);
 }
 

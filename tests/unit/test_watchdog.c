@@ -354,6 +354,26 @@ test_stall_while_disconnected_is_subtracted(void **state)
 	assert_int_equal(tick(&w, down + 3000 + 5000), WATCHDOG_GONE);
 }
 
+/* The loop blocked in a call to the broker (a lease renewal waiting out
+ * its timeout) is the broker's silence, not the daemon's stall: after
+ * watchdog_busy that wait counts toward the window. */
+static void
+test_waiting_for_the_broker_is_no_stall(void **state)
+{
+	struct watchdog w;
+	int64_t down = T0 + 1000, t;
+
+	(void)state;
+	started(&w, 3000, 60000);
+	ticks_ok(&w, down);
+	disconnect(&w, down);
+	t = ticks_ok(&w, down + 500);
+	/* A 3 s call to the broker on the loop, then the tick. */
+	watchdog_busy(&w, t + 3000);
+	assert_int_equal(tick(&w, t + 3000), WATCHDOG_GONE);
+	assert_int_equal(w.stalled_ms, 0);
+}
+
 /* Several stalls add up. */
 static void
 test_stalls_add_up(void **state)
@@ -555,6 +575,7 @@ main(void)
 		cmocka_unit_test(test_backstop_reads_the_wall_clock),
 		cmocka_unit_test(test_reconnect_stops_the_backstop),
 		cmocka_unit_test(test_lines_are_the_seeds),
+		cmocka_unit_test(test_waiting_for_the_broker_is_no_stall),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
