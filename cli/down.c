@@ -89,38 +89,17 @@ remove_status_of(const char *path, pid_t pid)
 int
 cmd_down(int argc, char **argv)
 {
-	const char *root = NULL, *space = NULL;
-	char err[WS_FILE_MAX + 256], rpath[WS_FILE_MAX], spath[WS_FILE_MAX];
-	char key[SPACE_KEY_MAX + 1];
-	struct workspace ws;
+	struct daemon_files f;
+	char err[WS_FILE_MAX + 256];
+	const char *space, *rpath, *spath;
 	pid_t pid;
-	int pidfd, rc = 0;
+	int pidfd, rc;
 
-	for (int k = 0; k < argc; k++) {
-		if (strcmp(argv[k], "--root") == 0 && k + 1 < argc)
-			root = argv[++k];
-		else if (strcmp(argv[k], "--space") == 0 && k + 1 < argc)
-			space = argv[++k];
-		else {
-			log_errx("down: unknown or incomplete argument \"%s\"", argv[k]);
-			fprintf(stderr, "usage: cotal down --space S [--root DIR]\n");
-			return 2;
-		}
-	}
-	if (space == NULL) {
-		log_errx("down: --space is required");
-		return 2;
-	}
-	if (!space_key(space, key, sizeof(key))) {
-		log_errx("down: --space: longer than %d bytes", SPACE_NAME_MAX);
-		return 2;
-	}
-	if (ws_locate(root, &ws, err, sizeof(err)) != 0) {
-		log_errx("down: %s", err);
-		return 1;
-	}
-	snprintf(rpath, sizeof(rpath), "%s/delivery.%s.pid", ws.cotal, key);
-	snprintf(spath, sizeof(spath), "%s/delivery.%s.status.json", ws.cotal, key);
+	if ((rc = cli_daemon_files("down", argc, argv, &f)) != 0)
+		return rc;
+	space = f.space;
+	rpath = f.pid;
+	spath = f.status;
 	if ((pid = pidfile_read(rpath, err, sizeof(err))) < 0) {
 		log_errx("down: %s; not signalling anything", err);
 		return 1;

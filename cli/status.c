@@ -19,42 +19,58 @@
 #define STATUS_MAX (256 * 1024)
 
 int
-cmd_status(int argc, char **argv)
+cli_daemon_files(const char *verb, int argc, char **argv, struct daemon_files *f)
 {
-	const char *root = NULL, *space = NULL;
-	char err[WS_FILE_MAX + 256], path[WS_FILE_MAX], rpath[WS_FILE_MAX];
-	char key[SPACE_KEY_MAX + 1];
-	pid_t rpid;
-	struct workspace ws;
-	json_t *doc, *workers, *w;
-	size_t i;
+	const char *root = NULL;
+	char err[WS_FILE_MAX + 256], key[SPACE_KEY_MAX + 1];
 
+	memset(f, 0, sizeof(*f));
 	for (int k = 0; k < argc; k++) {
 		if (strcmp(argv[k], "--root") == 0 && k + 1 < argc)
 			root = argv[++k];
 		else if (strcmp(argv[k], "--space") == 0 && k + 1 < argc)
-			space = argv[++k];
+			f->space = argv[++k];
 		else {
-			log_errx("status: unknown or incomplete argument \"%s\"", argv[k]);
-			fprintf(stderr, "usage: cotal status --space S [--root DIR]\n");
+			log_errx("%s: unknown or incomplete argument \"%s\"", verb, argv[k]);
+			fprintf(stderr, "usage: cotal %s --space S [--root DIR]\n", verb);
 			return 2;
 		}
 	}
-	if (space == NULL) {
-		log_errx("status: --space is required");
+	if (f->space == NULL) {
+		log_errx("%s: --space is required", verb);
 		return 2;
 	}
-	if (!space_key(space, key, sizeof(key))) {
-		log_errx("status: --space: longer than %d bytes", SPACE_NAME_MAX);
+	if (!space_key(f->space, key, sizeof(key))) {
+		log_errx("%s: --space: longer than %d bytes", verb, SPACE_NAME_MAX);
 		return 2;
 	}
-	if (ws_locate(root, &ws, err, sizeof(err)) != 0) {
-		log_errx("status: %s", err);
+	if (ws_locate(root, &f->ws, err, sizeof(err)) != 0) {
+		log_errx("%s: %s", verb, err);
 		return 1;
 	}
+	snprintf(f->pid, sizeof(f->pid), "%s/delivery.%s.pid", f->ws.cotal, key);
+	snprintf(f->status, sizeof(f->status), "%s/delivery.%s.status.json", f->ws.cotal, key);
+	return 0;
+}
+
+int
+cmd_status(int argc, char **argv)
+{
+	struct daemon_files f;
+	char err[WS_FILE_MAX + 256];
+	const char *space, *path, *rpath;
+	pid_t rpid;
+	json_t *doc, *workers, *w;
+	size_t i;
+	int rc;
+
+	if ((rc = cli_daemon_files("status", argc, argv, &f)) != 0)
+		return rc;
+	space = f.space;
+	path = f.status;
 	/* The pid record first: the daemon writes it once it holds its lease
 	 * and removes it at a clean exit. */
-	snprintf(rpath, sizeof(rpath), "%s/delivery.%s.pid", ws.cotal, key);
+	rpath = f.pid;
 	if ((rpid = pidfile_read(rpath, err, sizeof(err))) < 0) {
 		log_errx("status: %s", err);
 		return 1;
@@ -64,7 +80,6 @@ cmd_status(int argc, char **argv)
 		    "delivery daemon; cotal down clears it)\n", space, (long)rpid, rpath);
 		return 3;
 	}
-	snprintf(path, sizeof(path), "%s/delivery.%s.status.json", ws.cotal, key);
 	if (access(path, F_OK) != 0) {
 		if (rpid > 0) {
 			/* Serving, but its first status is not written yet. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/clock.h"
@@ -76,6 +77,15 @@ shard_claim(struct sup *s)
 	s->lease.ready = false;
 	s->shard = SHARD_CLAIMING;
 	clear_violation(s);
+#ifdef COTAL_TEST_HOOKS
+	/* A test build may be slow to claim: COTAL_TEST_CLAIM_DELAY_MS (the e2e
+	 * suite signals the daemon meanwhile). */
+	if (getenv("COTAL_TEST_CLAIM_DELAY_MS") != NULL) {
+		struct timespec ts = { atoi(getenv("COTAL_TEST_CLAIM_DELAY_MS")) / 1000,
+			(atoi(getenv("COTAL_TEST_CLAIM_DELAY_MS")) % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+#endif
 	if (lease_claim(&s->lease, io_of(s), false, why, sizeof(why)) != LEASE_CLAIMED) {
 		log_marked(why);
 		return -1;

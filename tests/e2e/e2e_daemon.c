@@ -402,6 +402,114 @@ test_allow_all_credential_is_refused(void **state)
 	json_decref(inbox);
 }
 
+/* A $SYS user (system account) with one publish grant, signed by the
+ * system account's signing key or, when rogue, by a fresh account key. */
+static char *
+mint_sys(const char *grant, bool rogue)
+{
+	char kpath[H_PATH_MAX * 2], err[512], seed[NKEY_SEED_LEN + 1];
+	char upub[NKEY_PUBLIC_LEN + 1], rpub[NKEY_PUBLIC_LEN + 1], inbox[INBOX_PREFIX_MAX + 4];
+	struct nkey signer, user;
+
+	if (rogue)
+		assert_int_equal(nkey_generate(NKEY_ACCOUNT, &signer), 0);
+	else {
+		snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/keys/system-signing.nk", mesh.dir);
+		assert_int_equal(devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)), 0);
+	}
+	nkey_public(&signer, rpub);
+	assert_int_equal(nkey_generate(NKEY_USER, &user), 0);
+	nkey_public(&user, upub);
+	assert_true(inbox_prefix(upub, inbox, sizeof(inbox)));
+	strcat(inbox, ".>");
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
+	json_t *mj = json_load_file(kpath, 0, NULL), *pub = json_pack("[s]", grant),
+	    *sub = json_pack("[s]", inbox);
+	struct dev_user_spec spec = { .name = "sys", .sub_pub = upub,
+		.issuer_account = rogue ? rpub : json_string_value(json_object_get(mj,
+		    "systemAccount")),
+		.pub_allow = pub, .sub_allow = sub };
+	json_t *claims = dev_user_claims(&spec);
+	char *jwt = dev_jwt_sign(claims, &signer, err, sizeof(err));
+	assert_non_null(jwt);
+	nkey_seed_text(&user, seed);
+	char *text = creds_format(jwt, seed);
+	free(jwt);
+	json_decref(claims);
+	json_decref(mj);
+	json_decref(pub);
+	json_decref(sub);
+	nkey_wipe(&user);
+	nkey_wipe(&signer);
+	return text;
+}
+
+/* Run the daemon with a space directory file replaced (or removed, text
+ * NULL); restore it; the daemon's output into out, its exit status. */
+static int
+run_with_sys_file(const char *name, const char *text, char *out, size_t outlen)
+{
+	char key[512], path[H_PATH_MAX * 2], keep[H_PATH_MAX * 2 + 8];
+	int rc;
+
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/%s", mesh.dir, key, name);
+	snprintf(keep, sizeof(keep), "%s.keep", path);
+	assert_int_equal(rename(path, keep), 0);
+	if (text != NULL) {
+		FILE *f = fopen(path, "w");
+		fputs(text, f);
+		fclose(f);
+		chmod(path, 0600);
+	}
+	rc = h_daemon_run(&mesh, NULL, out, outlen, "--space", mesh.space, "--root", mesh.dir,
+	    NULL);
+	unlink(path);
+	assert_int_equal(rename(keep, path), 0);
+	return rc;
+}
+
+/*
+ * The seed: "Before it constructs its endpoint or claims that lease, the
+ * daemon reads the account-scoped $SYS observer [...] It refuses if the
+ * observer belongs to another account, is missing, or is part of a present
+ * but torn observer/evictor rotation."
+ */
+static void
+test_sys_observer_admission(void **state)
+{
+	char out[H_OUT_MAX], grant[160], other[NKEY_PUBLIC_LEN + 1];
+	struct nkey acct;
+	char *text;
+
+	(void)state;
+	assert_int_equal(run_with_sys_file("sys-observer.creds", NULL, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "no $SYS observer credential"));
+	assert_non_null(strstr(out, "Not binding."));
+
+	assert_int_equal(nkey_generate(NKEY_ACCOUNT, &acct), 0);
+	nkey_public(&acct, other);
+	nkey_wipe(&acct);
+	snprintf(grant, sizeof(grant), "$SYS.REQ.ACCOUNT.%s.CONNZ", other);
+	text = mint_sys(grant, false);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out)), 1);
+	free(text);
+	assert_non_null(strstr(out, "lists the connections of account"));
+	assert_non_null(strstr(out, other));
+
+	/* An evictor of another system account than the observer's. */
+	text = mint_sys("$SYS.REQ.SERVER.*.KICK", true);
+	assert_int_equal(run_with_sys_file("sys-evictor.creds", text, out, sizeof(out)), 1);
+	free(text);
+	assert_non_null(strstr(out, "a torn rotation"));
+
+	/* No evictor: the daemon starts, eviction unavailable (the suite's
+	 * daemon holds the lease, so this one stops at the lease). */
+	assert_int_equal(run_with_sys_file("sys-evictor.creds", NULL, out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "eviction is unavailable until it is provisioned"));
+	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
+}
+
 /*
  * WIRE.md §3: the fanout durable is made "idempotently; a permission denial
  * is an error, not 'exists'". A credential that may not touch the consumer
@@ -496,6 +604,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_cotal_status_lists_each_worker),
 		cmocka_unit_test(test_kill9_each_worker_is_restarted),
 		cmocka_unit_test(test_allow_all_credential_is_refused),
+		cmocka_unit_test(test_sys_observer_admission),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),

@@ -578,6 +578,42 @@ test_sigterm_logs_then_releases(void **state)
 	assert_string_equal(err, "not found");
 }
 
+/*
+ * The seed: "A signal that arrives while the daemon is still claiming the
+ * lease waits for the broker's answer, and a claim that won is then
+ * released the same way." The daemon's test hook makes the claim take
+ * 3 s; SIGTERM arrives in the middle.
+ */
+static void
+test_signal_during_the_claim_releases_a_won_claim(void **state)
+{
+	struct daemon d;
+	struct row r;
+	char reach[128];
+
+	(void)state;
+	long from = log_size(&ma);
+	setenv("COTAL_TEST_CLAIM_DELAY_MS", "3000", 1);
+	assert_int_equal(h_daemon_start(&ma, &d, NULL), 0);
+	unsetenv("COTAL_TEST_CLAIM_DELAY_MS");
+	snprintf(reach, sizeof(reach), "✓ delivery: broker ");
+	assert_true(log_wait(&ma, from, reach, false, UP_MS) >= 0);
+	usleep(500 * 1000);
+	assert_int_equal(kill(d.pid, SIGTERM), 0);
+	int st = h_daemon_wait_exit(&d, 10000);
+	assert_true(st >= 0 && WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	long claimed = log_find(&ma, from, "• delivery: lease of shard 0 claimed", false);
+	long received = log_find(&ma, from, "• delivery: received SIGTERM", false);
+	long released = log_find(&ma, from, "• delivery: lease of shard 0 released", true);
+	if (claimed < 0 || received < 0 || released < 0)
+		fail_msg("claimed %ld, received %ld, released %ld; see %s", claimed, received,
+		    released, d.log);
+	assert_true(claimed < received && received < released);
+	row_read(&prova, &ma, &r);
+	assert_int_equal(r.state, ROW_DELETED);
+}
+
 /* A foreign row written by CAS at the current revision (retried when the
  * daemon's renewal lands in between); its revision. */
 static uint64_t
@@ -758,6 +794,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_deleted_lease_is_claimed_again),
 		cmocka_unit_test(test_sigstop_with_the_broker_up_keeps_the_lease),
 		cmocka_unit_test(test_sigterm_logs_then_releases),
+		cmocka_unit_test(test_signal_during_the_claim_releases_a_won_claim),
 		/* Leaves a foreign row on space "lease" (30 s): last there. */
 		cmocka_unit_test(test_foreign_write_takes_the_shard),
 		cmocka_unit_test(test_broker_back_within_the_window),

@@ -198,7 +198,7 @@ test_reload_refuses_what_the_broker_refuses(void **state)
 {
 	struct rig r;
 	struct ctl_result res;
-	char *saved;
+	char *saved, out[H_OUT_MAX];
 	size_t len;
 	char err[256];
 
@@ -215,12 +215,29 @@ test_reload_refuses_what_the_broker_refuses(void **state)
 	assert_non_null(strstr(res.error, "nothing adopted"));
 	ctl_result_free(&res);
 	assert_int_equal(ws_write_file(r.creds, saved, len, 0600, err, sizeof(err)), 0);
-	free(saved);
 	reload(&r, "{\"expected\":{\"delivery\":"
 	    "\"0000000000000000000000000000000000000000000000000000000000000000\"}}", &res);
 	assert_false(res.ok);
 	assert_non_null(strstr(res.error, "not the expected"));
 	ctl_result_free(&res);
+
+	/* "identity pin (same nkey)": another user's credential in the file. */
+	mint(&r, "3600", false);
+	reload(&r, NULL, &res);
+	assert_false(res.ok);
+	assert_non_null(strstr(res.error, "the identity is pinned"));
+	ctl_result_free(&res);
+	assert_int_equal(ws_write_file(r.creds, saved, len, 0600, err, sizeof(err)), 0);
+
+	/* "refuse expired": the same user, re-signed already expired. */
+	assert_int_equal(h_cotal(&r.m, out, sizeof(out), "creds", "mint", "--space", r.m.space,
+	    "--profile", "delivery", "--renew", "--expires-at", "1000000000", NULL), 0);
+	reload(&r, NULL, &res);
+	assert_false(res.ok);
+	assert_non_null(strstr(res.error, "expired at 1000000000"));
+	ctl_result_free(&res);
+	assert_int_equal(ws_write_file(r.creds, saved, len, 0600, err, sizeof(err)), 0);
+	free(saved);
 	assert_false(h_log_has(r.d.log, "adopted the renewed credential", 0));
 	rig_down(&r);
 }
@@ -243,6 +260,8 @@ test_expired_credential_without_renewal_exits_at_the_backstop(void **state)
 	daemon_up(&r);
 	unsetenv("COTAL_DELIVERY_BROKER_GONE_MS");
 	int64_t t0 = mono_ms();
+	/* At 75 % of its lifetime it read the file again, loudly. */
+	assert_true(h_log_has(r.d.log, "has not been renewed there yet", 10000));
 	assert_true(h_log_has(r.d.log, "! delivery: credential expired, awaiting proved renewal",
 	    15000));
 	int64_t expired = mono_ms();
@@ -296,6 +315,29 @@ test_renewed_in_time_keeps_serving(void **state)
 	rig_down(&r);
 }
 
+/*
+ * "The daemon also re-reads its credential at 75 % of its lifetime": a
+ * renewal that reaches the file without any reloadCreds is adopted, and
+ * the old credential's expiry passes unnoticed.
+ */
+static void
+test_reread_adopts_a_renewed_file(void **state)
+{
+	struct rig r;
+
+	(void)state;
+	rig_up(&r, "rereading");
+	mint(&r, "12", false);
+	daemon_up(&r);
+	assert_true(h_log_has(r.d.log, "delivery daemon up", 20000));
+	mint(&r, "3600", true);
+	assert_true(h_log_has(r.d.log, "adopted the renewed credential", 15000));
+	sleep(4); /* past the first credential's expiry */
+	assert_int_equal(kill(r.d.pid, 0), 0);
+	assert_false(h_log_has(r.d.log, "credential expired", 0));
+	rig_down(&r);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -304,6 +346,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_reload_refuses_what_the_broker_refuses),
 		cmocka_unit_test(test_expired_credential_without_renewal_exits_at_the_backstop),
 		cmocka_unit_test(test_renewed_in_time_keeps_serving),
+		cmocka_unit_test(test_reread_adopts_a_renewed_file),
 	};
 	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
