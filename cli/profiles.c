@@ -120,6 +120,9 @@ profile_delivery(const char *s, const char *inbox, struct grants *g)
 	add(g->pub_allow, "$JS.API.STREAM.INFO.DLV_%s", s);
 	add(g->pub_allow, "$JS.API.STREAM.INFO.EPT_REQ_%s", s);
 	add(g->pub_allow, "$JS.API.STREAM.INFO.EPT_%s", s);
+	/* The timer writer's compare-and-set reads the last .armed/.fire
+	 * message of a subject (and rebuilds its armed set from them). */
+	add(g->pub_allow, "$JS.API.STREAM.MSG.GET.EPT_%s", s);
 	/* An entry of a retired lifecycle is removed from the store (seed). */
 	add(g->pub_allow, "$JS.API.STREAM.MSG.DELETE.INBOX_%s", s);
 

@@ -38,6 +38,7 @@
 #include "worker-fanout/fanout.h"
 #include "worker-reader/reader.h"
 #include "worker-registry/registry.h"
+#include "worker-timer/timer.h"
 #include "sandbox/sandbox.h"
 
 static struct sup S;
@@ -376,11 +377,7 @@ open_log(void)
 		log_tee(2);
 }
 
-/*
- * The roles `--worker` runs. The timer holds its connection and answers the
- * supervisor; its loop is its own issue.
- */
-static const struct worker_role timer_role = { .name = "timer", .sandbox = SANDBOX_TIMER };
+/* The roles `--worker` runs. */
 static const struct worker_role *const worker_roles[] = {
 	&fanout_role, &reader_role, &registry_role, &timer_role, NULL,
 };

@@ -37,26 +37,35 @@ static void worker_spawn(struct sup_worker *w);
 /*
  * A worker's log line, relayed. A worker is not trusted to format: it may
  * only speak as itself ("<mark> delivery <role>: "), control bytes are
- * replaced, and an overlong line is cut. Worker lines go to the log file
- * only; stderr carries the supervisor's own lines.
+ * replaced, and an overlong line is cut. The timer worker's own voice is
+ * "timer writer" (WIRE.md §8's lines): "<mark> delivery timer: timer
+ * writer …" is relayed as "<mark> timer writer …". Worker lines go to the
+ * log file only; stderr carries the supervisor's own lines.
  */
 static void
 relay_line(struct sup_worker *w, const char *line, size_t n)
 {
 	static const char *const marks[] = { "✓ ", "! ", "✗ ", "• " };
+	static const char voice[] = "timer writer";
 	char out[SUP_LOG_LINE_MAX + 128], who[64];
-	size_t off = 0, wl;
+	size_t off = 0, wl, ml = 0, from = 0;
 	bool own = false;
 
 	wl = (size_t)snprintf(who, sizeof(who), "delivery %s: ", w->role);
 	for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]) && !own; k++) {
-		size_t ml = strlen(marks[k]);
+		ml = strlen(marks[k]);
 		own = n >= ml + wl && memcmp(line, marks[k], ml) == 0 &&
 		    memcmp(line + ml, who, wl) == 0;
 	}
 	if (!own)
 		off = (size_t)snprintf(out, sizeof(out), "! delivery %s (unformatted): ", w->role);
-	for (size_t i = 0; i < n && off < sizeof(out) - 1; i++)
+	else if (w->policy == &restart_timer && n >= ml + wl + sizeof(voice) - 1 &&
+	    memcmp(line + ml + wl, voice, sizeof(voice) - 1) == 0) {
+		memcpy(out, line, ml);
+		off = ml;
+		from = ml + wl;
+	}
+	for (size_t i = from; i < n && off < sizeof(out) - 1; i++)
 		out[off++] = (unsigned char)line[i] < 0x20 && line[i] != '\t' ? '?' : line[i];
 	out[off++] = '\n';
 	if (write(w->sup->log_fd, out, off) < 0)
@@ -572,6 +581,10 @@ workers_reap(struct sup *s)
 		}
 		log_warnx("delivery: worker %s (pid %ld) %s — restarting in %lld ms", w->role,
 		    (long)pid, w->last_exit, (long long)delay);
+		/* And the timer writer's own line for operators (WIRE.md §8). */
+		if (w->policy == &restart_timer)
+			log_warnx("timer writer: down (%s) — retrying in %llds; pauses on this space "
+			    "do not expire until it is back", w->last_exit, (long long)(delay / 1000));
 		struct timeval tv = { delay / 1000, (delay % 1000) * 1000 };
 		evtimer_add(w->ev_restart, &tv);
 	}

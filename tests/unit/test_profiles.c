@@ -61,6 +61,7 @@ test_delivery_holds_every_wire_grant(void **state)
 		"$JS.ACK.INBOX_demo.reader.>",
 		"$JS.API.CONSUMER.CREATE.EPT_REQ_demo.timerw_demo",
 		"$JS.API.CONSUMER.MSG.NEXT.EPT_REQ_demo.timerw_demo", "$JS.ACK.EPT_REQ_demo.timerw_demo.>",
+		"$JS.API.STREAM.MSG.GET.EPT_demo",
 		"$KV.cotal_members_demo.>", "$KV.cotal_delivery_demo.lease.*",
 		"cotal.demo.dinbox.*.*.*", "cotal.demo.dlv.*.*.*",
 		"cotal.demo.ept.*.*.*.*.armed", "cotal.demo.ept.*.*.*.*.fire",
@@ -95,6 +96,8 @@ test_delivery_holds_nothing_broader(void **state)
 	    "^(\\$JS\\.API\\.INFO|\\$JS\\.API\\.STREAM\\.NAMES"
 	    "|\\$JS\\.API\\.STREAM\\.INFO\\.(CHAT|INBOX|DLV|EPT_REQ|EPT)_demo"
 	    "|\\$JS\\.API\\.STREAM\\.MSG\\.DELETE\\.INBOX_demo"
+	    /* the timer writer's last-message reads, beyond §7 (docs/security.md) */
+	    "|\\$JS\\.API\\.STREAM\\.MSG\\.GET\\.EPT_demo"
 	    "|\\$JS\\.API\\.CONSUMER\\.(CREATE|DURABLE\\.CREATE|INFO|MSG\\.NEXT|DELETE)\\."
 	    "(CHAT_demo\\.fanout|INBOX_demo\\.reader|EPT_REQ_demo\\.timerw_demo)(\\.>)?"
 	    "|\\$JS\\.ACK\\.(CHAT_demo\\.fanout|INBOX_demo\\.reader|EPT_REQ_demo\\.timerw_demo)\\.>"
