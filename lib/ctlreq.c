@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/tokens.h"
+#include "lib/refuse.h"
 
 /* A request is {op, args, from} with small args: anything deeper is no
  * request of ours, and the workers then walk only shallow trees. */
@@ -28,30 +29,6 @@ static const char *const queues[RAIL_COUNT] = {
 static const char *const services[RAIL_COUNT] = {
 	"the delivery control service", "the delivery admin service", NULL
 };
-
-static int __attribute__((format(printf, 3, 4)))
-refuse(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why != NULL && whylen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
-/* Copy the token [p, p+n) into out (size outlen) if it fits. */
-static bool
-take(const char *p, size_t n, char *out, size_t outlen)
-{
-	if (n == 0 || n >= outlen)
-		return false;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	return true;
-}
 
 const char *
 rail_kind(enum rail r)

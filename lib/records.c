@@ -12,30 +12,7 @@
 #include <string.h>
 
 #include "lib/tokens.h"
-
-static int __attribute__((format(printf, 3, 4)))
-refuse(char *why, size_t whylen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why != NULL && whylen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(why, whylen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
-
-/* Copy the token [p, p+n) into out (size outlen) if it fits. */
-static bool
-take(const char *p, size_t n, char *out, size_t outlen)
-{
-	if (n == 0 || n >= outlen)
-		return false;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	return true;
-}
+#include "lib/refuse.h"
 
 /* After "<prefix>.<kind>." return the rest of subject, or NULL. */
 static const char *

@@ -468,29 +468,13 @@ plain_stop(void)
 	}
 }
 
-static int
-free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 /* A plain broker (no auth): the test's responder answers the $SYS
  * subjects in its global account. */
 static int
 plain_start(void)
 {
 	char port[16];
-	int p = free_port();
+	int p = h_free_port();
 
 	if (p <= 0)
 		return -1;

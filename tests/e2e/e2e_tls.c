@@ -57,22 +57,6 @@ registry_set(const char *field, json_t *value)
 }
 
 static int
-free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
-static int
 setup(void **state)
 {
 	char key[512];
@@ -93,7 +77,7 @@ setup(void **state)
 	json_object_set_new(doc, "tlsCa", json_string(good.ca));
 	int rc = json_dump_file(doc, reg, 0);
 	json_decref(doc);
-	http_port = free_port();
+	http_port = h_free_port();
 	return rc;
 }
 

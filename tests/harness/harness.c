@@ -138,8 +138,8 @@ broker_binary(void)
 	return "/usr/sbin/nats-server";
 }
 
-static int
-free_port(void)
+int
+h_free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t len = sizeof(a);
@@ -394,7 +394,7 @@ h_mesh_up(struct mesh *m, const char *space, bool provision)
 	snprintf(m->nats_bin, sizeof(m->nats_bin), "%s", broker_binary());
 
 	for (int tries = 0; tries < PORT_TRIES; tries++) {
-		m->port = free_port();
+		m->port = h_free_port();
 		snprintf(port, sizeof(port), "%d", m->port);
 		if (h_cotal(m, out, sizeof(out), "mesh", "init", "--dev", "--port", port,
 		    "--space", space, NULL) != 0) {

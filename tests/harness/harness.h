@@ -75,6 +75,8 @@ void h_use_broker_29(bool use_29);
  * (provision=false leaves that to the test). 0 on success. */
 int h_mesh_up(struct mesh *m, const char *space, bool provision);
 void h_mesh_down(struct mesh *m);
+/* A loopback TCP port nobody listens on now, or -1. */
+int h_free_port(void);
 int h_broker_start(struct mesh *m);
 int h_broker_stop(struct mesh *m);   /* SIGTERM, wait */
 int h_broker_kill(struct mesh *m);   /* SIGKILL, wait */
