@@ -134,19 +134,13 @@ fail_pending(struct ctl_client *c, natsConnection *nc, const char *why)
 
 /*
  * The seed: "An endpoint's pending control and delivery requests reject if
- * their connection closes". A disconnect counts: the request is not
- * replayed on the connection nats.c builds next.
+ * their connection closes ... Normal replies, timeouts and broker
+ * no-responder answers keep their usual classification." A disconnect that
+ * nats.c is still reconnecting is not a close: the request stays pending,
+ * its reply subscription is renewed on the rebuilt connection, and it ends
+ * with its reply or its timeout. Only the close (nats.c gave up, or the
+ * endpoint closed it) and a replaced connection reject it.
  */
-static void
-on_disconnected(natsConnection *nc, void *arg)
-{
-	pthread_mutex_lock(&g_mu);
-	struct ctl_client *c = client_find((uintptr_t)arg);
-	if (c != NULL)
-		fail_pending(c, nc, "the connection to the broker dropped before the reply");
-	pthread_mutex_unlock(&g_mu);
-}
-
 static void
 on_closed(natsConnection *nc, void *arg)
 {
@@ -254,9 +248,11 @@ ctl_client_free(struct ctl_client *c)
 void
 ctl_client_conn_opts(struct ctl_client *c, struct conn_opts *o)
 {
-	o->on_disconnected = on_disconnected;
 	o->on_closed = on_closed;
 	o->on_conn_arg = (void *)c->id;
+	/* A request is sent while the connection is up or not at all: never
+	 * from nats.c's reconnect buffer after its caller stopped waiting. */
+	o->no_reconnect_buffer = true;
 }
 
 void
@@ -374,6 +370,29 @@ connected(struct ctl_client *c, int64_t deadline, struct ctl_result *out)
 	}
 }
 
+/* A free slot of c, pending on nc for reply; NULL when all are taken. */
+static struct slot *
+slot_take(struct ctl_client *c, natsConnection *nc, const char *reply)
+{
+	struct slot *s = NULL;
+
+	pthread_mutex_lock(&g_mu);
+	for (size_t i = 0; i < CTL_CLIENT_PENDING_MAX; i++) {
+		if (c->slots[i].state == SLOT_FREE) {
+			s = &c->slots[i];
+			break;
+		}
+	}
+	if (s != NULL) {
+		memset(s, 0, sizeof(*s));
+		s->state = SLOT_PENDING;
+		s->nc = nc;
+		snprintf(s->reply, sizeof(s->reply), "%s", reply);
+	}
+	pthread_mutex_unlock(&g_mu);
+	return s;
+}
+
 /*
  * Send body on rail and wait for what ends it. On CTL_REPLIED *body_out
  * holds the reply's bytes (malloc'd, NUL-terminated).
@@ -396,38 +415,36 @@ call_raw(struct ctl_client *c, enum rail rail, const char *body, size_t len, int
 		result_set(out, CTL_FAILED, "cannot build the request or reply subject");
 		return;
 	}
-	if ((nc = connected(c, deadline, out)) == NULL)
-		return;
-
-	pthread_mutex_lock(&g_mu);
-	for (size_t i = 0; i < CTL_CLIENT_PENDING_MAX; i++) {
-		if (c->slots[i].state == SLOT_FREE) {
-			s = &c->slots[i];
-			break;
+	for (;;) {
+		if ((nc = connected(c, deadline, out)) == NULL)
+			return;
+		if ((s = slot_take(c, nc, reply)) == NULL) {
+			result_set(out, CTL_FAILED, "%d requests already in flight on this client",
+			    CTL_CLIENT_PENDING_MAX);
+			return;
 		}
-	}
-	if (s != NULL) {
-		memset(s, 0, sizeof(*s));
-		s->state = SLOT_PENDING;
-		s->nc = nc;
-		snprintf(s->reply, sizeof(s->reply), "%s", reply);
-	}
-	pthread_mutex_unlock(&g_mu);
-	if (s == NULL) {
-		result_set(out, CTL_FAILED, "%d requests already in flight on this client",
-		    CTL_CLIENT_PENDING_MAX);
-		return;
-	}
-
-	/* Subscribe first: the broker handles our SUB before our PUB, so the
-	 * reply (or its no-responders answer) has somewhere to land. */
-	st = natsConnection_Subscribe(&sub, nc, reply, on_reply, (void *)c->id);
-	if (st == NATS_OK) {
+		/* Subscribe first: the broker handles our SUB before our PUB,
+		 * so the reply (or its no-responders answer) has somewhere to
+		 * land. */
+		st = natsConnection_Subscribe(&sub, nc, reply, on_reply, (void *)c->id);
+		if (st == NATS_OK) {
+			pthread_mutex_lock(&g_mu);
+			bool still = s->state == SLOT_PENDING && c->nc == nc;
+			pthread_mutex_unlock(&g_mu);
+			if (still)
+				st = natsConnection_PublishRequest(nc, subject, reply, body, (int)len);
+		}
+		if (st != NATS_INSUFFICIENT_BUFFER)
+			break;
+		/* The connection started reconnecting after connected() saw it
+		 * up, and its reconnect buffer of 0 bytes refused the request:
+		 * nothing went out. Wait for the connection again. */
+		natsSubscription_Unsubscribe(sub);
+		natsSubscription_Destroy(sub);
+		sub = NULL;
 		pthread_mutex_lock(&g_mu);
-		bool still = s->state == SLOT_PENDING && c->nc == nc;
+		memset(s, 0, sizeof(*s));
 		pthread_mutex_unlock(&g_mu);
-		if (still)
-			st = natsConnection_PublishRequest(nc, subject, reply, body, (int)len);
 	}
 	if (st != NATS_OK) {
 		conn_strerror(st, why, sizeof(why));

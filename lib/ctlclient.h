@@ -11,10 +11,18 @@
  * not prove that the operation did not run. A liveness probe interrupted
  * this way returns unknown, not unbound."
  *
+ * "Normal replies, timeouts and broker no-responder answers keep their
+ * usual classification."
+ *
  * A client watches its connection through the handlers it installs with
- * ctl_client_conn_opts(); a disconnect or close fails every pending request
- * at once with CTL_CLOSED, and ctl_client_attach() with a new connection
- * fails those pending on the old one the same way.
+ * ctl_client_conn_opts(): a close fails every pending request at once with
+ * CTL_CLOSED, and ctl_client_attach() with a new connection fails those
+ * pending on the old one the same way. A disconnect that nats.c is still
+ * reconnecting is not a close: a pending request keeps waiting for its
+ * reply (its reply subscription is renewed on the rebuilt connection) and
+ * otherwise times out. A request is handed to the broker only while the
+ * connection is up; the connection keeps no reconnect buffer, so nothing
+ * is sent after its caller stopped waiting.
  */
 #ifndef COTAL_CTLCLIENT_H
 #define COTAL_CTLCLIENT_H
@@ -51,7 +59,8 @@ struct ctl_client;
 struct ctl_client *ctl_client_new(const char *space, const char *owner, const char *actor,
 				  const char *name);
 void ctl_client_free(struct ctl_client *c);
-/* Install the client's disconnect/close handlers into o before conn_open. */
+/* Install the client's close handler (and no reconnect buffer) into o
+ * before conn_open. */
 void ctl_client_conn_opts(struct ctl_client *c, struct conn_opts *o);
 /* Use nc from now on; requests pending on an earlier connection fail with
  * CTL_CLOSED at once. */

@@ -160,6 +160,11 @@ conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out
 		s = natsOptions_SetMaxPingsOut(opts, o->max_pings_out);
 	if (s == NATS_OK && o->reconnect_wait_ms > 0)
 		s = natsOptions_SetReconnectWait(opts, o->reconnect_wait_ms);
+	/* nats.c takes a reconnect buffer of 0 bytes literally: every publish
+	 * made while it reconnects finds the buffer full (e2e_ctlclient
+	 * holds it to that). */
+	if (s == NATS_OK && o->no_reconnect_buffer)
+		s = natsOptions_SetReconnectBufSize(opts, 0);
 	if (s == NATS_OK && o->tls_host != NULL)
 		s = conn_tls_options(opts, o->tls_host, o->tls_ca_pem);
 	if (s == NATS_OK)

@@ -32,6 +32,12 @@ struct conn_opts {
 	int ping_interval_ms;
 	int max_pings_out;
 	int reconnect_wait_ms; /* 0: the library's default (2 s) */
+	/* Refuse a publish while the connection reconnects, instead of
+	 * queueing it to be sent once the broker is back (nats.c's reconnect
+	 * buffer, 8 MB by default): for a caller that must never have a
+	 * message sent after it stopped waiting for it. A refused publish
+	 * fails with NATS_INSUFFICIENT_BUFFER. */
+	bool no_reconnect_buffer;
 	/* TLS demanded (conn_tls_options): the name the broker's certificate
 	 * must carry (url may be an IP literal) and the CA certificates, PEM
 	 * text. NULL tls_host: plaintext. */
