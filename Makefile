@@ -7,11 +7,15 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 BROKERS    := $(CURDIR)/build/brokers
 NATS_210   := $(BROKERS)/nats-server-2.10/usr/sbin/nats-server
 NATS_29    ?= /usr/sbin/nats-server
+NATS_214   := $(BROKERS)/nats-server-2.14/package/bin/nats-server
+BROKER_ENV  = COTAL_TEST_NATS_SERVER=$(NATS_210) COTAL_TEST_NATS_SERVER_29=$(NATS_29) \
+	      COTAL_TEST_NATS_SERVER_214=$(NATS_214)
+N          ?= 5
 DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-unit demo demo-stop clean fuzz bench
+.PHONY: all build asan deps check check-repeat check-unit demo demo-stop clean fuzz bench
 
 all: build
 
@@ -28,15 +32,20 @@ asan:
 
 # All tests: the release build, then the ASan+UBSan build (LeakSanitizer
 # on), each through ctest. The e2e tests run against nats-server 2.10, and
-# their core subset also against Debian 12's 2.9.10 (tests labelled "nats29").
+# their core subset also against Debian 12's 2.9.10 (tests labelled
+# "nats29") and the npm registry's 2.14 ("nats214").
 check: deps build asan
 	@echo "• tests of the release build"
-	@cd $(BUILD) && COTAL_TEST_NATS_SERVER=$(NATS_210) COTAL_TEST_NATS_SERVER_29=$(NATS_29) \
-	    ctest --output-on-failure -j$(JOBS)
+	@cd $(BUILD) && $(BROKER_ENV) ctest --output-on-failure -j$(JOBS)
 	@echo "• tests of the ASan+UBSan build"
-	@cd $(ASAN_BUILD) && COTAL_TEST_NATS_SERVER=$(NATS_210) COTAL_TEST_NATS_SERVER_29=$(NATS_29) \
+	@cd $(ASAN_BUILD) && $(BROKER_ENV) \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j$(JOBS)
+
+# The whole of `make check`, N times over (N=5 by default): one line per
+# run, pass or fail, with its time; each run's output in build/repeat/.
+check-repeat:
+	@sh dist/check-repeat.sh $(N)
 
 check-unit: build
 	@cd $(BUILD) && ctest --output-on-failure -L unit

@@ -24,7 +24,7 @@ static const struct command {
 	int (*fn)(int, char **);
 	const char *help;
 } commands[] = {
-	{ "mesh", "init", cmd_mesh_init, "--dev [--root DIR] [--port N] --space S...  make a local dev mesh" },
+	{ "mesh", "init", cmd_mesh_init, "--dev [--root DIR] [--port N] [--nats-server PATH] [--sync-interval always|default] --space S...  make a local dev mesh" },
 	{ "mesh", "start", cmd_mesh_start, "[--root DIR] [--nats-server PATH]  run its broker in the background" },
 	{ "mesh", "stop", cmd_mesh_stop, "[--root DIR]  stop that broker" },
 	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL]  streams, buckets (WIRE.md §3)" },

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <fcntl.h>
 #include <time.h>
@@ -33,6 +34,10 @@
 #define CONF_MAX (1024 * 1024)
 #define START_WAIT_MS 10000
 #define STOP_WAIT_MS 10000
+#define VERSION_OUT_MAX 256   /* what `nats-server --version` prints */
+#define VERSION_WAIT_MS 5000
+/* The first nats-server that accepts `sync_interval` in its jetstream block. */
+#define SYNC_INTERVAL_SINCE 210
 
 /* The credentials init makes for every space (WIRE.md §8 and the CLI). */
 static const enum profile space_creds[] = {
@@ -62,7 +67,7 @@ sign_account(const char *name, const struct nkey *id, const struct nkey *signing
 
 static int
 write_conf(const struct workspace *ws, const char *listen, int port,
-	   const char *sys_pub, json_t *preload, char *err, size_t errlen)
+	   const char *sys_pub, json_t *preload, bool sync_always, char *err, size_t errlen)
 {
 	char path[WS_FILE_MAX];
 	size_t cap = CONF_MAX, n = 0;
@@ -93,7 +98,14 @@ write_conf(const struct workspace *ws, const char *listen, int port,
 		EMIT("  %s: \"%s\"\n", acct, json_string_value(jwt));
 	EMIT("}\n");
 	EMIT("jetstream: {\n  store_dir: \"%s/jetstream\"\n"
-	    "  max_memory_store: 256MB\n  max_file_store: 2GB\n}\n", ws->mesh);
+	    "  max_memory_store: 256MB\n  max_file_store: 2GB\n", ws->mesh);
+	/* Without it the file store flushes in the background (every 2 min)
+	 * and a broker crash loses writes it already acknowledged: the copies
+	 * the delivery service promises at least once. */
+	if (sync_always)
+		EMIT("  # every write reaches the disk before it is acknowledged\n"
+		    "  sync_interval: always\n");
+	EMIT("}\n");
 	EMIT("pid_file: \"%s/nats-server.pid\"\n", ws->mesh);
 #undef EMIT
 	snprintf(path, sizeof(path), "%s/nats-server.conf", ws->mesh);
@@ -146,10 +158,106 @@ ensure_creds(const struct workspace *ws, const char *space, enum profile p,
 	return rc;
 }
 
+/*
+ * The version of the nats-server at bin, from its --version ("nats-server:
+ * v2.10.27"), as major * 100 + minor; -1 with err when it cannot be told.
+ * Run without a shell; its output is bounded and it gets VERSION_WAIT_MS.
+ */
+static int
+broker_version(const char *bin, char *err, size_t errlen)
+{
+	char out[VERSION_OUT_MAX] = "";
+	size_t n = 0;
+	int fds[2], major, minor, status;
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	if ((pid = fork()) < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+		if (nul >= 0)
+			dup2(nul, 0);
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		execlp(bin, bin, "--version", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+	while (n + 1 < sizeof(out) && poll(&pfd, 1, VERSION_WAIT_MS) > 0) {
+		ssize_t r = read(fds[0], out + n, sizeof(out) - 1 - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	out[n] = '\0';
+	close(fds[0]);
+	if (waitpid(pid, &status, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && n == 0) {
+		snprintf(err, errlen, "cannot run %s", bin);
+		return -1;
+	}
+	const char *v = strstr(out, "nats-server: v");
+	if (v == NULL || sscanf(v, "nats-server: v%d.%d", &major, &minor) != 2 || major < 0 ||
+	    minor < 0 || minor > 99 || major > 99) {
+		snprintf(err, errlen, "%s --version did not name a nats-server version", bin);
+		return -1;
+	}
+	return major * 100 + minor;
+}
+
+/*
+ * Should the config make JetStream sync every write (sync_interval: always)?
+ * want: the operator's choice ("always" or "default"); bin: the broker the
+ * config is for. Says what the choice means for the at-least-once promise.
+ */
+static bool
+sync_decide(const char *want, const char *bin)
+{
+	char why[512];
+	int v;
+
+	if (strcmp(want, "default") == 0) {
+		log_warnx("broker store: the broker's own sync interval (--sync-interval default): "
+		    "a broker crash can lose writes it already acknowledged, copies owed to members "
+		    "among them");
+		return false;
+	}
+	if ((v = broker_version(bin, why, sizeof(why))) < 0) {
+		log_warnx("broker store: %s; wrote sync_interval: always all the same (a "
+		    "nats-server before 2.10 refuses it: unknown field \"sync_interval\")", why);
+		return true;
+	}
+	if (v < SYNC_INTERVAL_SINCE) {
+		log_warnx("broker store: nats-server %d.%d (%s) does not accept sync_interval, so "
+		    "it flushes writes to disk in the background: a crash of that broker (kill -9, "
+		    "OOM, power loss) can lose writes it already acknowledged, and the delivery "
+		    "service's \"losing nothing\" holds only across clean broker stops. Run "
+		    "nats-server 2.10 or later (make deps fetches one), or a 3-replica cluster",
+		    v / 100, v % 100, bin);
+		return false;
+	}
+	log_info("broker store: sync_interval: always (nats-server %d.%d): every JetStream write "
+	    "reaches the disk before the broker acknowledges it", v / 100, v % 100);
+	return true;
+}
+
 int
 cmd_mesh_init(int argc, char **argv)
 {
 	const char *root = NULL, *listen = "127.0.0.1", *spaces[MESH_MAX_SPACES];
+	const char *bin = NULL, *sync = NULL;
 	char err[1024], path[WS_FILE_MAX], url[256], key[SPACE_KEY_MAX + 1];
 	char pub[NKEY_PUBLIC_LEN + 1], skpub[NKEY_PUBLIC_LEN + 1];
 	size_t nspaces = 0;
@@ -169,6 +277,16 @@ cmd_mesh_init(int argc, char **argv)
 		else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
 			if (cli_parse_port(argv[++i], &port) != 0)
 				goto out;
+		} else if (strcmp(argv[i], "--nats-server") == 0 && i + 1 < argc) {
+			bin = argv[++i];
+		} else if (strcmp(argv[i], "--sync-interval") == 0 && i + 1 < argc) {
+			sync = argv[++i];
+			if (strcmp(sync, "always") != 0 && strcmp(sync, "default") != 0) {
+				log_errx("mesh init: --sync-interval %s: must be always (every write "
+				    "on disk before its acknowledgement) or default (the broker's own)",
+				    sync);
+				goto out;
+			}
 		} else if (strcmp(argv[i], "--space") == 0 && i + 1 < argc) {
 			if (nspaces == MESH_MAX_SPACES) {
 				log_errx("mesh init: at most %d spaces", MESH_MAX_SPACES);
@@ -222,6 +340,13 @@ cmd_mesh_init(int argc, char **argv)
 			port = (int)json_integer_value(json_object_get(mesh, "port"));
 	} else
 		mesh = json_object();
+	/* An existing mesh keeps its store's sync choice unless one is named. */
+	if (sync == NULL)
+		sync = json_string_value(json_object_get(mesh, "syncInterval"));
+	if (sync == NULL || (strcmp(sync, "always") != 0 && strcmp(sync, "default") != 0))
+		sync = "always";
+	json_object_set_new(mesh, "syncInterval", json_string(sync));
+	bool sync_always = sync_decide(sync, bin != NULL ? bin : cli_nats_server_path());
 	if (!json_is_object(json_object_get(mesh, "spaces")))
 		json_object_set_new(mesh, "spaces", json_object());
 	jspaces = json_object_get(mesh, "spaces");
@@ -307,7 +432,7 @@ cmd_mesh_init(int argc, char **argv)
 	if (ws_write_json(path, mesh, 0600, err, sizeof(err)) != 0)
 		goto fail;
 	nkey_public(&sys, pub);
-	if (write_conf(&ws, listen, port, pub, preload, err, sizeof(err)) != 0)
+	if (write_conf(&ws, listen, port, pub, preload, sync_always, err, sizeof(err)) != 0)
 		goto fail;
 	json_object_foreach(jspaces, sname, sp) {
 		for (size_t k = 0; k < sizeof(space_creds) / sizeof(space_creds[0]); k++)
@@ -325,7 +450,8 @@ fail:
 	log_errx("mesh init: %s", err);
 	goto out;
 usage:
-	fprintf(stderr, "usage: cotal mesh init --dev [--root DIR] [--port N] --space S [--space S2 ...]\n");
+	fprintf(stderr, "usage: cotal mesh init --dev [--root DIR] [--port N] [--nats-server PATH]\n"
+	    "                       [--sync-interval always|default] --space S [--space S2 ...]\n");
 out:
 	free(jwt);
 	nkey_wipe(&op);

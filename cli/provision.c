@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NS_PER_US INT64_C(1000)
-#define NS_PER_MS INT64_C(1000000)
 #define NS_PER_SEC INT64_C(1000000000)
 #define NS_PER_MIN (60 * NS_PER_SEC)
 #define NS_PER_HOUR (60 * NS_PER_MIN)
@@ -35,7 +33,6 @@
 /* Wait for each JetStream API answer (nats.c default). */
 #define JS_API_WAIT_MS 5000
 /* One "field have (want want)" item; subjects may be long lists. */
-#define DIFF_VALUE_MAX (PROV_STREAM_SUBJECTS_MAX * PROV_SUBJECT_MAX + 16)
 #define API_SUBJECT_MAX (PROV_NAME_MAX * 2 + 64)
 #define STREAM_ERR_MAX 2048
 /* nats.c keeps its error texts (per thread, per connection) in 256 bytes. */
@@ -84,33 +81,6 @@ seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-}
-
-/* Appends to a bounded buffer; output past the end is dropped, never overrun. */
-struct sbuf {
-	char *p;
-	size_t cap;
-	size_t len;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->p == NULL || b->cap == 0 || b->len + 1 >= b->cap)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	b->len += (size_t)n;
-	if (b->len >= b->cap)
-		b->len = b->cap - 1;
 }
 
 /* ^[A-Za-z0-9_]+$, bounded by PROV_IDENTITY_MAX. */
@@ -268,264 +238,6 @@ provision_member_durable_expected(const char *space_name, const char *owner, con
 	return 0;
 }
 
-/* Go's time.Duration.String(), the notation operators know from the nats CLI. */
-static void
-fmt_duration(char *out, size_t outlen, int64_t d)
-{
-	struct sbuf b = {out, outlen, 0};
-	uint64_t u;
-	uint64_t unit;
-	const char *suffix;
-	uint64_t whole, frac;
-	int digits;
-
-	out[0] = '\0';
-	if (d == 0) {
-		sb_printf(&b, "0s");
-		return;
-	}
-	if (d < 0) {
-		sb_printf(&b, "-");
-		u = (uint64_t)0 - (uint64_t)d;
-	} else {
-		u = (uint64_t)d;
-	}
-	if (u < (uint64_t)NS_PER_SEC) {
-		if (u < (uint64_t)NS_PER_US) {
-			sb_printf(&b, "%" PRIu64 "ns", u);
-			return;
-		}
-		unit = u < (uint64_t)NS_PER_MS ? (uint64_t)NS_PER_US : (uint64_t)NS_PER_MS;
-		suffix = u < (uint64_t)NS_PER_MS ? "\xc2\xb5s" : "ms";
-		digits = u < (uint64_t)NS_PER_MS ? 3 : 6;
-	} else {
-		uint64_t h = u / (uint64_t)NS_PER_HOUR;
-		uint64_t m = (u / (uint64_t)NS_PER_MIN) % 60;
-
-		if (h > 0)
-			sb_printf(&b, "%" PRIu64 "h%" PRIu64 "m", h, m);
-		else if (m > 0)
-			sb_printf(&b, "%" PRIu64 "m", m);
-		u %= (uint64_t)NS_PER_MIN;
-		unit = (uint64_t)NS_PER_SEC;
-		suffix = "s";
-		digits = 9;
-	}
-	whole = u / unit;
-	frac = u % unit;
-	sb_printf(&b, "%" PRIu64, whole);
-	if (frac != 0) {
-		while (frac % 10 == 0) {
-			frac /= 10;
-			digits--;
-		}
-		sb_printf(&b, ".%0*" PRIu64, digits, frac);
-	}
-	sb_printf(&b, "%s", suffix);
-}
-
-static const char *
-retention_str(jsRetentionPolicy r)
-{
-	switch (r) {
-	case js_LimitsPolicy:
-		return "limits";
-	case js_InterestPolicy:
-		return "interest";
-	case js_WorkQueuePolicy:
-		return "workqueue";
-	}
-	return "unknown";
-}
-
-static const char *
-storage_str(jsStorageType s)
-{
-	return s == js_FileStorage ? "file" : s == js_MemoryStorage ? "memory" : "unknown";
-}
-
-static const char *
-discard_str(jsDiscardPolicy d)
-{
-	return d == js_DiscardOld ? "old" : d == js_DiscardNew ? "new" : "unknown";
-}
-
-static const char *
-deliver_str(jsDeliverPolicy p)
-{
-	switch (p) {
-	case js_DeliverAll:
-		return "all";
-	case js_DeliverLast:
-		return "last";
-	case js_DeliverNew:
-		return "new";
-	case js_DeliverByStartSequence:
-		return "by start sequence";
-	case js_DeliverByStartTime:
-		return "by start time";
-	case js_DeliverLastPerSubject:
-		return "last per subject";
-	}
-	return "unknown";
-}
-
-static const char *
-ack_str(jsAckPolicy p)
-{
-	switch (p) {
-	case js_AckExplicit:
-		return "explicit";
-	case js_AckNone:
-		return "none";
-	case js_AckAll:
-		return "all";
-	}
-	return "unknown";
-}
-
-static const char *
-bool_str(bool v)
-{
-	return v ? "true" : "false";
-}
-
-static void
-diff_item(struct sbuf *b, int *n, const char *field, const char *have, const char *want)
-{
-	sb_printf(b, "%s%s %s (want %s)", *n > 0 ? "; " : "", field, have, want);
-	(*n)++;
-}
-
-static void
-diff_str(struct sbuf *b, int *n, const char *field, const char *have, const char *want)
-{
-	if (strcmp(have, want) != 0)
-		diff_item(b, n, field, have, want);
-}
-
-static void
-diff_int(struct sbuf *b, int *n, const char *field, int64_t have, int64_t want)
-{
-	char hs[32], ws[32];
-
-	if (have == want)
-		return;
-	snprintf(hs, sizeof(hs), "%" PRId64, have);
-	snprintf(ws, sizeof(ws), "%" PRId64, want);
-	diff_item(b, n, field, hs, ws);
-}
-
-static void
-diff_dur(struct sbuf *b, int *n, const char *field, int64_t have, int64_t want)
-{
-	char hs[48], ws[48];
-
-	if (have == want)
-		return;
-	fmt_duration(hs, sizeof(hs), have);
-	fmt_duration(ws, sizeof(ws), want);
-	diff_item(b, n, field, hs, ws);
-}
-
-static bool
-subject_in(const char *s, const char **list, int len)
-{
-	int i;
-
-	for (i = 0; i < len; i++)
-		if (list[i] != NULL && strcmp(list[i], s) == 0)
-			return true;
-	return false;
-}
-
-/* Same subjects regardless of order (duplicates within one list do not
- * occur: the server refuses them). */
-static bool
-subjects_equal(const jsStreamConfig *a, const jsStreamConfig *b)
-{
-	int i;
-
-	if (a->SubjectsLen != b->SubjectsLen)
-		return false;
-	for (i = 0; i < a->SubjectsLen; i++)
-		if (a->Subjects[i] == NULL || !subject_in(a->Subjects[i], b->Subjects, b->SubjectsLen))
-			return false;
-	return true;
-}
-
-static void
-subjects_str(char *out, size_t outlen, const jsStreamConfig *c)
-{
-	struct sbuf b = {out, outlen, 0};
-	int i;
-
-	out[0] = '\0';
-	sb_printf(&b, "[");
-	for (i = 0; i < c->SubjectsLen; i++)
-		sb_printf(&b, "%s%s", i > 0 ? " " : "", c->Subjects[i] ? c->Subjects[i] : "");
-	sb_printf(&b, "]");
-}
-
-int
-provision_stream_diff(const jsStreamConfig *have, const jsStreamConfig *want, char *out,
-		      size_t outlen)
-{
-	struct sbuf b = {out, outlen, 0};
-	int n = 0;
-
-	if (out != NULL && outlen > 0)
-		out[0] = '\0';
-	if (!subjects_equal(have, want)) {
-		char *hs = malloc(DIFF_VALUE_MAX), *ws = malloc(DIFF_VALUE_MAX);
-
-		if (hs != NULL && ws != NULL) {
-			subjects_str(hs, DIFF_VALUE_MAX, have);
-			subjects_str(ws, DIFF_VALUE_MAX, want);
-			diff_item(&b, &n, "subjects", hs, ws);
-		} else {
-			diff_item(&b, &n, "subjects", "(differ)", "(out of memory)");
-		}
-		free(hs);
-		free(ws);
-	}
-	diff_str(&b, &n, "retention", retention_str(have->Retention), retention_str(want->Retention));
-	diff_str(&b, &n, "storage", storage_str(have->Storage), storage_str(want->Storage));
-	diff_str(&b, &n, "discard", discard_str(have->Discard), discard_str(want->Discard));
-	diff_dur(&b, &n, "duplicate window", have->Duplicates, want->Duplicates);
-	diff_int(&b, &n, "max messages per subject", have->MaxMsgsPerSubject,
-		 want->MaxMsgsPerSubject);
-	diff_dur(&b, &n, "max age", have->MaxAge, want->MaxAge);
-	diff_str(&b, &n, "allow direct", bool_str(have->AllowDirect), bool_str(want->AllowDirect));
-	diff_str(&b, &n, "allow rollup", bool_str(have->AllowRollup), bool_str(want->AllowRollup));
-	diff_str(&b, &n, "deny delete", bool_str(have->DenyDelete), bool_str(want->DenyDelete));
-	diff_str(&b, &n, "deny purge", bool_str(have->DenyPurge), bool_str(want->DenyPurge));
-	diff_int(&b, &n, "replicas", have->Replicas, want->Replicas);
-	return n;
-}
-
-int
-provision_consumer_diff(const jsConsumerConfig *have, const jsConsumerConfig *want, char *out,
-			size_t outlen)
-{
-	struct sbuf b = {out, outlen, 0};
-	const char *hd = have->DeliverSubject != NULL ? have->DeliverSubject : "";
-	const char *wd = want->DeliverSubject != NULL ? want->DeliverSubject : "";
-	int n = 0;
-
-	if (out != NULL && outlen > 0)
-		out[0] = '\0';
-	if ((hd[0] == '\0') != (wd[0] == '\0'))
-		diff_item(&b, &n, "mode", hd[0] ? "push" : "pull", wd[0] ? "push" : "pull");
-	diff_str(&b, &n, "deliver policy", deliver_str(have->DeliverPolicy),
-		 deliver_str(want->DeliverPolicy));
-	diff_str(&b, &n, "ack policy", ack_str(have->AckPolicy), ack_str(want->AckPolicy));
-	diff_dur(&b, &n, "ack wait", have->AckWait, want->AckWait);
-	diff_str(&b, &n, "filter subject", have->FilterSubject ? have->FilterSubject : "",
-		 want->FilterSubject ? want->FilterSubject : "");
-	return n;
-}
-
 /* The connection's last asynchronous error, copied so a later comparison can
  * tell whether a request caused a new one. */
 struct async_err {
@@ -665,7 +377,12 @@ report_created(FILE *report, const struct prov_stream *w)
 		report_line(report, "✓ created stream %s", w->name);
 }
 
-enum stream_state { STREAM_MATCHES, STREAM_MISSING, STREAM_CONFLICTS, STREAM_ERROR };
+/* STREAM_NEEDS_SCHEDULES: matches but for the schedules a broker upgraded to
+ * run them wants (and the roll-ups they bring); turned on once every other
+ * stream checked out. */
+enum stream_state {
+	STREAM_MATCHES, STREAM_MISSING, STREAM_CONFLICTS, STREAM_ERROR, STREAM_NEEDS_SCHEDULES
+};
 
 /* Look one stream up and compare; a conflict or an error fills msg. */
 static enum stream_state
@@ -696,6 +413,14 @@ stream_check(natsConnection *nc, jsCtx *js, const struct prov_stream *w, char *m
 	if (provision_stream_diff(si->Config, &w->cfg, diff, sizeof(diff)) == 0) {
 		jsStreamInfo_Destroy(si);
 		return STREAM_MATCHES;
+	}
+	if (w->schedules && w->cfg.AllowRollup && !si->Config->AllowRollup) {
+		jsStreamConfig before = w->cfg;
+		before.AllowRollup = false;
+		if (provision_stream_diff(si->Config, &before, NULL, 0) == 0) {
+			jsStreamInfo_Destroy(si);
+			return STREAM_NEEDS_SCHEDULES;
+		}
 	}
 	jsStreamInfo_Destroy(si);
 	seterr(msg, msglen, "stream %s exists with a conflicting config: %s", w->name, diff);
@@ -779,8 +504,7 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 	struct prov_stream *want = NULL;
 	char *msg = NULL;
 	jsCtx *js = NULL;
-	int conflicts = 0, first_conflict = -1, rc = -1, k;
-	struct sbuf more;
+	int conflicts = 0, first_conflict = -1, rc = -1, sched, k;
 
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
@@ -799,6 +523,12 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 		goto out;
 	if (js_context(nc, &js, err, errlen) != 0)
 		goto out;
+	/* A broker that fires the timer writer's schedules needs EPT to allow
+	 * them; the broker turns roll-ups on with them. */
+	if ((sched = provision_broker_schedules(nc, err, errlen)) < 0)
+		goto out;
+	want[PROV_EPT].schedules = sched == 1;
+	want[PROV_EPT].cfg.AllowRollup = sched == 1;
 
 	/* Look everything up first, so a conflict anywhere leaves the space as it
 	 * was instead of half-provisioned around a stream nobody may change. */
@@ -806,6 +536,7 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 		state[k] = stream_check(nc, js, &want[k], msg, STREAM_ERR_MAX);
 		switch (state[k]) {
 		case STREAM_MATCHES:
+		case STREAM_NEEDS_SCHEDULES:
 			report_exists(report, &want[k]);
 			break;
 		case STREAM_MISSING:
@@ -828,18 +559,32 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 	if (conflicts > 0) {
 		/* err details the first; the others are at least named. */
 		if (conflicts > 1 && err != NULL && errlen > 0) {
-			more = (struct sbuf){err, errlen, strlen(err)};
-			sb_printf(&more, " (and %d more conflicting:", conflicts - 1);
+			size_t used = strlen(err);
+			snprintf(err + used, errlen - used, " (and %d more conflicting:",
+			    conflicts - 1);
 			for (k = first_conflict + 1; k < PROV_STREAM_KINDS; k++)
-				if (state[k] == STREAM_CONFLICTS)
-					sb_printf(&more, " %s", want[k].name);
-			sb_printf(&more, ")");
+				if (state[k] == STREAM_CONFLICTS) {
+					used = strlen(err);
+					snprintf(err + used, errlen - used, " %s", want[k].name);
+				}
+			used = strlen(err);
+			snprintf(err + used, errlen - used, ")");
 		}
 		goto out;
 	}
 	for (k = 0; k < PROV_STREAM_KINDS; k++)
 		if (state[k] == STREAM_MISSING && stream_create(nc, js, &want[k], report, err, errlen) != 0)
 			goto out;
+	if (want[PROV_EPT].schedules) {
+		int r = provision_allow_schedules(nc, want[PROV_EPT].name, err, errlen);
+		if (r < 0) {
+			report_line(report, "✗ %s", err);
+			goto out;
+		}
+		if (r == 1)
+			report_line(report, "✓ stream %s allows message schedules (the broker fires "
+			    "armed timers)", want[PROV_EPT].name);
+	}
 	rc = 0;
 out:
 	jsCtx_Destroy(js);

@@ -50,6 +50,9 @@ struct prov_stream {
 	char name[PROV_NAME_MAX];
 	char bucket[PROV_NAME_MAX]; /* KV bucket name, "" for a plain stream */
 	char subjects[PROV_STREAM_SUBJECTS_MAX][PROV_SUBJECT_MAX];
+	/* allow_msg_schedules wanted too (EPT on a broker that runs them):
+	 * outside cfg, which nats.c 3.4.1 cannot express it in. */
+	bool schedules;
 };
 
 /* An expected consumer config; same in-place rule as struct prov_stream. */
@@ -109,5 +112,16 @@ int provision_stream_diff(const jsStreamConfig *have, const jsStreamConfig *want
  * policy, ack wait, filter subject. */
 int provision_consumer_diff(const jsConsumerConfig *have, const jsConsumerConfig *want,
 			    char *out, size_t outlen);
+
+/*
+ * Message schedules (cli/provision_sched.c). Does the broker run them
+ * (nats-server 2.12 and later)? 1 yes, 0 no, -1 with err.
+ */
+int provision_broker_schedules(natsConnection *nc, char *err, size_t errlen);
+/* Have stream name allow message schedules (and the roll-ups the broker
+ * requires with them), keeping the rest of its config: only ever turns the
+ * setting on, which the broker allows on a live stream. 1 turned on, 0 on
+ * already, -1 with err. */
+int provision_allow_schedules(natsConnection *nc, const char *name, char *err, size_t errlen);
 
 #endif

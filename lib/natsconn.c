@@ -8,6 +8,7 @@
  */
 #include "lib/natsconn.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,4 +192,40 @@ conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out
 	}
 	natsOptions_Destroy(opts);
 	return 0;
+}
+
+/* The JetStream API level of nats-server 2.12, the first to run schedules. */
+#define API_LEVEL_SCHEDULES 2
+
+int
+conn_broker_schedules(natsConnection *nc, int timeout_ms, char *err, size_t errlen)
+{
+	natsMsg *reply = NULL;
+	json_error_t jerr;
+	json_t *root;
+	natsStatus s;
+	int level;
+
+	s = natsConnection_RequestString(&reply, nc, "$JS.API.INFO", "", timeout_ms);
+	if (s != NATS_OK) {
+		conn_jserror("$JS.API.INFO", s, 0, err, errlen);
+		return -1;
+	}
+	/* Integers as reals: nats-server 2.10.27 answers with a reserved_storage
+	 * of 2^64 - 11, past what jansson's integers hold. */
+	root = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply),
+	    JSON_DECODE_INT_AS_REAL, &jerr);
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "$JS.API.INFO: the answer is not a JSON object (%s): %.*s",
+		    root == NULL ? jerr.text : "another JSON value",
+		    natsMsg_GetDataLength(reply) > 120 ? 120 : natsMsg_GetDataLength(reply),
+		    natsMsg_GetData(reply));
+		natsMsg_Destroy(reply);
+		json_decref(root);
+		return -1;
+	}
+	natsMsg_Destroy(reply);
+	level = (int)json_number_value(json_object_get(json_object_get(root, "api"), "level"));
+	json_decref(root);
+	return level >= API_LEVEL_SCHEDULES;
 }

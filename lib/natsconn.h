@@ -62,6 +62,15 @@ void conn_strerror(natsStatus s, char *buf, size_t len);
 void conn_jserror(const char *what, natsStatus s, jsErrCode jerr, char *err, size_t errlen);
 
 /*
+ * Does the broker behind nc run message schedules (nats-server 2.12 and
+ * later)? nats.c 3.4.1 keeps the server INFO's version to itself, so the
+ * JetStream API level stands for it [decision]: $JS.API.INFO answers with
+ * api.level 2 from 2.12 on, 1 on 2.11, and none before. 1 yes, 0 no, -1
+ * with err when JetStream did not answer.
+ */
+int conn_broker_schedules(natsConnection *nc, int timeout_ms, char *err, size_t errlen);
+
+/*
  * Demand TLS on opts: secure, the certificate must name tls_host and chain
  * to ca_pem (from memory: a confined worker opens no file). nats.c then
  * refuses a broker whose greeting (INFO) offers no TLS before it sends

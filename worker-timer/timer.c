@@ -42,8 +42,6 @@
 #define TIMER_RETRY_NAK_MS 2000  /* a request whose read or arm failed */
 #define TIMER_FIRE_RETRY_MS 1000 /* a fire that failed */
 #define TIMER_API_ANSWER_MS 5000
-/* The JetStream API level of nats-server 2.12, the first to run schedules. */
-#define TIMER_API_LEVEL_SCHEDULES 2
 
 /* Counters (ipc.c names them). */
 enum { C_REQUESTS, C_ARMED, C_FIRED, C_REFUSED };
@@ -61,29 +59,15 @@ struct timerw {
 
 static struct timerw T;
 
-/*
- * Does the broker run schedules itself? nats.c 3.4.1 keeps the server
- * INFO's version to itself, so the JetStream API level stands for it
- * [decision]: $JS.API.INFO answers with api.level, 2 from nats-server 2.12
- * on, 1 on 2.11 and none before.
- */
+/* Does the broker run schedules itself (nats-server >= 2.12)? */
 static int
 probe_broker(char *err, size_t errlen)
 {
-	natsMsg *reply = NULL;
-	json_t *root;
-	natsStatus s;
+	int r = conn_broker_schedules(W.nc, TIMER_API_ANSWER_MS, err, errlen);
 
-	s = natsConnection_RequestString(&reply, W.nc, "$JS.API.INFO", "", TIMER_API_ANSWER_MS);
-	if (s != NATS_OK) {
-		conn_jserror("$JS.API.INFO", s, 0, err, errlen);
+	if (r < 0)
 		return -1;
-	}
-	root = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), 0, NULL);
-	T.broker_fires = json_integer_value(json_object_get(json_object_get(root, "api"),
-	    "level")) >= TIMER_API_LEVEL_SCHEDULES;
-	json_decref(root);
-	natsMsg_Destroy(reply);
+	T.broker_fires = r == 1;
 	return 0;
 }
 
@@ -198,6 +182,17 @@ arm(const struct timer_subject *ts, const struct timer_request *r, uint64_t tick
 			if (last.generation == r->generation)
 				keep_armed(armed, r);
 			return 0;
+		}
+		/* A broker's fire of a one-shot schedule purges its .armed:
+		 * the .fire is what tells that this generation was armed and
+		 * fired already, never to be armed (and fired) again. */
+		if (T.broker_fires) {
+			struct timer_request fired;
+			uint64_t fseq;
+			if (last_on(fire, ts->timer_id, &fseq, &fired, err, errlen) < 0)
+				return -1;
+			if (fired.generation >= r->generation)
+				return 0;
 		}
 		if (!fence_begin(&W.fence, ticket))
 			return -2;

@@ -230,7 +230,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_mesh_start_and_stop, stop_detached_broker),
 		cmocka_unit_test(test_no_workspace_is_refused_naming_the_directory),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	nats_Close();
 	return rc;

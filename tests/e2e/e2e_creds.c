@@ -155,7 +155,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_expired_user_jwt_is_refused_by_broker),
 		cmocka_unit_test(test_sys_observer_scans_its_space_account),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

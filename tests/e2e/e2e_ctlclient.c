@@ -1253,7 +1253,7 @@ main(int argc, char **argv)
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

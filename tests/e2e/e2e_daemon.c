@@ -612,7 +612,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

@@ -803,7 +803,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_missing_acl_row_is_given_up_after_ten_and_kept),
 		cmocka_unit_test(test_retired_lifecycle_entries_are_removed_once),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

@@ -369,7 +369,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_delivery_cannot_subscribe_natively_to_content),
 		cmocka_unit_test(test_delivery_can_watch_members),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

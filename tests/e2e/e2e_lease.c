@@ -801,7 +801,7 @@ main(int argc, char **argv)
 		/* Leaves the broker of space "leasebk" dead: last. */
 		cmocka_unit_test(test_broker_killed_daemon_exits),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

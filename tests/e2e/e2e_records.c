@@ -375,7 +375,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_record_of_a_dead_process_is_stale),
 		cmocka_unit_test(test_malformed_record_signals_nothing),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

@@ -1238,8 +1238,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_activation_superseded_by_a_concurrent_leave),
 		cmocka_unit_test(test_reply_over_max_payload_is_refused_at_once),
 	};
-	broker29 = argc > 1 && strcmp(argv[1], "--broker-29") == 0;
-	h_use_broker_29(broker29);
+	broker29 = h_broker_arg(argc, argv) == H_BROKER_29;
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

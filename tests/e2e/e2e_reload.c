@@ -348,7 +348,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_renewed_in_time_keeps_serving),
 		cmocka_unit_test(test_reread_adopts_a_renewed_file),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	nats_Close();
 	return rc;

@@ -402,9 +402,9 @@ test_broker_29_has_no_kick(void **state)
 	struct sweeper s;
 
 	(void)state;
-	h_use_broker_29(true);
+	h_use_broker(H_BROKER_29);
 	int up = h_mesh_up(&m29, "sweep29", true);
-	h_use_broker_29(false);
+	h_use_broker(H_BROKER_210);
 	if (up != 0) {
 		fprintf(stderr, "! no 2.9 broker to test against: skipped\n");
 		h_mesh_down(&m29);

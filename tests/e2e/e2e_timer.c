@@ -1,8 +1,11 @@
 /*
  * The checkpoint timer writer against a real broker and the real daemon
  * (issue 7; seed, "The daemon also hosts the space's checkpoint timer
- * writer"; WIRE.md §6). Our test brokers (2.10, 2.9) are older than 2.12,
- * so the worker is the scheduler: it publishes each .fire itself.
+ * writer"; WIRE.md §6). On a broker older than 2.12 (2.9, 2.10) the worker
+ * is the scheduler: it publishes each .fire itself. On 2.12 and later (the
+ * 2.14 run) the .armed publish carries the schedule and the broker fires:
+ * its .fire carries "Nats-Schedule-Next: purge" (which the worker never
+ * writes), purges the .armed, and the worker's own fire count stays 0.
  * Checkpoint records are written with the provisioner's credential; the
  * .schedule requests come from a workflow host's credential minted here
  * (no standing profile publishes them), as the CLI's dev signer would.
@@ -26,6 +29,7 @@
 #include "cli/mint.h"
 #include "lib/creds.h"
 #include "lib/nkeys.h"
+#include "lib/timers.h"
 #include "lib/tokens.h"
 #include "lib/workspace.h"
 #include "tests/harness/harness.h"
@@ -36,6 +40,7 @@ static struct conn prov;
 static struct conn host; /* publishes .schedule requests */
 static char ept[160];
 static int64_t pre_deadline;
+static bool broker_fires; /* nats-server >= 2.12 */
 
 #define UP_LINE "✓ timer writer up (space timers) — workflow pauses on this space expire"
 #define ARM_MS 10000   /* a request is armed within this */
@@ -158,6 +163,65 @@ header(natsMsg *m, const char *name)
 	return natsMsgHeader_Get(m, name, &v) == NATS_OK ? v : NULL;
 }
 
+/* The schedule an .armed message carries for deadline and its .fire. */
+static void
+expect_schedule(natsMsg *m, int64_t deadline, const char *fire)
+{
+	char iso[TIMER_ISO_MAX], at[TIMER_ISO_MAX + 8];
+
+	if (!broker_fires) {
+		/* Older brokers: the worker schedules, the broker is told nothing. */
+		assert_null(header(m, "Nats-Schedule"));
+		assert_null(header(m, "Nats-Schedule-Target"));
+		return;
+	}
+	assert_true(timer_iso_utc(deadline, iso, sizeof(iso)));
+	snprintf(at, sizeof(at), "@at %s", iso);
+	assert_non_null(header(m, "Nats-Schedule"));
+	assert_string_equal(header(m, "Nats-Schedule"), at);
+	assert_non_null(header(m, "Nats-Schedule-Target"));
+	assert_string_equal(header(m, "Nats-Schedule-Target"), fire);
+}
+
+/* A .fire as whoever fires on this broker publishes it: the broker marks
+ * its one-shot fire "Nats-Schedule-Next: purge"; the worker never does. */
+static void
+expect_fired_by(natsMsg *m, const char *armed)
+{
+	assert_non_null(header(m, "Nats-Scheduler"));
+	assert_string_equal(header(m, "Nats-Scheduler"), armed);
+	if (broker_fires) {
+		assert_non_null(header(m, "Nats-Schedule-Next"));
+		assert_string_equal(header(m, "Nats-Schedule-Next"), "purge");
+	} else {
+		assert_null(header(m, "Nats-Schedule-Next"));
+	}
+}
+
+/* The .armed messages left on a subject once its timer fired: the broker
+ * purges a one-shot schedule when it fires it. */
+static int64_t
+armed_after_fire(int64_t armed_count)
+{
+	return broker_fires ? 0 : armed_count;
+}
+
+/* The fires the running daemon's timer worker published itself. */
+static json_int_t
+worker_fired(void)
+{
+	json_t *doc = h_daemon_status(&dmn), *w;
+	json_int_t fired = -1;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		if (strcmp(json_string_value(json_object_get(w, "role")) ?: "", "timer") == 0)
+			fired = json_integer_value(json_object_get(json_object_get(w, "counters"),
+			    "fired"));
+	json_decref(doc);
+	return fired;
+}
+
 /* Wait for the fire of tid; the time it was seen, or 0. */
 static int64_t
 wait_fire(const char *tid, int ms)
@@ -255,6 +319,7 @@ setup(void **state)
 	char err[1024];
 
 	(void)state;
+	broker_fires = h_broker_version() >= 212;
 	if (h_mesh_up(&mesh, "timers", true) != 0)
 		return -1;
 	snprintf(ept, sizeof(ept), "EPT_%s", mesh.token);
@@ -306,8 +371,7 @@ test_request_before_start_is_armed_and_fires(void **state)
 	assert_non_null(m = last_on(armed, ARM_MS));
 	assert_int_equal(body_int(m, "generation"), 1);
 	assert_int_equal(body_int(m, "deadline"), pre_deadline);
-	/* Older brokers: the worker schedules, the broker is told nothing. */
-	assert_null(header(m, "Nats-Schedule"));
+	expect_schedule(m, pre_deadline, fire);
 	natsMsg_Destroy(m);
 	assert_int_equal(count_on(fire), 0);
 
@@ -315,12 +379,12 @@ test_request_before_start_is_armed_and_fires(void **state)
 	assert_true(seen > 0);
 	assert_true(seen >= pre_deadline - LATE_MS && seen <= pre_deadline + LATE_MS);
 	assert_non_null(m = last_on(fire, 0));
-	assert_string_equal(header(m, "Nats-Scheduler"), armed);
+	expect_fired_by(m, armed);
 	assert_int_equal(body_int(m, "generation"), 1);
 	natsMsg_Destroy(m);
 	sleep_ms(1000);
 	assert_int_equal(count_on(fire), 1);
-	assert_int_equal(count_on(armed), 1);
+	assert_int_equal(count_on(armed), armed_after_fire(1));
 }
 
 /* "Re-arm with a newer generation moves the deadline; the old one never fires." */
@@ -342,9 +406,19 @@ test_rearm_moves_the_deadline(void **state)
 	assert_int_equal(schedule("re", "re", 2, d2, NULL), 0);
 	/* The same generation again is a no-op. */
 	assert_int_equal(schedule("re", "re", 2, d2, NULL), 0);
-	for (int64_t end = now_ms() + ARM_MS; count_on(armed) < 2 && now_ms() < end;)
-		sleep_ms(50);
-	assert_int_equal(count_on(armed), 2);
+	/* A schedule rolls its subject up: the broker keeps the newest only. */
+	const int64_t both = broker_fires ? 1 : 2;
+	natsMsg *last = NULL;
+	for (int64_t end = now_ms() + ARM_MS; now_ms() < end; sleep_ms(50)) {
+		natsMsg_Destroy(last);
+		if ((last = last_on(armed, 0)) != NULL && body_int(last, "generation") == 2)
+			break;
+	}
+	assert_non_null(last);
+	assert_int_equal(body_int(last, "generation"), 2);
+	expect_schedule(last, d2, fire);
+	natsMsg_Destroy(last);
+	assert_int_equal(count_on(armed), both);
 
 	sleep_ms(d1 + LATE_MS - now_ms());
 	assert_int_equal(count_on(fire), 0);
@@ -353,10 +427,14 @@ test_rearm_moves_the_deadline(void **state)
 	assert_non_null(m = last_on(fire, 0));
 	assert_int_equal(body_int(m, "generation"), 2);
 	assert_int_equal(body_int(m, "deadline"), d2);
+	expect_fired_by(m, armed);
 	natsMsg_Destroy(m);
 	sleep_ms(1000);
 	assert_int_equal(count_on(fire), 1);
-	assert_int_equal(count_on(armed), 2);
+	assert_int_equal(count_on(armed), armed_after_fire(both));
+	/* This daemon's worker saw both timers (pre and re) fire: it published
+	 * them itself where the broker does not fire, none where it does. */
+	assert_int_equal(worker_fired(), broker_fires ? 0 : 2);
 }
 
 /*
@@ -379,7 +457,12 @@ test_poison_and_fenced_requests_are_not_armed(void **state)
 	assert_int_equal(checkpoint("poison", "waiting", 1, d), 0);
 	assert_int_equal(schedule("poison", "someone_else", 1, d, NULL), 0);
 	assert_int_equal(checkpoint("hdr", "waiting", 1, d), 0);
-	assert_int_equal(schedule("hdr", "hdr", 1, d, "Nats-Schedule"), 0);
+	/* A broker that runs schedules refuses a schedule on EPT_REQ itself
+	 * (it does not allow them); a header it lets through reaches the
+	 * worker, which refuses it. */
+	if (broker_fires)
+		assert_int_equal(schedule("hdr", "hdr", 1, d, "Nats-Schedule"), -1);
+	assert_int_equal(schedule("hdr", "hdr", 1, d, "Nats-Schedule-Target"), 0);
 	assert_int_equal(schedule("unknown", "unknown", 1, d, NULL), 0);
 	assert_int_equal(checkpoint("settled", "completed", 1, d), 0);
 	assert_int_equal(schedule("settled", "settled", 1, d, NULL), 0);
@@ -428,19 +511,57 @@ test_fire_due_while_down_is_published_once(void **state)
 	t0 = now_ms();
 	assert_true(daemon_stop(2000));
 	assert_true(now_ms() - t0 <= 2000);
-	sleep_ms(d + 1500 - now_ms());
-	assert_int_equal(count_on(fire), 0);
-
-	assert_int_equal(daemon_up(), 0);
-	assert_true(wait_fire("down", 15000) > 0);
+	if (broker_fires) {
+		/* The broker is the scheduler: it fires on time, daemon or not. */
+		int64_t seen = wait_fire("down", 15000);
+		assert_true(seen >= d - LATE_MS && seen <= d + LATE_MS);
+		assert_int_equal(daemon_up(), 0);
+	} else {
+		sleep_ms(d + 1500 - now_ms());
+		assert_int_equal(count_on(fire), 0);
+		assert_int_equal(daemon_up(), 0);
+		assert_true(wait_fire("down", 15000) > 0);
+	}
 	assert_non_null(m = last_on(fire, 0));
-	assert_string_equal(header(m, "Nats-Scheduler"), armed);
+	expect_fired_by(m, armed);
 	natsMsg_Destroy(m);
 
 	assert_true(daemon_stop(2000));
 	assert_int_equal(daemon_up(), 0);
+	/* The same request again, the worker restarted twice: nothing new
+	 * is armed or fired for a generation that fired. */
+	assert_int_equal(schedule("down", "down", 1, d, NULL), 0);
 	sleep_ms(3000);
 	assert_int_equal(count_on(fire), 1);
+	assert_int_equal(count_on(armed), armed_after_fire(1));
+}
+
+/*
+ * EPT_<s> allows message schedules where the broker runs them (WIRE.md §6),
+ * and provisioning the space again changes nothing and refuses nothing.
+ */
+static void
+test_ept_allows_schedules_where_the_broker_runs_them(void **state)
+{
+	char out[H_OUT_MAX], subj[256];
+	natsMsg *reply = NULL;
+
+	(void)state;
+	snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", ept);
+	assert_int_equal(natsConnection_RequestString(&reply, prov.nc, subj, "", 5000), NATS_OK);
+	json_t *info = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply),
+	    JSON_DECODE_INT_AS_REAL, NULL);
+	natsMsg_Destroy(reply);
+	json_t *cfg = json_object_get(info, "config");
+	bool allows = json_is_true(json_object_get(cfg, "allow_msg_schedules"));
+	bool rollup = json_is_true(json_object_get(cfg, "allow_rollup_hdrs"));
+	json_decref(info);
+	assert_true(allows == broker_fires);
+	assert_true(rollup == broker_fires);
+
+	int rc = h_cotal(&mesh, out, sizeof(out), "space", "provision", mesh.space, NULL);
+	if (rc != 0 || strstr(out, "✗") != NULL || strstr(out, "allows message schedules") != NULL)
+		fail_msg("provision again: exit %d\n%s", rc, out);
 }
 
 /* The worker's pid once it is other than old and running. */
@@ -507,12 +628,13 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_request_before_start_is_armed_and_fires),
+		cmocka_unit_test(test_ept_allows_schedules_where_the_broker_runs_them),
 		cmocka_unit_test(test_rearm_moves_the_deadline),
 		cmocka_unit_test(test_poison_and_fenced_requests_are_not_armed),
 		cmocka_unit_test(test_fire_due_while_down_is_published_once),
 		cmocka_unit_test(test_killed_writer_leaves_delivery_alone),
 	};
 
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -286,7 +286,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_certificate_for_another_host_is_refused),
 		cmocka_unit_test(test_missing_or_wrong_ca_file_is_refused),
 	};
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

@@ -580,7 +580,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_registry_holds_queued_admin_replies_across_a_reconnect),
 	};
 	signal(SIGPIPE, SIG_IGN);
-	h_use_broker_29(argc > 1 && strcmp(argv[1], "--broker-29") == 0);
+	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 	nats_Close();
 	return rc;

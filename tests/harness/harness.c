@@ -43,13 +43,25 @@
 static pid_t brokers[MAX_BROKERS];
 static char dirs[MAX_DIRS][H_DIR_MAX];
 static int ndirs;
-static bool use_29;
+static enum h_broker which_broker;
 static bool cleanup_armed;
 
 void
-h_use_broker_29(bool v)
+h_use_broker(enum h_broker b)
 {
-	use_29 = v;
+	which_broker = b;
+}
+
+enum h_broker
+h_broker_arg(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--broker-29") == 0)
+			return H_BROKER_29;
+		if (strcmp(argv[i], "--broker-214") == 0)
+			return H_BROKER_214;
+	}
+	return H_BROKER_210;
 }
 
 static void
@@ -129,13 +141,40 @@ arm_cleanup(void)
 static const char *
 broker_binary(void)
 {
-	const char *env = getenv(use_29 ? "COTAL_TEST_NATS_SERVER_29" : "COTAL_TEST_NATS_SERVER");
+	static const char *const env[] = {
+		[H_BROKER_210] = "COTAL_TEST_NATS_SERVER",
+		[H_BROKER_29] = "COTAL_TEST_NATS_SERVER_29",
+		[H_BROKER_214] = "COTAL_TEST_NATS_SERVER_214",
+	};
+	static const char *const bundled[] = {
+		[H_BROKER_210] = COTAL_BUNDLED_NATS_SERVER,
+		[H_BROKER_29] = "/usr/sbin/nats-server",
+		[H_BROKER_214] = COTAL_BUNDLED_NATS_SERVER_214,
+	};
+	const char *v = getenv(env[which_broker]);
 
-	if (env != NULL && *env != '\0')
-		return env;
-	if (!use_29 && access(COTAL_BUNDLED_NATS_SERVER, X_OK) == 0)
-		return COTAL_BUNDLED_NATS_SERVER;
+	if (v != NULL && *v != '\0')
+		return v;
+	if (access(bundled[which_broker], X_OK) == 0)
+		return bundled[which_broker];
 	return "/usr/sbin/nats-server";
+}
+
+int
+h_broker_version(void)
+{
+	char cmd[H_PATH_MAX + 32], line[256];
+	int major = 0, minor = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --version 2>&1", broker_binary());
+	if ((f = popen(cmd, "r")) == NULL)
+		return 0;
+	if (fgets(line, sizeof(line), f) == NULL ||
+	    sscanf(line, "nats-server: v%d.%d", &major, &minor) != 2)
+		major = minor = 0;
+	pclose(f);
+	return major * 100 + minor;
 }
 
 int
@@ -396,8 +435,10 @@ h_mesh_up(struct mesh *m, const char *space, bool provision)
 	for (int tries = 0; tries < PORT_TRIES; tries++) {
 		m->port = h_free_port();
 		snprintf(port, sizeof(port), "%d", m->port);
+		/* The config for the broker under test: init asks it what it
+		 * accepts (sync_interval). */
 		if (h_cotal(m, out, sizeof(out), "mesh", "init", "--dev", "--port", port,
-		    "--space", space, NULL) != 0) {
+		    "--space", space, "--nats-server", m->nats_bin, NULL) != 0) {
 			fprintf(stderr, "✗ harness: cotal mesh init failed:\n%s", out);
 			return -1;
 		}

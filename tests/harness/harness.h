@@ -66,10 +66,21 @@ struct agent {
 	char creds[H_PATH_MAX];
 };
 
-/* Which broker: COTAL_TEST_NATS_SERVER (or, when use_29 is set,
- * COTAL_TEST_NATS_SERVER_29), else the 2.10 one `make deps` unpacked, else
- * nats-server on PATH. */
-void h_use_broker_29(bool use_29);
+/* The brokers the e2e suites run on. */
+enum h_broker {
+	H_BROKER_210 = 0,  /* the default: Debian 13's 2.10.27 */
+	H_BROKER_29,       /* Debian 12's own 2.9.10 */
+	H_BROKER_214,      /* the npm registry's 2.14 */
+};
+/* Which broker: COTAL_TEST_NATS_SERVER (_29, _214 for the others), else the
+ * one `make deps` unpacked, else nats-server on PATH. */
+void h_use_broker(enum h_broker b);
+/* The broker a test program's arguments name: --broker-29, --broker-214,
+ * or none (2.10). */
+enum h_broker h_broker_arg(int argc, char **argv);
+/* The version of the broker in use, as major * 100 + minor (2.10: 210), from
+ * its --version; 0 when it cannot be read. */
+int h_broker_version(void);
 
 /* Make a dev mesh for one space, start its broker and provision the space
  * (provision=false leaves that to the test). 0 on success. */

@@ -1,0 +1,105 @@
+/*
+ * Message schedules on EPT_<s> (WIRE.md §6): on a broker that runs them
+ * (nats-server 2.12 and later) the timer writer's .armed publish carries
+ * `Nats-Schedule: @at …` and the broker fires it, which the stream must
+ * allow (allow_msg_schedules). nats.c 3.4.1's stream config has no such
+ * field, so the setting is read and written as the broker's own JSON.
+ */
+#include "cli/provision.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/natsconn.h"
+
+#define SCHED_API_WAIT_MS 5000
+#define SCHED_SUBJECT_MAX (PROV_NAME_MAX + 32)
+
+/* A JetStream API answer as JSON; NULL with err when there is none or it
+ * carries an error (the broker's words and code quoted). */
+static json_t *
+api_call(natsConnection *nc, const char *subject, const char *body, char *err, size_t errlen)
+{
+	natsMsg *reply = NULL;
+	json_error_t jerr;
+	json_t *root, *e;
+	natsStatus s;
+
+	s = natsConnection_Request(&reply, nc, subject, body, body != NULL ? (int)strlen(body) : 0,
+	    SCHED_API_WAIT_MS);
+	if (s != NATS_OK) {
+		conn_jserror(subject, s, 0, err, errlen);
+		return NULL;
+	}
+	root = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), 0, &jerr);
+	natsMsg_Destroy(reply);
+	if (!json_is_object(root)) {
+		snprintf(err, errlen, "%s: the answer is not a JSON object (%s)", subject,
+		    root == NULL ? jerr.text : "another JSON value");
+		json_decref(root);
+		return NULL;
+	}
+	if ((e = json_object_get(root, "error")) != NULL) {
+		const char *d = json_string_value(json_object_get(e, "description"));
+		snprintf(err, errlen, "%s: %s (err_code %lld)", subject, d != NULL ? d : "refused",
+		    (long long)json_integer_value(json_object_get(e, "err_code")));
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
+
+int
+provision_broker_schedules(natsConnection *nc, char *err, size_t errlen)
+{
+	return conn_broker_schedules(nc, SCHED_API_WAIT_MS, err, errlen);
+}
+
+int
+provision_allow_schedules(natsConnection *nc, const char *name, char *err, size_t errlen)
+{
+	char subject[SCHED_SUBJECT_MAX];
+	json_t *info, *cfg, *upd;
+	char *body;
+	int rc = -1;
+
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", name);
+	if ((info = api_call(nc, subject, NULL, err, errlen)) == NULL)
+		return -1;
+	cfg = json_object_get(info, "config");
+	if (!json_is_object(cfg)) {
+		snprintf(err, errlen, "%s: the answer holds no config", subject);
+		goto out;
+	}
+	if (json_is_true(json_object_get(cfg, "allow_msg_schedules"))) {
+		rc = 0;
+		goto out;
+	}
+	/* The broker requires roll-ups with schedules (each .armed rolls up its
+	 * subject), and a schedule's fire purges its .armed. */
+	if (json_object_set_new(cfg, "allow_msg_schedules", json_true()) != 0 ||
+	    json_object_set_new(cfg, "allow_rollup_hdrs", json_true()) != 0 ||
+	    json_object_set_new(cfg, "deny_purge", json_false()) != 0 ||
+	    (body = json_dumps(cfg, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.UPDATE.%s", name);
+	upd = api_call(nc, subject, body, err, errlen);
+	free(body);
+	if (upd != NULL) {
+		if (json_is_true(json_object_get(json_object_get(upd, "config"),
+		    "allow_msg_schedules")))
+			rc = 1;
+		else
+			snprintf(err, errlen, "%s: the broker took the update but its config does "
+			    "not allow message schedules", subject);
+	}
+	json_decref(upd);
+out:
+	json_decref(info);
+	return rc;
+}
