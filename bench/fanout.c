@@ -16,7 +16,11 @@
  * or not a dlv_ consumer exists, so none is made for them.
  *
  *   bench_fanout [--copies N] [--members 1,10,100,1000] [--other-rows R]
- *                [--latency-posts K]
+ *                [--latency-posts K] [--sync always|default]
+ *
+ * --sync: the broker store's sync_interval in the config `cotal mesh init`
+ * writes (always, its default: every write on disk before its ack; or the
+ * broker's own background flush), so the cost of durability is measured.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -441,6 +445,7 @@ main(int argc, char **argv)
 {
 	int members[MAX_ROUNDS] = { 1, 10, 100, 1000 }, nm = 4, copies = 100000;
 	int other_rows = 10000, lat_posts = 200;
+	const char *sync = "always";
 	char err[1024];
 	struct result res[MAX_ROUNDS + 1];
 	int nres = 0;
@@ -452,17 +457,21 @@ main(int argc, char **argv)
 			other_rows = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--latency-posts") == 0 && i + 1 < argc)
 			lat_posts = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc &&
+		    (strcmp(argv[i + 1], "always") == 0 || strcmp(argv[i + 1], "default") == 0))
+			sync = argv[++i];
 		else if (strcmp(argv[i], "--members") == 0 && i + 1 < argc) {
 			nm = 0;
 			for (char *t = strtok(argv[++i], ","); t && nm < MAX_ROUNDS; t = strtok(NULL, ","))
 				members[nm++] = atoi(t);
 		} else {
 			fprintf(stderr, "usage: bench_fanout [--copies N] [--members 1,10,100,1000] "
-			    "[--other-rows R] [--latency-posts K]\n");
+			    "[--other-rows R] [--latency-posts K] [--sync always|default]\n");
 			return 2;
 		}
 	}
 	srand((unsigned)now_ns());
+	setenv("COTAL_TEST_SYNC_INTERVAL", sync, 1);
 	if (h_mesh_up(&mesh, "bench", true) != 0)
 		die("mesh", "cannot bring the broker up");
 	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
@@ -488,6 +497,9 @@ main(int argc, char **argv)
 		run_round(100, copies, other_rows, lat_posts, &res[nres++]);
 	}
 
+	printf("broker store sync: %s\n\n", strcmp(sync, "always") == 0 ?
+	    "sync_interval: always (every write on disk before its ack)" :
+	    "the broker's default (background flush every 2 min)");
 	printf("| members | other rows | posts | copies/s | raw broker msgs/s | ratio | p50 ms | p99 ms "
 	    "| daemon CPU µs/copy (fan-out, reader) | broker CPU µs/copy | broker CPU µs/raw msg |\n");
 	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -414,6 +414,17 @@ h_broker_restart(struct mesh *m)
 	return h_broker_start(m);
 }
 
+/* The broker store's sync for the meshes made here: `cotal mesh init`'s
+ * default (always), unless COTAL_TEST_SYNC_INTERVAL names another (the
+ * benchmark measures both). */
+static const char *
+sync_interval(void)
+{
+	const char *v = getenv("COTAL_TEST_SYNC_INTERVAL");
+
+	return v != NULL && *v != '\0' ? v : "always";
+}
+
 int
 h_mesh_up(struct mesh *m, const char *space, bool provision)
 {
@@ -438,7 +449,8 @@ h_mesh_up(struct mesh *m, const char *space, bool provision)
 		/* The config for the broker under test: init asks it what it
 		 * accepts (sync_interval). */
 		if (h_cotal(m, out, sizeof(out), "mesh", "init", "--dev", "--port", port,
-		    "--space", space, "--nats-server", m->nats_bin, NULL) != 0) {
+		    "--space", space, "--nats-server", m->nats_bin, "--sync-interval",
+		    sync_interval(), NULL) != 0) {
 			fprintf(stderr, "✗ harness: cotal mesh init failed:\n%s", out);
 			return -1;
 		}

@@ -83,7 +83,9 @@ enum h_broker h_broker_arg(int argc, char **argv);
 int h_broker_version(void);
 
 /* Make a dev mesh for one space, start its broker and provision the space
- * (provision=false leaves that to the test). 0 on success. */
+ * (provision=false leaves that to the test). 0 on success. The broker
+ * config is the one `cotal mesh init` writes for the broker in use
+ * (COTAL_TEST_SYNC_INTERVAL=default: without sync_interval: always). */
 int h_mesh_up(struct mesh *m, const char *space, bool provision);
 void h_mesh_down(struct mesh *m);
 /* A loopback TCP port nobody listens on now, or -1. */
