@@ -382,6 +382,18 @@ sleep_ms(int ms)
 	usleep((useconds_t)ms * 1000);
 }
 
+/* The broker is started again and both the caller c and the responder are
+ * connected to it, everything they sent before now handled. */
+static void
+broker_back(void)
+{
+	assert_int_equal(h_broker_start(&mesh), 0);
+	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
+	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
+	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
+	assert_int_equal(natsConnection_FlushTimeout(resp.nc, 5000), NATS_OK);
+}
+
 /* ---- setup ---- */
 
 static int
@@ -687,11 +699,7 @@ test_pending_requests_time_out_while_the_connection_reconnects(void **state)
 	EXPECT_MS("the probe", probe.ended - probe.begun, timeout - 50, timeout + SLACK_MS);
 	assert_int_not_equal(natsConnection_Status(c.nc), NATS_CONN_STATUS_CLOSED);
 
-	assert_int_equal(h_broker_start(&mesh), 0);
-	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
-	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
-	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
-	assert_int_equal(natsConnection_FlushTimeout(resp.nc, 5000), NATS_OK);
+	broker_back();
 	sleep_ms(1000);
 	assert_int_equal(responder_count(), 2);
 	caller_close(&c);
@@ -714,10 +722,7 @@ test_pending_request_is_answered_after_a_reconnect(void **state)
 	struct seen s = responder_seen(0);
 
 	assert_int_equal(h_broker_kill(&mesh), 0);
-	assert_int_equal(h_broker_start(&mesh), 0);
-	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
-	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
-	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
+	broker_back();
 	int64_t answered = mono_ms();
 	assert_int_equal(natsConnection_PublishString(resp.nc, s.reply,
 	    "{\"ok\":true,\"data\":{\"late\":true}}"), NATS_OK);
@@ -763,10 +768,7 @@ test_nothing_is_queued_while_the_connection_reconnects(void **state)
 	ctl_result_free(&r);
 	EXPECT_MS("the call while reconnecting", mono_ms() - t0, 450, 500 + SLACK_MS);
 
-	assert_int_equal(h_broker_start(&mesh), 0);
-	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
-	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
-	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
+	broker_back();
 	sleep_ms(1000);
 	assert_int_equal(responder_count(), 0);
 	caller_close(&c);
@@ -958,10 +960,7 @@ test_retry_ends_on_time_while_reconnecting(void **state)
 	ctl_result_free(&r);
 	EXPECT_MS("the retry loop", took, total - 50, total + SLACK_MS);
 
-	assert_int_equal(h_broker_start(&mesh), 0);
-	assert_true(wait_connected(c.nc, RECONNECT_WAIT_MS));
-	assert_true(wait_connected(resp.nc, RECONNECT_WAIT_MS));
-	assert_int_equal(natsConnection_FlushTimeout(c.nc, 5000), NATS_OK);
+	broker_back();
 	sleep_ms(1000);
 	assert_int_equal(responder_count(), 0);
 	caller_close(&c);
