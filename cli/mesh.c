@@ -343,8 +343,8 @@ cmd_mesh_init(int argc, char **argv)
 	/* An existing mesh keeps its store's sync choice unless one is named. */
 	if (sync == NULL)
 		sync = json_string_value(json_object_get(mesh, "syncInterval"));
-	if (sync == NULL || (strcmp(sync, "always") != 0 && strcmp(sync, "default") != 0))
-		sync = "always";
+	/* A literal from here on: the record's own string goes with the set. */
+	sync = sync != NULL && strcmp(sync, "default") == 0 ? "default" : "always";
 	json_object_set_new(mesh, "syncInterval", json_string(sync));
 	bool sync_always = sync_decide(sync, bin != NULL ? bin : cli_nats_server_path());
 	if (!json_is_object(json_object_get(mesh, "spaces")))
@@ -509,6 +509,32 @@ port_open(const char *host, int port)
 	return rc == 0;
 }
 
+/* The last line of the broker's log (a broker that refuses its config says
+ * why there, e.g. `unknown field "sync_interval"` from a 2.9 broker). */
+static bool
+log_last_line(const char *path, char *out, size_t outlen)
+{
+	char tail[4096], *nl;
+	size_t n = 0;
+	FILE *f;
+
+	out[0] = '\0';
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	if (fseek(f, -(long)(sizeof(tail) - 1), SEEK_END) != 0)
+		rewind(f);
+	n = fread(tail, 1, sizeof(tail) - 1, f);
+	fclose(f);
+	while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r'))
+		n--;
+	tail[n] = '\0';
+	const char *line = (nl = memrchr(tail, '\n', n)) != NULL ? nl + 1 : tail;
+	size_t len = strlen(line) < outlen ? strlen(line) : outlen - 1;
+	memcpy(out, line, len);
+	out[len] = '\0';
+	return len > 0;
+}
+
 static void
 sleep_ms(int ms)
 {
@@ -596,8 +622,9 @@ cmd_mesh_start(int argc, char **argv)
 		}
 		sleep_ms(50);
 	}
-	log_errx("mesh start: the broker (%s) did not come up within %d ms; see %s",
-	    bin, START_WAIT_MS, logp);
+	char last[512];
+	log_errx("mesh start: the broker (%s) did not come up within %d ms%s%s; see %s",
+	    bin, START_WAIT_MS, log_last_line(logp, last, sizeof(last)) ? ": " : "", last, logp);
 	return 1;
 }
 

@@ -201,6 +201,83 @@ test_mesh_start_and_stop(void **state)
 #undef m
 }
 
+/* Does m's broker config (as `cotal mesh init` wrote it) hold needle? */
+static bool
+conf_has(const struct mesh *m, const char *needle)
+{
+	char line[1024];
+	bool found = false;
+	FILE *f = fopen(m->conf, "r");
+
+	while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL)
+		found = strstr(line, needle) != NULL;
+	if (f != NULL)
+		fclose(f);
+	return found;
+}
+
+#define EXPECT_OUT(rc_want, needle)                                                       \
+	do {                                                                               \
+		if ((rc != 0) != ((rc_want) != 0) || strstr(out, (needle)) == NULL)        \
+			fail_msg("exit %d (want %s), output lacks \"%s\":\n%s", rc,         \
+			    (rc_want) ? "non-zero" : "0", (needle), out);                    \
+	} while (0)
+
+/*
+ * "At least once, losing nothing" across a broker crash: `cotal mesh init`
+ * makes JetStream sync every write (sync_interval: always) on a broker that
+ * takes it (2.10 and later), says what a 2.9 broker cannot promise, and
+ * keeps an operator's opt-out (--sync-interval default), saying what it
+ * costs. The harness's broker runs on the config init wrote for it.
+ */
+static void
+test_mesh_init_syncs_the_store_where_the_broker_takes_it(void **state)
+{
+	struct mesh m;
+	char out[H_OUT_MAX];
+	int rc;
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "durable", false), 0);
+	bool takes_it = h_broker_version() >= 210;
+	assert_true(conf_has(&m, "sync_interval: always") == takes_it);
+
+	rc = h_cotal(&m, out, sizeof(out), "mesh", "init", "--dev", "--space", "durable",
+	    "--nats-server", m.nats_bin, NULL);
+	if (takes_it)
+		EXPECT_OUT(0, "sync_interval: always (nats-server 2.");
+	else
+		EXPECT_OUT(0, "does not accept sync_interval");
+
+	rc = h_cotal(&m, out, sizeof(out), "mesh", "init", "--dev", "--space", "durable",
+	    "--nats-server", m.nats_bin, "--sync-interval", "default", NULL);
+	EXPECT_OUT(0, "can lose writes it already acknowledged");
+	assert_false(conf_has(&m, "sync_interval"));
+	/* The choice is kept by a later init that names none. */
+	rc = h_cotal(&m, out, sizeof(out), "mesh", "init", "--dev", "--space", "durable",
+	    "--nats-server", m.nats_bin, NULL);
+	EXPECT_OUT(0, "--sync-interval default");
+	assert_false(conf_has(&m, "sync_interval"));
+	assert_int_equal(h_broker_restart(&m), 0);
+
+	rc = h_cotal(&m, out, sizeof(out), "mesh", "init", "--dev", "--space", "durable",
+	    "--sync-interval", "sometimes", NULL);
+	EXPECT_OUT(1, "--sync-interval sometimes: must be always");
+
+	if (!takes_it) {
+		/* A broker init could not ask is given the setting all the same,
+		 * and a 2.9 broker's refusal of it is quoted by mesh start. */
+		assert_int_equal(h_broker_stop(&m), 0);
+		rc = h_cotal(&m, out, sizeof(out), "mesh", "init", "--dev", "--space", "durable",
+		    "--nats-server", "/nonexistent/nats-server", "--sync-interval", "always", NULL);
+		EXPECT_OUT(0, "cannot run /nonexistent/nats-server");
+		assert_true(conf_has(&m, "sync_interval: always"));
+		rc = h_cotal(&m, out, sizeof(out), "mesh", "start", NULL);
+		EXPECT_OUT(1, "unknown field \"sync_interval\"");
+	}
+	h_mesh_down(&m);
+}
+
 static void
 test_no_workspace_is_refused_naming_the_directory(void **state)
 {
@@ -229,6 +306,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_agent_add_writes_acl_row_and_durable),
 		cmocka_unit_test_teardown(test_mesh_start_and_stop, stop_detached_broker),
 		cmocka_unit_test(test_no_workspace_is_refused_naming_the_directory),
+		cmocka_unit_test(test_mesh_init_syncs_the_store_where_the_broker_takes_it),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
