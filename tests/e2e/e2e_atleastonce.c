@@ -818,7 +818,5 @@ main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_broker_restarted, setup_broker, run_teardown),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	nats_Close();
-	return rc;
+	return h_done(cmocka_run_group_tests(tests, NULL, NULL));
 }

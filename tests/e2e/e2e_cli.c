@@ -309,7 +309,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_mesh_init_syncs_the_store_where_the_broker_takes_it),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	nats_Close();
-	return rc;
+	return h_done(cmocka_run_group_tests(tests, NULL, NULL));
 }

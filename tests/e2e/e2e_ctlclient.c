@@ -1253,7 +1253,5 @@ main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	h_use_broker(h_broker_arg(argc, argv));
-	int rc = cmocka_run_group_tests(tests, setup, teardown);
-	nats_Close();
-	return rc;
+	return h_done(cmocka_run_group_tests(tests, setup, teardown));
 }

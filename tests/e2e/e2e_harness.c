@@ -123,7 +123,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_broker_restart_keeps_the_store),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	int rc = cmocka_run_group_tests(tests, setup, teardown);
-	nats_Close();
-	return rc;
+	return h_done(cmocka_run_group_tests(tests, setup, teardown));
 }

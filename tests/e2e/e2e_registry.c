@@ -1240,7 +1240,5 @@ main(int argc, char **argv)
 	};
 	broker29 = h_broker_arg(argc, argv) == H_BROKER_29;
 	h_use_broker(h_broker_arg(argc, argv));
-	int rc = cmocka_run_group_tests(tests, setup, teardown);
-	nats_Close();
-	return rc;
+	return h_done(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -349,7 +349,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_reread_adopts_a_renewed_file),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	nats_Close();
-	return rc;
+	return h_done(cmocka_run_group_tests(tests, NULL, NULL));
 }

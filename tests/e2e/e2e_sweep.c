@@ -886,6 +886,5 @@ main(int argc, char **argv)
 	rc = cmocka_run_group_tests_name("real broker", real, setup, teardown);
 	rc |= cmocka_run_group_tests_name("scripted responder", scripted, fake_setup, fake_teardown);
 	plain_stop();
-	nats_Close();
-	return rc;
+	return h_done(rc);
 }

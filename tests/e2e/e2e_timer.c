@@ -636,5 +636,5 @@ main(int argc, char **argv)
 	};
 
 	h_use_broker(h_broker_arg(argc, argv));
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return h_done(cmocka_run_group_tests(tests, setup, teardown));
 }
