@@ -504,7 +504,8 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 	struct prov_stream *want = NULL;
 	char *msg = NULL;
 	jsCtx *js = NULL;
-	int conflicts = 0, first_conflict = -1, rc = -1, sched, k;
+	int conflicts = 0, first_conflict = -1, rc = -1, sched = 0, k;
+	char sched_err[512];
 
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
@@ -524,9 +525,9 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 	if (js_context(nc, &js, err, errlen) != 0)
 		goto out;
 	/* A broker that fires the timer writer's schedules needs EPT to allow
-	 * them; the broker turns roll-ups on with them. */
-	if ((sched = provision_broker_schedules(nc, err, errlen)) < 0)
-		goto out;
+	 * them; the broker turns roll-ups on with them. A JetStream that does
+	 * not answer is reported by the look-ups below, in their words. */
+	sched = provision_broker_schedules(nc, sched_err, sizeof(sched_err));
 	want[PROV_EPT].schedules = sched == 1;
 	want[PROV_EPT].cfg.AllowRollup = sched == 1;
 
@@ -570,6 +571,11 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 			used = strlen(err);
 			snprintf(err + used, errlen - used, ")");
 		}
+		goto out;
+	}
+	if (sched < 0) {
+		seterr(err, errlen, "%s", sched_err);
+		report_line(report, "✗ %s", sched_err);
 		goto out;
 	}
 	for (k = 0; k < PROV_STREAM_KINDS; k++)
