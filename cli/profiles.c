@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/needs.h"
 #include "lib/tokens.h"
 
 #define SUBJ_MAX 8192
@@ -69,22 +70,6 @@ add(json_t *arr, const char *fmt, ...)
 }
 
 /*
- * A durable consumer the holder creates and drives: create (all three forms
- * nats.c 3.4 may use), info, next, delete, acks.
- */
-static void
-add_consumer(json_t *pub, const char *stream, const char *consumer)
-{
-	add(pub, "$JS.API.CONSUMER.CREATE.%s.%s", stream, consumer);
-	add(pub, "$JS.API.CONSUMER.CREATE.%s.%s.>", stream, consumer);
-	add(pub, "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s", stream, consumer);
-	add(pub, "$JS.API.CONSUMER.INFO.%s.%s", stream, consumer);
-	add(pub, "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream, consumer);
-	add(pub, "$JS.API.CONSUMER.DELETE.%s.%s", stream, consumer);
-	add(pub, "$JS.ACK.%s.%s.>", stream, consumer);
-}
-
-/*
  * Read a KV bucket: stream info (binding), direct and stored-message gets,
  * and an ordered watch. The watch's consumer is ephemeral, created by the
  * unnamed form only, so no durable or named consumer can be made (or
@@ -103,69 +88,40 @@ add_kv_read(json_t *pub, const char *bucket)
 	add(pub, "$JS.FC.KV_%s.>", bucket);
 }
 
+/* Add s to arr unless it is there. */
+static void
+add_once(json_t *arr, const char *s)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(arr, i, v)
+		if (strcmp(json_string_value(v), s) == 0)
+			return;
+	json_array_append_new(arr, json_string(s));
+}
+
+/* Every grant lib/needs.c lists for credential kind c, optional ones
+ * included: what the daemon's features publish and subscribe. */
+static void
+add_needs(enum need_cred c, const char *s, const char *inbox, const char *account,
+	  struct grants *g)
+{
+	const struct need *t;
+	size_t n;
+	char subj[SUBJ_MAX];
+
+	t = needs_table(&n);
+	for (size_t i = 0; i < n; i++)
+		if (t[i].cred == c &&
+		    need_subject(&t[i], s, inbox, account, subj, sizeof(subj)) == 0)
+			add_once(t[i].dir == PERMS_PUB ? g->pub_allow : g->sub_allow, subj);
+}
+
 static void
 profile_delivery(const char *s, const char *inbox, struct grants *g)
 {
-	static const char *const read_buckets[] = {
-		"presence", "channels", "members", "acl", "records", "delivery",
-	};
-	char name[SUBJ_MAX], stream[SUBJ_MAX];
-
-	add(g->pub_allow, "$JS.API.INFO");
-	/* nats.c's KV watch finds the bucket's stream by subject: names only,
-	 * no content. */
-	add(g->pub_allow, "$JS.API.STREAM.NAMES");
-	add(g->pub_allow, "$JS.API.STREAM.INFO.CHAT_%s", s);
-	add(g->pub_allow, "$JS.API.STREAM.INFO.INBOX_%s", s);
-	add(g->pub_allow, "$JS.API.STREAM.INFO.DLV_%s", s);
-	add(g->pub_allow, "$JS.API.STREAM.INFO.EPT_REQ_%s", s);
-	add(g->pub_allow, "$JS.API.STREAM.INFO.EPT_%s", s);
-	/* The timer writer's compare-and-set reads the last .armed/.fire
-	 * message of a subject (and rebuilds its armed set from them). */
-	add(g->pub_allow, "$JS.API.STREAM.MSG.GET.EPT_%s", s);
-	/* An entry of a retired lifecycle is removed from the store (seed). */
-	add(g->pub_allow, "$JS.API.STREAM.MSG.DELETE.INBOX_%s", s);
-
-	snprintf(stream, sizeof(stream), "CHAT_%s", s);
-	add_consumer(g->pub_allow, stream, "fanout");
-	snprintf(stream, sizeof(stream), "INBOX_%s", s);
-	add_consumer(g->pub_allow, stream, "reader");
-	snprintf(stream, sizeof(stream), "EPT_REQ_%s", s);
-	snprintf(name, sizeof(name), "timerw_%s", s);
-	add_consumer(g->pub_allow, stream, name);
-	/*
-	 * Join catch-up consumers cu_<o>-<a>-<uid>_<gen>: NATS permissions match
-	 * whole tokens, so the name cannot be pinned by its "cu_" prefix. The
-	 * grant is held to CHAT (which this credential reads in full through
-	 * `fanout` anyway) and, for create, to per-channel filters; acks are
-	 * not needed (ack none).
-	 */
-	add(g->pub_allow, "$JS.API.CONSUMER.CREATE.CHAT_%s.*.cotal.%s.chat.*.*.>", s, s);
-	add(g->pub_allow, "$JS.API.CONSUMER.INFO.CHAT_%s.*", s);
-	add(g->pub_allow, "$JS.API.CONSUMER.MSG.NEXT.CHAT_%s.*", s);
-	add(g->pub_allow, "$JS.API.CONSUMER.DELETE.CHAT_%s.*", s);
-
-	for (size_t i = 0; i < sizeof(read_buckets) / sizeof(read_buckets[0]); i++) {
-		snprintf(name, sizeof(name), "cotal_%s_%s", read_buckets[i], s);
-		add_kv_read(g->pub_allow, name);
-	}
-	add(g->pub_allow, "$KV.cotal_members_%s.>", s);
-	add(g->pub_allow, "$KV.cotal_delivery_%s.lease.*", s);
-	/* registerChannel (ctl.delivery) creates a channel's config row. */
-	add(g->pub_allow, "$KV.cotal_channels_%s.>", s);
-
-	add(g->pub_allow, "cotal.%s.dinbox.*.*.*", s);
-	add(g->pub_allow, "cotal.%s.dlv.*.*.*", s);
-	add(g->pub_allow, "cotal.%s.ept.*.*.*.*.armed", s);
-	add(g->pub_allow, "cotal.%s.ept.*.*.*.*.fire", s);
-	add(g->pub_allow, "cotal.%s.ctl.delivery.*.*.reply.>", s);
-	add(g->pub_allow, "cotal.%s.ctl.delivery-admin.*.*.reply.>", s);
-	add(g->pub_allow, "cotal.%s.live.delivery.*.*.reply.>", s);
-
-	add(g->sub_allow, "%s.>", inbox);
-	add(g->sub_allow, "cotal.%s.ctl.delivery.*.*", s);
-	add(g->sub_allow, "cotal.%s.ctl.delivery-admin.*.*", s);
-	add(g->sub_allow, "cotal.%s.live.delivery.*.*", s);
+	add_needs(NEED_DELIVERY, s, inbox, NULL, g);
 	/* Belt and braces for reviewers: content is read only through
 	 * JetStream consumers, never by a native subscription. */
 	add(g->sub_deny, "cotal.%s.chat.>", s);
@@ -332,12 +288,10 @@ profile_grants(enum profile p, const struct profile_params *pp, struct grants *g
 		profile_provisioner(inbox, g);
 		break;
 	case PROFILE_SYS_OBSERVER:
-		add(g->pub_allow, "$SYS.REQ.ACCOUNT.%s.CONNZ", pp->space_account);
-		add(g->sub_allow, "%s.>", inbox);
+		add_needs(NEED_SYS_OBSERVER, s, inbox, pp->space_account, g);
 		break;
 	case PROFILE_SYS_EVICTOR:
-		add(g->pub_allow, "$SYS.REQ.SERVER.*.KICK");
-		add(g->sub_allow, "%s.>", inbox);
+		add_needs(NEED_SYS_EVICTOR, s, inbox, NULL, g);
 		break;
 	}
 	return 0;

@@ -213,6 +213,9 @@ check_config(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *
 	if (c.broker_port > IPC_PORT_MAX)
 		return refuse(err, errlen, "ipc: CONFIG broker_port %" PRIu32 " is not a TCP port",
 		    c.broker_port);
+	if ((c.features_off & ~IPC_OFF_REGISTER) != 0)
+		return refuse(err, errlen, "ipc: CONFIG features_off 0x%" PRIx32 " names an unknown "
+		    "feature", c.features_off);
 	/* Dropping to id -1 would keep root and look like success. */
 	if (c.drop_privs && (c.uid == IPC_NO_ID || c.gid == IPC_NO_ID))
 		return refuse(err, errlen, "ipc: CONFIG drops privileges to uid/gid -1");

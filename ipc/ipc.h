@@ -74,7 +74,7 @@ const char *ipc_type_name(uint16_t type);
 #define IPC_SPACE_MAX 257       /* 256 bytes + NUL */
 #define IPC_URL_MAX 256
 #define IPC_HOST_MAX 256
-#define IPC_INBOX_MAX 32
+#define IPC_INBOX_MAX 128 /* REPLY_INBOX_MAX */
 
 /* CONFIG payload: fixed size, every string NUL-terminated within its field
  * (the decoder checks). */
@@ -83,13 +83,16 @@ struct ipc_config {
 	char space[IPC_SPACE_MAX];        /* space name */
 	char url[IPC_URL_MAX];            /* broker URL, IP literal host */
 	char tls_host[IPC_HOST_MAX];      /* expected TLS hostname, "" = no TLS */
-	char inbox_prefix[IPC_INBOX_MAX]; /* the credential's own _INBOX_<id> */
+	char inbox_prefix[IPC_INBOX_MAX]; /* from the credential's own sub.allow */
 	uint32_t seccomp_log;             /* 1: COTAL_SECCOMP=log (diagnosis only) */
 	uint32_t broker_port;             /* for the Landlock TCP connect rule */
 	uint32_t uid, gid;                /* the unprivileged user to drop to */
 	uint32_t drop_privs;              /* 1: drop to uid/gid (started as root) */
-	uint32_t reserved[3];             /* zero */
+	uint32_t features_off;            /* IPC_OFF_*: what the credential's grants leave out */
+	uint32_t reserved[2];             /* zero */
 };
+/* registerChannel: the credential may not write channel config rows. */
+#define IPC_OFF_REGISTER 1u
 
 /* STATUS payload: a worker's state and counters. */
 #define IPC_COUNTERS 8
@@ -121,7 +124,7 @@ enum ipc_sys {
 struct ipc_sys_creds {
 	uint32_t which;                   /* enum ipc_sys */
 	uint32_t reserved;                /* zero */
-	char inbox_prefix[IPC_INBOX_MAX]; /* that user's own _INBOX_<id> */
+	char inbox_prefix[IPC_INBOX_MAX]; /* from that user's own sub.allow */
 	char user[IPC_KEY_MAX];           /* its public key, for log lines */
 	char account[IPC_KEY_MAX];        /* the space account whose connections are swept */
 };

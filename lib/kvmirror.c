@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 
+#include "lib/kvwatch.h"
 #include "lib/natsconn.h"
 
 #define WATCH_POLL_MS 250
@@ -35,15 +36,6 @@ nap(int ms)
 		;
 }
 
-/* The broker's store time, in ms (nats.c reports nanoseconds). */
-static int64_t
-created_ms(kvEntry *e)
-{
-	int64_t t = kvEntry_Created(e);
-
-	return t > 100000000000000LL ? t / 1000000 : t;
-}
-
 static natsConnection *
 natsConn_of(struct kvmirror *m)
 {
@@ -54,17 +46,18 @@ natsConn_of(struct kvmirror *m)
 static int
 start_watch(struct kvmirror *m)
 {
-	kvWatcher *w = NULL;
-	natsStatus s;
+	struct kvwatch *w = NULL;
+	char why[sizeof(m->error)];
+	int rc;
 
 	pthread_mutex_lock(&m->mu);
 	m->loaded = false;
 	m->reset(m->arg);
 	pthread_mutex_unlock(&m->mu);
-	s = kvStore_WatchAll(&w, m->kv, NULL);
+	rc = kvwatch_start(&w, m->nc, m->inbox_prefix, m->bucket, why, sizeof(why));
 	pthread_mutex_lock(&m->mu);
-	if (s != NATS_OK) {
-		conn_strerror(s, m->error, sizeof(m->error));
+	if (rc != 0) {
+		snprintf(m->error, sizeof(m->error), "%s", why);
 		pthread_mutex_unlock(&m->mu);
 		return -1;
 	}
@@ -77,29 +70,26 @@ start_watch(struct kvmirror *m)
 static void
 drop_watch(struct kvmirror *m)
 {
-	kvWatcher *w;
+	struct kvwatch *w;
 
 	pthread_mutex_lock(&m->mu);
 	w = m->watcher;
 	m->watcher = NULL;
 	pthread_mutex_unlock(&m->mu);
-	if (w != NULL) {
-		kvWatcher_Stop(w);
-		kvWatcher_Destroy(w);
-	}
+	kvwatch_destroy(w);
 }
 
 static void *
 watch_thread(void *arg)
 {
 	struct kvmirror *m = arg;
-	kvEntry *e;
-	natsStatus s;
+	struct kvw_entry e;
+	char why[sizeof(m->error)];
 
 	for (;;) {
 		pthread_mutex_lock(&m->mu);
 		bool stop = m->stop, rebuild = m->want_rebuild || m->watcher == NULL;
-		kvWatcher *w = m->watcher;
+		struct kvwatch *w = m->watcher;
 		pthread_mutex_unlock(&m->mu);
 		if (stop)
 			break;
@@ -109,23 +99,23 @@ watch_thread(void *arg)
 				nap(WATCH_RETRY_MS);
 			continue;
 		}
-		e = NULL;
-		s = kvWatcher_Next(&e, w, WATCH_POLL_MS);
-		if (s == NATS_TIMEOUT)
+		enum kvw_event ev = kvwatch_next(w, WATCH_POLL_MS, &e, why, sizeof(why));
+		if (ev == KVW_TIMEOUT)
 			continue;
 		pthread_mutex_lock(&m->mu);
-		if (s != NATS_OK) {
-			/* Stopped (a rebuild or close asked for it) or the
-			 * connection is gone: watch again once we can. */
+		if (ev == KVW_LOST) {
+			/* Stopped (a rebuild or close asked for it), out of
+			 * order, silent, or the connection is gone: watch
+			 * again once we can. */
 			if (!m->stop) {
-				conn_strerror(s, m->error, sizeof(m->error));
+				snprintf(m->error, sizeof(m->error), "%s", why);
 				m->want_rebuild = true;
 			}
 			pthread_mutex_unlock(&m->mu);
 			nap(WATCH_POLL_MS / 5);
 			continue;
 		}
-		if (e == NULL) {
+		if (ev == KVW_LOADED) {
 			/* The initial state is in: the mirror is current as of
 			 * the watch's creation, hence as of the rebuild's floor. */
 			m->loaded = true;
@@ -134,13 +124,9 @@ watch_thread(void *arg)
 			m->rebuilds++;
 			m->error[0] = '\0';
 		} else {
-			kvOperation op = kvEntry_Operation(e);
-			const char *val = op == kvOp_Put ? kvEntry_ValueString(e) : NULL;
-			m->apply(m->arg, kvEntry_Key(e), val, val ? (size_t)kvEntry_ValueLen(e) : 0,
-			    kvEntry_Revision(e), created_ms(e));
-			if (kvEntry_Revision(e) > m->applied)
-				m->applied = kvEntry_Revision(e);
-			kvEntry_Destroy(e);
+			m->apply(m->arg, e.key, e.value, e.len, e.revision, e.created_ms);
+			if (e.revision > m->applied)
+				m->applied = e.revision;
 		}
 		pthread_cond_broadcast(&m->cv);
 		pthread_mutex_unlock(&m->mu);
@@ -196,7 +182,7 @@ barrier_wait(struct kvmirror *m, uint64_t last, char *err, size_t errlen)
 	m->want_rebuild = true;
 	target = m->rebuilds + 1;
 	if (m->watcher != NULL)
-		kvWatcher_Stop(m->watcher);
+		kvwatch_stop(m->watcher);
 	deadline_in(&dl, KVMIRROR_REBUILD_MS);
 	while (!(m->rebuilds >= target && current(m, last)))
 		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
@@ -356,7 +342,7 @@ kvmirror_close(struct kvmirror *m)
 	pthread_mutex_lock(&m->mu);
 	m->stop = true;
 	if (m->watcher != NULL)
-		kvWatcher_Stop(m->watcher);
+		kvwatch_stop(m->watcher);
 	pthread_mutex_unlock(&m->mu);
 	pthread_join(m->thread, NULL);
 	pthread_mutex_destroy(&m->mu);

@@ -4,9 +4,10 @@
  * last sequence and wait until the watch has applied it, so a write
  * committed before the batch was fetched is always seen.
  *
- * KV watchers can go silent after a broker restart (STYLE.md pitfalls): a
- * barrier the watch does not meet in time rebuilds the watch from scratch,
- * which is also the periodic reconciliation read.
+ * The watch is lib/kvwatch.h's named ordered consumer. It can go silent
+ * after a broker restart (STYLE.md pitfalls): a barrier the watch does not
+ * meet in time rebuilds it from scratch, which is also the periodic
+ * reconciliation read; so does a watch that reports itself lost.
  *
  * The owner's apply callback runs on the mirror's thread with the mirror
  * locked; the owner reads its state under kvmirror_lock().
@@ -18,6 +19,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+struct kvwatch;
 
 #define KVMIRROR_BUCKET_MAX 300
 #define KVMIRROR_BARRIER_MS 1000   /* the watch gets this long to catch up */
@@ -34,7 +37,7 @@ struct kvmirror {
 	char bucket[KVMIRROR_BUCKET_MAX];
 	char stream[KVMIRROR_BUCKET_MAX + 4];
 	natsConnection *nc;
-	char inbox_prefix[64];   /* the credential's reply subjects */
+	char inbox_prefix[128];  /* the credential's reply subjects (REPLY_INBOX_MAX) */
 	jsCtx *js;
 	kvStore *kv;
 	kvmirror_apply_fn apply;
@@ -44,7 +47,7 @@ struct kvmirror {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	kvWatcher *watcher;   /* owned by the thread */
+	struct kvwatch *watcher; /* owned by the thread */
 	uint64_t applied;     /* highest revision applied, or the floor of a rebuild */
 	uint64_t rebuilds;    /* completed rebuilds */
 	uint64_t rebuild_floor;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lib/jwt.h"
+#include "lib/perms.h"
 #include "lib/nkeys.h"
 #include "lib/tokens.h"
 
@@ -119,22 +120,13 @@ int
 conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out,
 	  char *err, size_t errlen)
 {
-	char prefix[INBOX_PREFIX_MAX], why[512];
-	struct jwt j;
+	char prefix[REPLY_INBOX_MAX], why[512];
 	natsOptions *opts = NULL;
 	natsStatus s;
 
 	*out = NULL;
-	if (jwt_decode(c->jwt, strlen(c->jwt), &j, why, sizeof(why)) != 0) {
-		snprintf(err, errlen, "credential: %s", why);
+	if (jwt_reply_inbox(c->jwt, prefix, sizeof(prefix), err, errlen) != 0)
 		return -1;
-	}
-	if (j.kind != JWT_USER || !inbox_prefix(j.sub, prefix, sizeof(prefix))) {
-		snprintf(err, errlen, "credential: not a user JWT");
-		jwt_free(&j);
-		return -1;
-	}
-	jwt_free(&j);
 
 	s = natsOptions_Create(&opts);
 	if (s == NATS_OK)

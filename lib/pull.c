@@ -73,6 +73,11 @@ pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const char *s
 	s = js_GetConsumerInfo(&ci, js, stream, cfg->Durable, NULL, &jerr);
 	if (s != NATS_OK && jerr == JSConsumerNotFoundErr) {
 		jerr = 0;
+		/* Named: nats.c then asks with
+		 * $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>, the form
+		 * every Cotal toolchain's delivery grants cover. */
+		if (cfg->Name == NULL)
+			cfg->Name = cfg->Durable;
 		s = js_AddConsumer(&ci, js, stream, cfg, NULL, &jerr);
 		if (s != NATS_OK && jerr == JSConsumerNameExistErr) {
 			/* Another incarnation made it meanwhile: read it. */

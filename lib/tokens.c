@@ -190,7 +190,7 @@ channel_pattern_valid(const char *s)
 bool
 inbox_prefix(const char *user_pub, char *out, size_t outlen)
 {
-	if (user_pub == NULL || strlen(user_pub) < INBOX_ID_LEN ||
+	if (user_pub == NULL || strlen(user_pub) != INBOX_ID_LEN || user_pub[0] != 'U' ||
 	    outlen < INBOX_PREFIX_MAX)
 		return false;
 	memcpy(out, "_INBOX_", 7);

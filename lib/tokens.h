@@ -27,11 +27,13 @@ bool channel_concrete_valid(const char *s);
 bool channel_pattern_valid(const char *s);
 
 /*
- * Every credential we mint may subscribe only to its own reply inboxes:
- * _INBOX_<first 16 chars of its user public key>. nats.c appends ".<nuid>"
- * per connection, so several connections of one credential never collide.
+ * The reply inbox `cotal creds mint` grants a credential, as every Cotal
+ * toolchain does: _INBOX_<its whole user public key>. nats.c appends
+ * ".<nuid>" per connection, so several connections of one credential never
+ * collide. A connection takes its prefix from its credential's own grants
+ * (lib/perms.h jwt_reply_inbox), never from this.
  */
-#define INBOX_ID_LEN 16
+#define INBOX_ID_LEN 56
 #define INBOX_PREFIX_MAX (7 + INBOX_ID_LEN + 1)
 bool inbox_prefix(const char *user_pub, char *out, size_t outlen);
 

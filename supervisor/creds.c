@@ -61,6 +61,20 @@ creds_refuse_allow_all(const struct jwt *j, char *why, size_t whylen)
 	return 0;
 }
 
+/* The credential's reply-inbox prefix, from its own sub.allow. */
+static int
+reply_inbox(const struct jwt *j, char *out, size_t outlen, char *why, size_t whylen)
+{
+	struct perms p;
+	int rc;
+
+	if (perms_from_jwt(j, &p, why, whylen) != 0)
+		return -1;
+	rc = perms_reply_inbox(&p, out, outlen, why, whylen);
+	perms_free(&p);
+	return rc;
+}
+
 int
 sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen)
 {
@@ -83,6 +97,12 @@ sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen)
 		snprintf(err, errlen, "refusing an allow-all credential: %s (user %.12s…): %s; "
 		    "mint the least-privilege one with: cotal creds mint --profile delivery",
 		    path, j.sub, why);
+		jwt_free(&j);
+		creds_free(&sc->c);
+		return -1;
+	}
+	if (reply_inbox(&j, sc->inbox, sizeof(sc->inbox), why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "refusing %s (user %.12s…): %s", path, j.sub, why);
 		jwt_free(&j);
 		creds_free(&sc->c);
 		return -1;

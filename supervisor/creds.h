@@ -13,6 +13,7 @@
 #include "lib/creds.h"
 #include "lib/jwt.h"
 #include "lib/nkeys.h"
+#include "lib/perms.h"
 
 /* nats-server sends 11 random bytes as unpadded base64url: 15 chars. */
 #define NONCE_LEN 15
@@ -28,13 +29,15 @@ struct sup_creds {
 	char user_pub[NKEY_PUBLIC_LEN + 1];
 	char account[NKEY_PUBLIC_LEN + 1];  /* issuer_account or iss */
 	char fingerprint[17];               /* first 16 hex of sha256(JWT) */
+	char inbox[REPLY_INBOX_MAX];        /* reply-inbox prefix, from its sub.allow */
 	int64_t exp;                        /* JWT exp, 0 = never */
 };
 
 /*
  * Load the credential, decode its JWT, and refuse an allow-all credential:
  * a user JWT whose publish or subscribe allow list contains ">" or that has
- * no permissions at all. 0 or -1 with err.
+ * no permissions at all, or one that may subscribe to no reply inbox.
+ * 0 or -1 with err.
  */
 int sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen);
 void sup_creds_free(struct sup_creds *sc);

@@ -452,6 +452,8 @@ main(int argc, char **argv)
 		log_errx("delivery: %s", err);
 		return 1;
 	}
+	if (preflight(&S) != 0)
+		return 1;
 	make_instance();
 	bool tls = false;
 	if (ws_server_url(&S.ws, S.space, server, url, sizeof(url), &tls, err, sizeof(err)) != 0) {

@@ -94,6 +94,14 @@ candidate(struct sup *s, const char *expected, struct sup_creds *c, bool *accept
 		    s->creds.user_pub);
 		goto refuse;
 	}
+	/* The workers' subscriptions live under the reply inbox they were
+	 * given at start. */
+	if (strcmp(c->inbox, s->creds.inbox) != 0) {
+		snprintf(why, whylen, "reloadCreds: %.200s grants the reply inbox %.80s.>, not this "
+		    "daemon's %.80s.>; nothing adopted (restart the daemon to change it)", c->path,
+		    c->inbox, s->creds.inbox);
+		goto refuse;
+	}
 	sha256_hex(c->c.jwt, have);
 	if (expected != NULL && expected[0] != '\0' && strcmp(have, expected) != 0) {
 		snprintf(why, whylen, "reloadCreds: %.150s has SHA-256 %s, not the expected %.64s; nothing "

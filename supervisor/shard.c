@@ -192,12 +192,11 @@ on_bound(evutil_socket_t fd, short what, void *arg)
 void
 shard_watch(struct sup *s)
 {
-	char inbox[INBOX_PREFIX_MAX], err[512];
+	char err[512];
 
 	if (s->watching || s->nc == NULL)
 		return;
-	inbox_prefix(s->creds.user_pub, inbox, sizeof(inbox));
-	if (kvmirror_open(&s->lease_watch, s->nc, inbox, s->js, s->lease.bucket, watch_apply,
+	if (kvmirror_open(&s->lease_watch, s->nc, s->creds.inbox, s->js, s->lease.bucket, watch_apply,
 	    watch_reset, s, err, sizeof(err)) != 0) {
 		/* Renewals still see a foreign row within 15 s. */
 		log_warnx("delivery: cannot watch %s.%s: %s; relying on the renewals",

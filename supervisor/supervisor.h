@@ -87,6 +87,7 @@ struct sup {
 	 * provisioned; without them eviction is unavailable. */
 	struct sup_creds sys[3];
 	bool have_sys[3];
+	bool register_off;            /* preflight: no grant for channel config rows */
 	char instance[IPC_INSTANCE_MAX]; /* this process's incarnation */
 
 	/* The resident connection (resident.c): reachability, the lease, and
@@ -142,6 +143,11 @@ void reload_request(struct sup_worker *w, const struct ipc_msg *m);
 void reload_expired(struct sup *s);
 /* Has it (by the broker's word or by its exp)? */
 bool reload_is_expired(const struct sup *s);
+
+/* preflight.c: check the credentials' grants against lib/needs.h before
+ * binding; log every missing one. 0 (optional features turned off), or -1:
+ * a required grant is missing, do not bind. */
+int preflight(struct sup *s);
 
 /* shard.c: the lease through the daemon's life. */
 /* Claim the lease (ready:false) at start; -1 when the daemon must not bind

@@ -335,8 +335,7 @@ send_sys_creds(struct sup_worker *w, enum ipc_sys which)
 	uint8_t *buf;
 	int rc;
 
-	if (!inbox_prefix(c->user_pub, h.inbox_prefix, sizeof(h.inbox_prefix)))
-		return -1;
+	snprintf(h.inbox_prefix, sizeof(h.inbox_prefix), "%s", c->inbox);
 	snprintf(h.user, sizeof(h.user), "%s", c->user_pub);
 	snprintf(h.account, sizeof(h.account), "%s", w->sup->creds.account);
 	if (sizeof(h) + jl > IPC_MAX_PAYLOAD || (buf = malloc(sizeof(h) + jl)) == NULL)
@@ -421,13 +420,13 @@ worker_spawn(struct sup_worker *w)
 	snprintf(cfg.space, sizeof(cfg.space), "%s", s->space);
 	snprintf(cfg.url, sizeof(cfg.url), "%s", s->url);
 	snprintf(cfg.tls_host, sizeof(cfg.tls_host), "%s", s->tls_host);
-	if (!inbox_prefix(s->creds.user_pub, cfg.inbox_prefix, sizeof(cfg.inbox_prefix)))
-		fatalx("delivery: the credential's user key cannot name an inbox");
+	snprintf(cfg.inbox_prefix, sizeof(cfg.inbox_prefix), "%s", s->creds.inbox);
 	cfg.seccomp_log = s->seccomp_log;
 	cfg.broker_port = s->port;
 	cfg.uid = s->uid;
 	cfg.gid = s->gid;
 	cfg.drop_privs = s->drop;
+	cfg.features_off = s->register_off ? IPC_OFF_REGISTER : 0;
 	/* The socket buffer holds both: a blocking worker reads them at once. */
 	if (ipc_send(w->ch, IPC_CONFIG, &cfg, sizeof(cfg)) != 0 ||
 	    ipc_send(w->ch, IPC_JWT, s->creds.c.jwt, strlen(s->creds.c.jwt)) != 0 ||

@@ -577,6 +577,12 @@ op_register_channel(struct request *r)
 	uint64_t at, rev;
 	int have;
 
+	if (W.cfg.features_off & IPC_OFF_REGISTER) {
+		reply_error(r, "registerChannel: this daemon's credential may not write channel "
+		    "config rows ($KV.%s.>); it is off (cotal creds audit shows the grant)",
+		    G.channels_bucket);
+		return;
+	}
 	if (ctl_arg_channel(&r->req, ch, sizeof(ch), why, sizeof(why)) != 0 ||
 	    ctl_arg_string(&r->req, "description", false, DESCRIPTION_MAX, &desc, why,
 	    sizeof(why)) != 0 ||

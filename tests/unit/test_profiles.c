@@ -1,6 +1,7 @@
 /*
  * Credential profiles: the delivery credential holds exactly the
- * least-privilege grants of WIRE.md §7, nothing broader; an agent holds no
+ * least-privilege grants of WIRE.md §7, nothing broader, and nothing the
+ * grants another Cotal toolchain mints (delivery-grants.json) lack; an agent holds no
  * grant on INBOX and only binds its own dlv_ durable.
  */
 #include <regex.h>
@@ -15,6 +16,8 @@
 #include <cmocka.h>
 
 #include "cli/profiles.h"
+#include "lib/needs.h"
+#include "lib/perms.h"
 
 #define USER "UDE7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKL"
 #define UID "abcdefghijklmnopqrstuvwxyz"
@@ -41,35 +44,131 @@ delivery(struct grants *g)
 	assert_int_equal(profile_grants(PROFILE_DELIVERY, &pp, g, err, sizeof(err)), 0);
 }
 
-/* "Publish: $JS.API.INFO; stream info of CHAT/INBOX/DLV; consumer
- * create/info/next/delete and acks pinned to fanout, reader, timerw_<s> and
- * cu_*; ... writes to $KV.cotal_members_<s>.> and
- * $KV.cotal_delivery_<s>.lease.*; P.dinbox.*.*.*, P.dlv.*.*.*,
- * P.ept.*.*.*.*.armed, P.ept.*.*.*.*.fire; P.ctl.delivery.*.*.reply.>,
- * P.ctl.delivery-admin.*.*.reply.>, P.live.delivery.*.*.reply.>." */
+/* delivery-grants.json's delivery grants, placeholders filled for space
+ * "demo" (token "demo") and user USER. */
+static json_t *
+foreign_grants(const char *dir)
+{
+	json_error_t je;
+	json_t *doc = json_load_file(COTAL_TEST_DATA "/delivery-grants.json", 0, &je), *out, *v;
+	size_t i;
+
+	if (doc == NULL)
+		fail_msg("delivery-grants.json: %s", je.text);
+	out = json_array();
+	json_array_foreach(json_object_get(json_object_get(json_object_get(doc, "delivery"), dir),
+	    "allow"), i, v) {
+		char buf[1024], *p;
+		snprintf(buf, sizeof(buf), "%s", json_string_value(v));
+		while ((p = strstr(buf, "<s>")) != NULL) {
+			memmove(p + 4, p + 3, strlen(p + 3) + 1);
+			memcpy(p, "demo", 4);
+		}
+		if ((p = strstr(buf, "<user>")) != NULL) {
+			char rest[1024];
+			snprintf(rest, sizeof(rest), "%s", p + 6);
+			snprintf(p, sizeof(buf) - (size_t)(p - buf), "%s%s", USER, rest);
+		}
+		json_array_append_new(out, json_string(buf));
+	}
+	json_decref(doc);
+	return out;
+}
+
+static bool
+covered(json_t *allow, const char *subj)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(allow, i, v)
+		if (subject_covers(json_string_value(v), subj))
+			return true;
+	return false;
+}
+
+/* Is subj a grant only an optional feature needs (lib/needs.c)? */
+static bool
+optional(const char *subj)
+{
+	const struct need *t;
+	size_t n;
+	char buf[1024];
+	bool opt = false;
+
+	t = needs_table(&n);
+	for (size_t i = 0; i < n; i++)
+		if (t[i].cred == NEED_DELIVERY &&
+		    need_subject(&t[i], "demo", "_INBOX_" USER, NULL, buf, sizeof(buf)) == 0 &&
+		    strcmp(buf, subj) == 0) {
+			if (!t[i].optional)
+				return false;
+			opt = true;
+		}
+	return opt;
+}
+
+/* WIRE.md §7: the daemon "must serve every feature with exactly" the grants
+ * of delivery-grants.json, "and with the project's own narrower profile":
+ * so the narrow profile asks only for what the file's grants cover, but for
+ * an optional feature's own grants (registerChannel's channel rows). */
+static void
+test_delivery_asks_only_what_every_toolchain_grants(void **state)
+{
+	struct grants g;
+	size_t i;
+	json_t *v;
+
+	(void)state;
+	delivery(&g);
+	json_t *pub = foreign_grants("pub"), *sub = foreign_grants("sub");
+	assert_true(json_array_size(pub) > 50);
+	json_array_foreach(g.pub_allow, i, v)
+		if (!covered(pub, json_string_value(v)) && !optional(json_string_value(v)))
+			fail_msg("delivery publishes %s, which delivery-grants.json does not grant",
+			    json_string_value(v));
+	json_array_foreach(g.sub_allow, i, v)
+		if (!covered(sub, json_string_value(v)))
+			fail_msg("delivery subscribes to %s, which delivery-grants.json does not grant",
+			    json_string_value(v));
+	json_decref(pub);
+	json_decref(sub);
+	grants_free(&g);
+}
+
+/* "Publish: $JS.API.INFO; ... consumer create/info/next and acks pinned to
+ * fanout, reader, timerw_<s> and cu_*; KV read ...; writes to
+ * $KV.cotal_members_<s>.> and $KV.cotal_delivery_<s>.lease.*; P.dinbox.*.*.*,
+ * P.dlv.*.*.*, P.ept.*.*.*.*.armed, P.ept.*.*.*.*.fire;
+ * P.ctl.delivery.*.*.reply.>, P.ctl.delivery-admin.*.*.reply.>,
+ * P.live.delivery.*.*.reply.>. Subscribe: its own _INBOX_<connId>.>
+ * (connId = the credential's user public key, all 56 characters ...) and
+ * the three rail subjects." Consumers are created in the named form with
+ * their filter; KV watches are named ordered consumers on the bucket. */
 static void
 test_delivery_holds_every_wire_grant(void **state)
 {
 	static const char *const want[] = {
 		"$JS.API.INFO",
-		"$JS.API.STREAM.INFO.CHAT_demo", "$JS.API.STREAM.INFO.INBOX_demo",
-		"$JS.API.STREAM.INFO.DLV_demo",
-		"$JS.API.CONSUMER.CREATE.CHAT_demo.fanout", "$JS.API.CONSUMER.INFO.CHAT_demo.fanout",
-		"$JS.API.CONSUMER.MSG.NEXT.CHAT_demo.fanout", "$JS.API.CONSUMER.DELETE.CHAT_demo.fanout",
-		"$JS.ACK.CHAT_demo.fanout.>",
-		"$JS.API.CONSUMER.CREATE.INBOX_demo.reader", "$JS.API.CONSUMER.MSG.NEXT.INBOX_demo.reader",
-		"$JS.ACK.INBOX_demo.reader.>",
-		"$JS.API.CONSUMER.CREATE.EPT_REQ_demo.timerw_demo",
+		"$JS.API.STREAM.INFO.INBOX_demo",
+		"$JS.API.CONSUMER.CREATE.CHAT_demo.fanout.>", "$JS.API.CONSUMER.INFO.CHAT_demo.fanout",
+		"$JS.API.CONSUMER.MSG.NEXT.CHAT_demo.fanout", "$JS.ACK.CHAT_demo.fanout.>",
+		"$JS.API.CONSUMER.CREATE.INBOX_demo.reader.>",
+		"$JS.API.CONSUMER.MSG.NEXT.INBOX_demo.reader", "$JS.ACK.INBOX_demo.reader.>",
+		"$JS.API.CONSUMER.CREATE.EPT_REQ_demo.timerw_demo.>",
 		"$JS.API.CONSUMER.MSG.NEXT.EPT_REQ_demo.timerw_demo", "$JS.ACK.EPT_REQ_demo.timerw_demo.>",
+		"$JS.API.CONSUMER.CREATE.CHAT_demo.*.cotal.demo.chat.*.*.>",
 		"$JS.API.STREAM.MSG.GET.EPT_demo",
 		"$KV.cotal_members_demo.>", "$KV.cotal_delivery_demo.lease.*",
 		"cotal.demo.dinbox.*.*.*", "cotal.demo.dlv.*.*.*",
 		"cotal.demo.ept.*.*.*.*.armed", "cotal.demo.ept.*.*.*.*.fire",
 		"cotal.demo.ctl.delivery.*.*.reply.>", "cotal.demo.ctl.delivery-admin.*.*.reply.>",
 		"cotal.demo.live.delivery.*.*.reply.>",
-		"$JS.API.DIRECT.GET.KV_cotal_presence_demo", "$JS.API.DIRECT.GET.KV_cotal_channels_demo",
-		"$JS.API.DIRECT.GET.KV_cotal_members_demo", "$JS.API.DIRECT.GET.KV_cotal_acl_demo",
-		"$JS.API.DIRECT.GET.KV_cotal_records_demo",
+		"$JS.API.CONSUMER.CREATE.KV_cotal_presence_demo.*.$KV.cotal_presence_demo.>",
+		"$JS.API.CONSUMER.CREATE.KV_cotal_channels_demo.*.$KV.cotal_channels_demo.>",
+		"$JS.API.CONSUMER.CREATE.KV_cotal_members_demo.*.$KV.cotal_members_demo.>",
+		"$JS.API.CONSUMER.CREATE.KV_cotal_acl_demo.*.$KV.cotal_acl_demo.>",
+		"$JS.API.STREAM.MSG.GET.KV_cotal_records_demo",
 	};
 	struct grants g;
 
@@ -78,9 +177,8 @@ test_delivery_holds_every_wire_grant(void **state)
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		if (!has(g.pub_allow, want[i]))
 			fail_msg("delivery lacks publish grant %s", want[i]);
-	/* "Subscribe: its own _INBOX_<connId>.> and the three rail subjects." */
 	assert_int_equal(json_array_size(g.sub_allow), 4);
-	assert_true(has(g.sub_allow, "_INBOX_UDE7OIL6X67UABCD.>"));
+	assert_true(has(g.sub_allow, "_INBOX_" USER ".>"));
 	assert_true(has(g.sub_allow, "cotal.demo.ctl.delivery.*.*"));
 	assert_true(has(g.sub_allow, "cotal.demo.ctl.delivery-admin.*.*"));
 	assert_true(has(g.sub_allow, "cotal.demo.live.delivery.*.*"));
@@ -88,26 +186,30 @@ test_delivery_holds_every_wire_grant(void **state)
 }
 
 /* "never allow-all": every publish grant has one of the shapes WIRE.md §7
- * names, scoped to this space's streams, buckets and subjects. */
+ * names, scoped to this space's streams, buckets and subjects. No stream
+ * look-up by subject, no unnamed or durable-form create, no flow control. */
 static void
 test_delivery_holds_nothing_broader(void **state)
 {
 	static const char *const shapes =
-	    "^(\\$JS\\.API\\.INFO|\\$JS\\.API\\.STREAM\\.NAMES"
+	    "^(\\$JS\\.API\\.INFO"
 	    "|\\$JS\\.API\\.STREAM\\.INFO\\.(CHAT|INBOX|DLV|EPT_REQ|EPT)_demo"
 	    "|\\$JS\\.API\\.STREAM\\.MSG\\.DELETE\\.INBOX_demo"
 	    /* the timer writer's last-message reads, beyond §7 (docs/security.md) */
 	    "|\\$JS\\.API\\.STREAM\\.MSG\\.GET\\.EPT_demo"
-	    "|\\$JS\\.API\\.CONSUMER\\.(CREATE|DURABLE\\.CREATE|INFO|MSG\\.NEXT|DELETE)\\."
-	    "(CHAT_demo\\.fanout|INBOX_demo\\.reader|EPT_REQ_demo\\.timerw_demo)(\\.>)?"
+	    "|\\$JS\\.API\\.CONSUMER\\.CREATE\\."
+	    "(CHAT_demo\\.fanout|INBOX_demo\\.reader|EPT_REQ_demo\\.timerw_demo)\\.>"
+	    "|\\$JS\\.API\\.CONSUMER\\.(INFO|MSG\\.NEXT)\\."
+	    "(CHAT_demo\\.fanout|INBOX_demo\\.reader|EPT_REQ_demo\\.timerw_demo)"
 	    "|\\$JS\\.ACK\\.(CHAT_demo\\.fanout|INBOX_demo\\.reader|EPT_REQ_demo\\.timerw_demo)\\.>"
 	    "|\\$JS\\.API\\.CONSUMER\\.CREATE\\.CHAT_demo\\.\\*\\.cotal\\.demo\\.chat\\.\\*\\.\\*\\.>"
-	    "|\\$JS\\.API\\.CONSUMER\\.(INFO|MSG\\.NEXT|DELETE)\\.CHAT_demo\\.\\*"
-	    "|\\$JS\\.API\\.(STREAM\\.INFO|DIRECT\\.GET|STREAM\\.MSG\\.GET|CONSUMER\\.CREATE)\\."
-	    "KV_cotal_(presence|channels|members|acl|records|delivery)_demo(\\.>)?"
-	    "|\\$JS\\.API\\.CONSUMER\\.(INFO|DELETE)\\."
-	    "KV_cotal_(presence|channels|members|acl|records|delivery)_demo\\.\\*"
-	    "|\\$JS\\.FC\\.KV_cotal_(presence|channels|members|acl|records|delivery)_demo\\.>"
+	    "|\\$JS\\.API\\.CONSUMER\\.(MSG\\.NEXT|DELETE)\\.CHAT_demo\\.\\*"
+	    "|\\$JS\\.API\\.(STREAM\\.INFO|STREAM\\.MSG\\.GET)\\."
+	    "KV_cotal_(presence|channels|members|acl|records|delivery)_demo"
+	    "|\\$JS\\.API\\.CONSUMER\\.CREATE\\.KV_cotal_(presence|channels|members|acl|delivery)_demo"
+	    "\\.\\*\\.\\$KV\\.cotal_(presence|channels|members|acl|delivery)_demo\\.>"
+	    "|\\$JS\\.API\\.CONSUMER\\.DELETE\\."
+	    "KV_cotal_(presence|channels|members|acl|delivery)_demo\\.\\*"
 	    "|\\$KV\\.cotal_members_demo\\.>|\\$KV\\.cotal_delivery_demo\\.lease\\.\\*"
 	    /* registerChannel's create, beyond §7 (docs/security.md) */
 	    "|\\$KV\\.cotal_channels_demo\\.>"
@@ -224,6 +326,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delivery_holds_every_wire_grant),
+		cmocka_unit_test(test_delivery_asks_only_what_every_toolchain_grants),
 		cmocka_unit_test(test_delivery_holds_nothing_broader),
 		cmocka_unit_test(test_agent_binds_only_its_own_durable),
 		cmocka_unit_test(test_bad_parameters_are_refused_naming_the_field),

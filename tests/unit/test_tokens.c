@@ -132,11 +132,16 @@ test_inbox_prefix_is_the_credentials_own(void **state)
 	char out[INBOX_PREFIX_MAX];
 
 	(void)state;
-	assert_true(inbox_prefix("UDE7OIL6X67UABCDEFGHIJKLMNOP", out, sizeof(out)));
-	assert_string_equal(out, "_INBOX_UDE7OIL6X67UABCD");
+	static const char key[] = "UDE7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKL";
+	assert_int_equal(strlen(key), 56);
+	assert_true(inbox_prefix(key, out, sizeof(out)));
+	assert_string_equal(out, "_INBOX_UDE7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKL");
 	assert_false(inbox_prefix("short", out, sizeof(out)));
-	assert_false(inbox_prefix("U.E7OIL6X67UABCDEFGH", out, sizeof(out)));
-	assert_false(inbox_prefix("UDE7OIL6X67UABCDEFGH", out, 8));
+	assert_false(inbox_prefix("UDE7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJK", out,
+	    sizeof(out))); /* 55 characters */
+	assert_false(inbox_prefix("U.E7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKL", out,
+	    sizeof(out)));
+	assert_false(inbox_prefix(key, out, 8));
 }
 
 int

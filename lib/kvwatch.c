@@ -1,0 +1,295 @@
+/* A KV watch as a named ordered consumer (see kvwatch.h). */
+#include "lib/kvwatch.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/natsconn.h"
+
+#define CREATE_TIMEOUT_MS 5000
+#define DELETE_TIMEOUT_MS 500
+#define INACTIVE_NS 30000000000LL /* the broker drops a consumer nobody listens to */
+#define NAME_MAX_LEN 48
+#define SUBJ_MAX 512
+
+struct kvwatch {
+	natsConnection *nc;
+	natsSubscription *sub;
+	char stream[SUBJ_MAX];
+	char name[NAME_MAX_LEN];
+	char prefix[SUBJ_MAX];   /* "$KV.<bucket>." */
+	uint64_t dseq;           /* the consumer sequence last delivered */
+	uint64_t pending;        /* at creation: entries still to come */
+	bool loaded;
+	int64_t last_heard_ms;
+	atomic_bool stopped;
+	natsMsg *held;           /* the entry *e points into */
+};
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A fresh token of [A-Za-z0-9] (nats.c's inbox NUID after "_INBOX."). */
+static void
+unique_token(char *out, size_t outlen)
+{
+	natsInbox *inbox = NULL;
+	const char *dot;
+
+	if (natsInbox_Create(&inbox) != NATS_OK) {
+		snprintf(out, outlen, "%lld", (long long)mono_ms());
+		return;
+	}
+	dot = strchr((const char *)inbox, '.');
+	snprintf(out, outlen, "%s", dot != NULL ? dot + 1 : (const char *)inbox);
+	natsInbox_Destroy(inbox);
+}
+
+/* The broker's error words of an API answer, or NULL when it is none. */
+static const char *
+api_error(json_t *doc, char *buf, size_t len)
+{
+	json_t *e = json_object_get(doc, "error");
+	const char *d;
+
+	if (!json_is_object(e))
+		return NULL;
+	d = json_string_value(json_object_get(e, "description"));
+	snprintf(buf, len, "%s (JetStream error %lld)", d != NULL ? d : "error",
+	    (long long)json_integer_value(json_object_get(e, "err_code")));
+	return buf;
+}
+
+int
+kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
+	      const char *bucket, char *err, size_t errlen)
+{
+	char tok[64], deliver[SUBJ_MAX], subj[SUBJ_MAX * 3], filter[SUBJ_MAX], why[512];
+	struct kvwatch *w;
+	natsMsg *reply = NULL;
+	json_t *req = NULL, *doc = NULL;
+	char *body = NULL;
+	natsStatus s;
+	int rc = -1;
+
+	*out = NULL;
+	if ((w = calloc(1, sizeof(*w))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	w->nc = nc;
+	unique_token(tok, sizeof(tok));
+	snprintf(w->stream, sizeof(w->stream), "KV_%s", bucket);
+	snprintf(w->name, sizeof(w->name), "kvw_%.40s", tok);
+	snprintf(w->prefix, sizeof(w->prefix), "$KV.%s.", bucket);
+	snprintf(filter, sizeof(filter), "$KV.%s.>", bucket);
+	snprintf(deliver, sizeof(deliver), "%s.kvw.%s", inbox_prefix, tok);
+
+	s = natsConnection_SubscribeSync(&w->sub, nc, deliver);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "watch %s: cannot subscribe to %s: %s", bucket, deliver, why);
+		goto out;
+	}
+	req = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:I, s:I}}",
+	    "stream_name", w->stream, "config", "name", w->name, "deliver_subject", deliver,
+	    "deliver_policy", "last_per_subject", "ack_policy", "none", "replay_policy", "instant",
+	    "filter_subject", filter, "mem_storage", 1, "num_replicas", 1,
+	    "inactive_threshold", (json_int_t)INACTIVE_NS,
+	    "idle_heartbeat", (json_int_t)KVWATCH_HEARTBEAT_MS * 1000000);
+	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.CREATE.%s.%s.%s", w->stream, w->name, filter);
+	s = natsConnection_RequestString(&reply, nc, subj, body, CREATE_TIMEOUT_MS);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "watch %s: %s: %s%s", bucket, subj, why,
+		    s == NATS_TIMEOUT ? " (a credential that may not publish it gets no answer)" : "");
+		goto out;
+	}
+	doc = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply),
+	    JSON_DECODE_INT_AS_REAL, NULL);
+	if (api_error(doc, why, sizeof(why)) != NULL) {
+		snprintf(err, errlen, "watch %s: %s: %s", bucket, subj, why);
+		goto out;
+	}
+	json_t *np = json_object_get(doc, "num_pending");
+	if (!json_is_number(np)) {
+		snprintf(err, errlen, "watch %s: %s: the answer names no num_pending", bucket, subj);
+		goto out;
+	}
+	w->pending = (uint64_t)json_number_value(np);
+	w->loaded = false;
+	w->last_heard_ms = mono_ms();
+	rc = 0;
+out:
+	free(body);
+	json_decref(req);
+	json_decref(doc);
+	natsMsg_Destroy(reply);
+	if (rc != 0)
+		kvwatch_destroy(w);
+	else
+		*out = w;
+	return rc;
+}
+
+/*
+ * The delivery metadata in a push message's reply subject:
+ * $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>, or
+ * the form with <domain>.<account hash> after $JS.ACK and a token at the end.
+ */
+static bool
+ack_meta(const char *reply, uint64_t *sseq, uint64_t *dseq, int64_t *ts_ns, uint64_t *pending)
+{
+	char buf[SUBJ_MAX];
+	char *tok[16], *save = NULL, *t;
+	int n = 0, at;
+
+	if (reply == NULL || strlen(reply) >= sizeof(buf))
+		return false;
+	strcpy(buf, reply);
+	for (t = strtok_r(buf, ".", &save); t != NULL && n < 16; t = strtok_r(NULL, ".", &save))
+		tok[n++] = t;
+	if (n < 9 || strcmp(tok[0], "$JS") != 0 || strcmp(tok[1], "ACK") != 0)
+		return false;
+	at = n == 9 ? 4 : 6; /* <delivered> */
+	if (at + 4 >= n)
+		return false;
+	*sseq = strtoull(tok[at + 1], NULL, 10);
+	*dseq = strtoull(tok[at + 2], NULL, 10);
+	*ts_ns = strtoll(tok[at + 3], NULL, 10);
+	*pending = strtoull(tok[at + 4], NULL, 10);
+	return *sseq > 0 && *dseq > 0;
+}
+
+static enum kvw_event __attribute__((format(printf, 3, 4)))
+lost(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return KVW_LOST;
+}
+
+enum kvw_event
+kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, size_t errlen)
+{
+	natsMsg *m = NULL;
+	const char *st = NULL, *v = NULL, *subj;
+	uint64_t sseq, dseq, pending;
+	int64_t ts;
+	natsStatus s;
+
+	natsMsg_Destroy(w->held);
+	w->held = NULL;
+	if (!w->loaded && w->pending == 0) {
+		w->loaded = true;
+		return KVW_LOADED;
+	}
+	if (atomic_load(&w->stopped))
+		return lost(err, errlen, "%s: stopped", w->stream);
+	s = natsSubscription_NextMsg(&m, w->sub, timeout_ms);
+	if (s == NATS_TIMEOUT) {
+		if (mono_ms() - w->last_heard_ms > KVWATCH_SILENT_MS)
+			return lost(err, errlen, "%s: no heartbeat for %lld ms", w->stream,
+			    (long long)(mono_ms() - w->last_heard_ms));
+		return KVW_TIMEOUT;
+	}
+	if (s != NATS_OK) {
+		conn_strerror(s, err, errlen);
+		return KVW_LOST;
+	}
+	w->last_heard_ms = mono_ms();
+	if (natsMsg_GetDataLength(m) == 0 && natsMsgHeader_Get(m, "Status", &st) == NATS_OK &&
+	    st != NULL) {
+		/* 100: heartbeat (or flow control, never asked for); anything
+		 * else (409 consumer deleted, ...) ends the watch. */
+		if (strcmp(st, "100") != 0) {
+			natsMsgHeader_Get(m, "Description", &v);
+			snprintf(err, errlen, "%s: the broker ended the watch: %s %s", w->stream, st,
+			    v != NULL ? v : "");
+			natsMsg_Destroy(m);
+			return KVW_LOST;
+		}
+		if (natsMsgHeader_Get(m, "Nats-Last-Consumer", &v) == NATS_OK && v != NULL &&
+		    strtoull(v, NULL, 10) != w->dseq) {
+			unsigned long long last = strtoull(v, NULL, 10);
+			natsMsg_Destroy(m);
+			return lost(err, errlen, "%s: a heartbeat names message %llu, the last seen "
+			    "is %llu", w->stream, last, (unsigned long long)w->dseq);
+		}
+		natsMsg_Destroy(m);
+		return KVW_TIMEOUT;
+	}
+	if (!ack_meta(natsMsg_GetReply(m), &sseq, &dseq, &ts, &pending)) {
+		natsMsg_Destroy(m);
+		return lost(err, errlen, "%s: a message without delivery metadata", w->stream);
+	}
+	if (dseq != w->dseq + 1) {
+		natsMsg_Destroy(m);
+		return lost(err, errlen, "%s: message %llu after %llu (a gap)", w->stream,
+		    (unsigned long long)dseq, (unsigned long long)w->dseq);
+	}
+	w->dseq = dseq;
+	subj = natsMsg_GetSubject(m);
+	if (strncmp(subj, w->prefix, strlen(w->prefix)) != 0) {
+		natsMsg_Destroy(m);
+		return lost(err, errlen, "%s: a message on a foreign subject", w->stream);
+	}
+	if (!w->loaded && pending == 0)
+		w->pending = 0; /* KVW_LOADED on the next call */
+	const char *op = NULL;
+	natsMsgHeader_Get(m, "KV-Operation", &op);
+	bool gone = op != NULL && (strcmp(op, "DEL") == 0 || strcmp(op, "PURGE") == 0);
+	e->key = subj + strlen(w->prefix);
+	e->value = gone ? NULL : natsMsg_GetData(m);
+	e->len = gone ? 0 : (size_t)natsMsg_GetDataLength(m);
+	e->revision = sseq;
+	e->created_ms = ts / 1000000;
+	w->held = m;
+	return KVW_ENTRY;
+}
+
+void
+kvwatch_stop(struct kvwatch *w)
+{
+	atomic_store(&w->stopped, true);
+	natsSubscription_Unsubscribe(w->sub);
+}
+
+void
+kvwatch_destroy(struct kvwatch *w)
+{
+	char subj[SUBJ_MAX * 2];
+	natsMsg *r = NULL;
+
+	if (w == NULL)
+		return;
+	natsMsg_Destroy(w->held);
+	if (w->sub != NULL) {
+		natsSubscription_Unsubscribe(w->sub);
+		natsSubscription_Destroy(w->sub);
+		/* Gone with its interest after INACTIVE_NS anyway. */
+		snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.DELETE.%s.%s", w->stream, w->name);
+		if (natsConnection_Request(&r, w->nc, subj, NULL, 0, DELETE_TIMEOUT_MS) == NATS_OK)
+			natsMsg_Destroy(r);
+	}
+	free(w);
+}

@@ -1,0 +1,53 @@
+/*
+ * A KV bucket's watch as a named ordered consumer on the bucket's known
+ * stream (KV_<bucket>): created with the named form
+ *   $JS.API.CONSUMER.CREATE.KV_<bucket>.<name>.$KV.<bucket>.>
+ * and delivered, last value per key first, to a subject under the
+ * credential's own reply inbox. No stream look-up by subject
+ * ($JS.API.STREAM.NAMES) and no unnamed create: the grants of every Cotal
+ * toolchain cover exactly this (delivery-grants.json).
+ *
+ * Ordered: a gap in the consumer's sequence, a heartbeat that names a
+ * later message, missing heartbeats or a deleted consumer end the watch
+ * with KVW_LOST; the owner starts a new one (the whole bucket again).
+ * Not thread-safe except kvwatch_stop(), which wakes a blocked next.
+ */
+#ifndef COTAL_KVWATCH_H
+#define COTAL_KVWATCH_H
+
+#include <nats/nats.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KVWATCH_HEARTBEAT_MS 2000
+#define KVWATCH_SILENT_MS (3 * KVWATCH_HEARTBEAT_MS) /* then the watch is lost */
+
+struct kvwatch;
+
+struct kvw_entry {
+	const char *key;     /* valid until the next call */
+	const char *value;   /* NULL: deleted or purged */
+	size_t len;
+	uint64_t revision;   /* the stream sequence */
+	int64_t created_ms;  /* when the broker stored it */
+};
+
+enum kvw_event {
+	KVW_TIMEOUT,  /* nothing within the wait */
+	KVW_ENTRY,    /* *e holds an entry */
+	KVW_LOADED,   /* the bucket's state at creation is all delivered */
+	KVW_LOST,     /* the watch is over: err says why */
+};
+
+/* Create the consumer and its subscription. 0, or -1 with err holding the
+ * broker's words (a permission violation names the subject). */
+int kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
+		  const char *bucket, char *err, size_t errlen);
+enum kvw_event kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err,
+			    size_t errlen);
+/* Wake and end a kvwatch_next in another thread (it returns KVW_LOST). */
+void kvwatch_stop(struct kvwatch *w);
+/* Delete the consumer (best effort) and free. */
+void kvwatch_destroy(struct kvwatch *w);
+
+#endif

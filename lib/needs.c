@@ -1,0 +1,162 @@
+/* The one table of grants (see needs.h). */
+#include "lib/needs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define D NEED_DELIVERY
+#define PUB PERMS_PUB
+#define SUB PERMS_SUB
+
+#define F_REPLIES "the replies to its own requests"
+#define F_LEASE "the lease"
+#define F_FANOUT "the fan-out writer"
+#define F_READER "the trusted reader"
+#define F_RAILS "the rails"
+#define F_CATCHUP "join catch-up and history"
+#define F_REGISTER "registerChannel"
+#define F_TIMER "the timer writer"
+#define F_OBSERVER "eviction (the $SYS observer)"
+#define F_EVICTOR "eviction (the $SYS evictor)"
+
+/* A KV bucket read through its mirror: bind, the barrier's reads, and the
+ * watch's named ordered consumer (lib/kvwatch.h). */
+#define KV_WATCH(f, b) \
+	{ D, f, false, PUB, "$JS.API.STREAM.INFO.KV_" b "_<s>" }, \
+	{ D, f, false, PUB, "$JS.API.CONSUMER.CREATE.KV_" b "_<s>.*.$KV." b "_<s>.>" }, \
+	{ D, f, false, PUB, "$JS.API.CONSUMER.DELETE.KV_" b "_<s>.*" }
+
+/* A durable pull consumer the daemon creates (named form, with its
+ * filter), reads, pulls from and acks. */
+#define DURABLE(f, stream, name) \
+	{ D, f, false, PUB, "$JS.API.CONSUMER.INFO." stream "." name }, \
+	{ D, f, false, PUB, "$JS.API.CONSUMER.CREATE." stream "." name ".>" }, \
+	{ D, f, false, PUB, "$JS.API.CONSUMER.MSG.NEXT." stream "." name }, \
+	{ D, f, false, PUB, "$JS.ACK." stream "." name ".>" }
+
+static const struct need table[] = {
+	{ D, F_REPLIES, false, SUB, "<inbox>.>" },
+
+	{ D, F_LEASE, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_delivery_<s>" },
+	{ D, F_LEASE, false, PUB, "$KV.cotal_delivery_<s>.lease.*" },
+	KV_WATCH(F_LEASE, "cotal_delivery"),
+
+	DURABLE(F_FANOUT, "CHAT_<s>", "fanout"),
+	{ D, F_FANOUT, false, PUB, "$JS.API.STREAM.INFO.INBOX_<s>" },
+	{ D, F_FANOUT, false, PUB, "$JS.API.CONSUMER.INFO.INBOX_<s>.reader" },
+	{ D, F_FANOUT, false, PUB, "cotal.<s>.dinbox.*.*.*" },
+	KV_WATCH(F_FANOUT, "cotal_members"),
+	KV_WATCH(F_FANOUT, "cotal_channels"),
+	KV_WATCH(F_FANOUT, "cotal_presence"),
+	KV_WATCH(F_FANOUT, "cotal_acl"),
+
+	DURABLE(F_READER, "INBOX_<s>", "reader"),
+	{ D, F_READER, false, PUB, "cotal.<s>.dlv.*.*.*" },
+	/* An entry, and a member row, of a retired lifecycle are removed. */
+	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.DELETE.INBOX_<s>" },
+	{ D, F_READER, false, PUB, "$KV.cotal_members_<s>.>" },
+	KV_WATCH(F_READER, "cotal_members"),
+	KV_WATCH(F_READER, "cotal_acl"),
+
+	{ D, F_RAILS, false, SUB, "cotal.<s>.ctl.delivery.*.*" },
+	{ D, F_RAILS, false, SUB, "cotal.<s>.ctl.delivery-admin.*.*" },
+	{ D, F_RAILS, false, SUB, "cotal.<s>.live.delivery.*.*" },
+	{ D, F_RAILS, false, PUB, "cotal.<s>.ctl.delivery.*.*.reply.>" },
+	{ D, F_RAILS, false, PUB, "cotal.<s>.ctl.delivery-admin.*.*.reply.>" },
+	{ D, F_RAILS, false, PUB, "cotal.<s>.live.delivery.*.*.reply.>" },
+	/* Join, leave, activation and inventories: the members rows, read
+	 * again and written by compare-and-set, and the ACL rows. */
+	{ D, F_RAILS, false, PUB, "$KV.cotal_members_<s>.>" },
+	{ D, F_RAILS, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_members_<s>" },
+	{ D, F_RAILS, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_acl_<s>" },
+	{ D, F_RAILS, false, PUB, "$JS.API.STREAM.INFO.CHAT_<s>" },
+	{ D, F_RAILS, false, PUB, "$JS.API.STREAM.INFO.INBOX_<s>" },
+	{ D, F_RAILS, false, PUB, "$JS.API.CONSUMER.INFO.CHAT_<s>.fanout" },
+	{ D, F_RAILS, false, PUB, "$JS.API.CONSUMER.INFO.INBOX_<s>.reader" },
+	KV_WATCH(F_RAILS, "cotal_members"),
+	KV_WATCH(F_RAILS, "cotal_acl"),
+
+	/* cu_<o>-<a>-<uid>_<gen>: permissions match whole tokens, so the
+	 * name is a wildcard; the filter holds it to one channel's posts. */
+	{ D, F_CATCHUP, false, PUB, "$JS.API.CONSUMER.CREATE.CHAT_<s>.*.cotal.<s>.chat.*.*.>" },
+	{ D, F_CATCHUP, false, PUB, "$JS.API.CONSUMER.MSG.NEXT.CHAT_<s>.*" },
+	{ D, F_CATCHUP, false, PUB, "$JS.API.CONSUMER.DELETE.CHAT_<s>.*" },
+	{ D, F_CATCHUP, false, PUB, "cotal.<s>.dinbox.*.*.*" },
+
+	{ D, F_REGISTER, true, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_channels_<s>" },
+	{ D, F_REGISTER, true, PUB, "$KV.cotal_channels_<s>.>" },
+
+	{ D, F_TIMER, false, PUB, "$JS.API.INFO" },
+	DURABLE(F_TIMER, "EPT_REQ_<s>", "timerw_<s>"),
+	{ D, F_TIMER, false, PUB, "$JS.API.STREAM.INFO.EPT_<s>" },
+	{ D, F_TIMER, false, PUB, "$JS.API.STREAM.MSG.GET.EPT_<s>" },
+	{ D, F_TIMER, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_records_<s>" },
+	{ D, F_TIMER, false, PUB, "cotal.<s>.ept.*.*.*.*.armed" },
+	{ D, F_TIMER, false, PUB, "cotal.<s>.ept.*.*.*.*.fire" },
+
+	/* WIRE.md §7: the observer is required (the start-up admission reads
+	 * CONNZ with it); a missing evictor only disables eviction. */
+	{ NEED_SYS_OBSERVER, F_OBSERVER, false, SUB, "<inbox>.>" },
+	{ NEED_SYS_OBSERVER, F_OBSERVER, false, PUB, "$SYS.REQ.ACCOUNT.<account>.CONNZ" },
+	{ NEED_SYS_EVICTOR, F_EVICTOR, true, SUB, "<inbox>.>" },
+	{ NEED_SYS_EVICTOR, F_EVICTOR, true, PUB, "$SYS.REQ.SERVER.*.KICK" },
+};
+
+const struct need *
+needs_table(size_t *n)
+{
+	*n = sizeof(table) / sizeof(table[0]);
+	return table;
+}
+
+const char *
+need_cred_name(enum need_cred c)
+{
+	switch (c) {
+	case NEED_DELIVERY:
+		return "delivery";
+	case NEED_SYS_OBSERVER:
+		return "sys-observer";
+	case NEED_SYS_EVICTOR:
+		return "sys-evictor";
+	}
+	return "?";
+}
+
+int
+need_subject(const struct need *nd, const char *token, const char *inbox, const char *account,
+	     char *out, size_t outlen)
+{
+	static const struct {
+		const char *name;
+		int which;
+	} ph[] = { { "<s>", 0 }, { "<inbox>", 1 }, { "<account>", 2 } };
+	const char *val[3] = { token, inbox, account }, *p = nd->pattern;
+	size_t o = 0;
+
+	while (*p != '\0') {
+		size_t i, len = 1;
+		const char *v = NULL;
+		for (i = 0; i < sizeof(ph) / sizeof(ph[0]); i++)
+			if (strncmp(p, ph[i].name, strlen(ph[i].name)) == 0) {
+				len = strlen(ph[i].name);
+				v = val[ph[i].which];
+				if (v == NULL)
+					return -1;
+				break;
+			}
+		if (v == NULL) {
+			if (o + 1 >= outlen)
+				return -1;
+			out[o++] = *p;
+		} else {
+			if (o + strlen(v) >= outlen)
+				return -1;
+			memcpy(out + o, v, strlen(v));
+			o += strlen(v);
+		}
+		p += len;
+	}
+	out[o] = '\0';
+	return 0;
+}

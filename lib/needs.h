@@ -1,0 +1,47 @@
+/*
+ * What each feature of the daemon publishes and subscribes: the one table
+ * of grants. `cotal creds mint --profile delivery|sys-observer|sys-evictor`
+ * mints exactly these, the supervisor's preflight checks a credential
+ * against them before it binds, and `cotal creds audit` marks every grant
+ * of a credential with the features that need it. A new grant is added
+ * here and nowhere else.
+ *
+ * Patterns use WIRE.md's placeholders: <s> the space token, <inbox> the
+ * credential's reply-inbox prefix, <account> the space account (the
+ * observer's CONNZ). Every other token is literal or a NATS wildcard.
+ */
+#ifndef COTAL_NEEDS_H
+#define COTAL_NEEDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/perms.h"
+
+/* The credentials a daemon holds. */
+enum need_cred {
+	NEED_DELIVERY,
+	NEED_SYS_OBSERVER,
+	NEED_SYS_EVICTOR,
+};
+
+struct need {
+	enum need_cred cred;
+	const char *feature;   /* as a log line names it: "the trusted reader" */
+	bool optional;         /* the daemon runs without it, the feature off */
+	enum perms_dir dir;
+	const char *pattern;   /* with placeholders */
+};
+
+/* The table, and its length. */
+const struct need *needs_table(size_t *n);
+
+/* The pattern with its placeholders filled. 0, or -1 when out is short or
+ * a placeholder has no value (NULL). */
+int need_subject(const struct need *nd, const char *token, const char *inbox,
+		 const char *account, char *out, size_t outlen);
+
+/* The name of a credential kind ("delivery", "sys-observer", "sys-evictor"). */
+const char *need_cred_name(enum need_cred c);
+
+#endif
