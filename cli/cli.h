@@ -17,6 +17,7 @@ int cmd_mesh_start(int argc, char **argv);
 int cmd_mesh_stop(int argc, char **argv);
 int cmd_space_provision(int argc, char **argv);
 int cmd_creds_mint(int argc, char **argv);
+int cmd_creds_audit(int argc, char **argv);
 int cmd_agent_add(int argc, char **argv);
 int cmd_agent_post(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);

@@ -100,7 +100,9 @@ cmd_creds_mint(int argc, char **argv)
 				log_errx("--expires-at: must be a positive epoch second");
 				return 1;
 			}
-		} else if (strcmp(a, "--force") == 0)
+		} else if (strcmp(a, "--grants") == 0 && more)
+			req.grants = argv[++i];
+		else if (strcmp(a, "--force") == 0)
 			force = 1;
 		else if (strcmp(a, "--renew") == 0)
 			renew = 1;
@@ -116,6 +118,12 @@ cmd_creds_mint(int argc, char **argv)
 	if (profile_from_name(pname, &req.profile) != 0) {
 		log_errx("creds mint: --profile \"%s\" is not one of delivery, agent, "
 		    "supervisor, provisioner, sys-observer, sys-evictor", pname);
+		return 1;
+	}
+	if (req.grants != NULL && req.profile != PROFILE_DELIVERY &&
+	    req.profile != PROFILE_SYS_OBSERVER && req.profile != PROFILE_SYS_EVICTOR) {
+		log_errx("creds mint: --grants takes the delivery, sys-observer or sys-evictor "
+		    "profile, not %s", pname);
 		return 1;
 	}
 	req.space = space;
@@ -174,6 +182,8 @@ cmd_creds_mint(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: cotal creds mint --space S --profile P [--root DIR] [--out FILE] "
 	    "[--force | --renew] [--name N] [--owner O] [--allow ch1,ch2] [--uid UID] "
-	    "[--expires SECONDS | --expires-at EPOCH]\n");
+	    "[--expires SECONDS | --expires-at EPOCH] [--grants FILE]\n"
+	    "  --grants FILE  mint the grants another Cotal toolchain mints, as FILE lists them "
+	    "for the profile\n                 (the shape of delivery-grants.json)\n");
 	return 1;
 }

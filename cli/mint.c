@@ -148,7 +148,9 @@ mint_user(const struct workspace *ws, const struct mint_req *req, struct minted 
 		pp.actor = out->user_pub;
 		snprintf(out->principal, sizeof(out->principal), "%s.%s", pp.owner, pp.actor);
 	}
-	if (profile_grants(req->profile, &pp, &g, err, errlen) != 0)
+	if ((req->grants != NULL ?
+	    profile_grants_from_file(req->grants, req->profile, &pp, &g, err, errlen) :
+	    profile_grants(req->profile, &pp, &g, err, errlen)) != 0)
 		goto out;
 
 	if (req->name != NULL)

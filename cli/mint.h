@@ -21,6 +21,8 @@ struct mint_req {
 	size_t nallow;
 	int64_t exp;           /* epoch seconds, 0 = never */
 	const char *seed;      /* renew: sign this user's existing key (NULL: a new key) */
+	const char *grants;    /* another toolchain's grants file (delivery-grants.json
+				* shape) instead of the profile's own, or NULL */
 };
 
 struct minted {

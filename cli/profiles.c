@@ -307,3 +307,89 @@ grants_free(struct grants *g)
 	json_decref(g->tags);
 	memset(g, 0, sizeof(*g));
 }
+
+/* s with every placeholder of the grants file filled, into out. */
+static int
+fill(const char *s, const char *token, const char *user, const char *account, char *out,
+     size_t outlen)
+{
+	static const char *const ph[] = { "<s>", "<user>", "<space account>" };
+	const char *val[] = { token, user, account };
+	size_t o = 0;
+
+	while (*s != '\0') {
+		size_t k, n = sizeof(ph) / sizeof(ph[0]);
+		for (k = 0; k < n; k++)
+			if (strncmp(s, ph[k], strlen(ph[k])) == 0)
+				break;
+		const char *v = k < n ? val[k] : NULL;
+		size_t len = k < n ? strlen(v != NULL ? v : "") : 1;
+		if (k < n && v == NULL)
+			return -1;
+		if (o + len >= outlen)
+			return -1;
+		memcpy(out + o, k < n ? v : s, len);
+		o += len;
+		s += k < n ? strlen(ph[k]) : 1;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int
+profile_grants_from_file(const char *path, enum profile p, const struct profile_params *pp,
+			 struct grants *g, char *err, size_t errlen)
+{
+	static const char *const dirs[] = { "pub", "sub" }, *const lists[] = { "allow", "deny" };
+	char s[SPACE_TOKEN_MAX + 1], buf[SUBJ_MAX];
+	json_error_t je;
+	json_t *doc, *sec;
+
+	memset(g, 0, sizeof(*g));
+	if (pp->space == NULL || !space_token(pp->space, s, sizeof(s))) {
+		snprintf(err, errlen, "space: missing or invalid");
+		return -1;
+	}
+	if ((doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je)) == NULL) {
+		snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+		return -1;
+	}
+	if (!json_is_object(sec = json_object_get(doc, profile_name(p)))) {
+		snprintf(err, errlen, "%s: no \"%s\" object", path, profile_name(p));
+		json_decref(doc);
+		return -1;
+	}
+	g->pub_allow = json_array();
+	g->pub_deny = json_array();
+	g->sub_allow = json_array();
+	g->sub_deny = json_array();
+	g->tags = json_array();
+	add(g->tags, "cotal-profile:%s", profile_name(p));
+	for (int d = 0; d < 2; d++)
+		for (int l = 0; l < 2; l++) {
+			json_t *a = json_object_get(json_object_get(sec, dirs[d]), lists[l]), *v;
+			json_t *to = d == 0 ? (l == 0 ? g->pub_allow : g->pub_deny) :
+			    (l == 0 ? g->sub_allow : g->sub_deny);
+			size_t i;
+			if (a != NULL && !json_is_array(a)) {
+				snprintf(err, errlen, "%s: %s.%s.%s is not an array", path,
+				    profile_name(p), dirs[d], lists[l]);
+				goto fail;
+			}
+			json_array_foreach(a, i, v) {
+				if (!json_is_string(v) || fill(json_string_value(v), s, pp->user_pub,
+				    pp->space_account, buf, sizeof(buf)) != 0) {
+					snprintf(err, errlen, "%s: %s.%s.%s[%zu] is not a subject with "
+					    "known placeholders", path, profile_name(p), dirs[d], lists[l], i);
+					goto fail;
+				}
+				json_array_append_new(to, json_string(buf));
+			}
+		}
+	json_decref(doc);
+	return 0;
+fail:
+	json_decref(doc);
+	grants_free(g);
+	return -1;
+}

@@ -236,3 +236,56 @@ jwt_reply_inbox(const char *jwt, char *out, size_t outlen, char *err, size_t err
 	jwt_free(&j);
 	return rc;
 }
+
+/*
+ * ">" itself, or any pattern whose first token is a wildcard ("*", "*.>",
+ * "*.*.>"): those reach every subject tree, which no least-privilege
+ * credential needs.
+ */
+static bool
+list_has_all(json_t *list, const char **which)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(list, i, v) {
+		const char *p = json_string_value(v);
+		if (p == NULL)
+			continue;
+		if (strcmp(p, ">") == 0 || strcmp(p, "*") == 0 || strncmp(p, "*.", 2) == 0 ||
+		    strncmp(p, ">.", 2) == 0) {
+			*which = p;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool
+jwt_allow_all(const struct jwt *j, char *why, size_t whylen)
+{
+	json_t *pa = jwt_user_list(j, "pub", "allow");
+	json_t *sa = jwt_user_list(j, "sub", "allow");
+
+	if (j->kind != JWT_USER) {
+		snprintf(why, whylen, "not a user JWT");
+		return true;
+	}
+	const char *which = NULL;
+	if (list_has_all(pa, &which)) {
+		snprintf(why, whylen, "its publish allow list contains \"%s\"", which);
+		return true;
+	}
+	if (list_has_all(sa, &which)) {
+		snprintf(why, whylen, "its subscribe allow list contains \"%s\"", which);
+		return true;
+	}
+	/* No allow list at all: NATS then allows everything not denied. */
+	if (json_array_size(pa) == 0 || json_array_size(sa) == 0) {
+		snprintf(why, whylen, "it has no %s permissions (no allow list means allow-all)",
+		    json_array_size(pa) == 0 ? "publish" : "subscribe");
+		return true;
+	}
+	return false;
+}
+

@@ -58,6 +58,13 @@ bool perms_grant(const struct perms *p, enum perms_dir d, const char *need,
 int perms_reply_inbox(const struct perms *p, char *out, size_t outlen, char *err,
 		      size_t errlen);
 
+/*
+ * Is this an allow-all credential? A publish or subscribe allow list
+ * holding ">" or a pattern whose first token is a wildcard (every subject
+ * tree), or no allow list at all. True with why naming it.
+ */
+bool jwt_allow_all(const struct jwt *j, char *why, size_t whylen);
+
 /* The same, straight from a JWT's text (decoded and verified). */
 int jwt_reply_inbox(const char *jwt, char *out, size_t outlen, char *err, size_t errlen);
 

@@ -9,58 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/*
- * ">" itself, or any pattern whose first token is a wildcard ("*", "*.>",
- * "*.*.>"): those reach every subject tree, which no least-privilege
- * credential needs.
- */
-static bool
-list_has_all(json_t *list, const char **which)
-{
-	size_t i;
-	json_t *v;
-
-	json_array_foreach(list, i, v) {
-		const char *p = json_string_value(v);
-		if (p == NULL)
-			continue;
-		if (strcmp(p, ">") == 0 || strcmp(p, "*") == 0 || strncmp(p, "*.", 2) == 0 ||
-		    strncmp(p, ">.", 2) == 0) {
-			*which = p;
-			return true;
-		}
-	}
-	return false;
-}
-
-int
-creds_refuse_allow_all(const struct jwt *j, char *why, size_t whylen)
-{
-	json_t *pa = jwt_user_list(j, "pub", "allow");
-	json_t *sa = jwt_user_list(j, "sub", "allow");
-
-	if (j->kind != JWT_USER) {
-		snprintf(why, whylen, "not a user JWT");
-		return -1;
-	}
-	const char *which = NULL;
-	if (list_has_all(pa, &which)) {
-		snprintf(why, whylen, "its publish allow list contains \"%s\"", which);
-		return -1;
-	}
-	if (list_has_all(sa, &which)) {
-		snprintf(why, whylen, "its subscribe allow list contains \"%s\"", which);
-		return -1;
-	}
-	/* No allow list at all: NATS then allows everything not denied. */
-	if (json_array_size(pa) == 0 || json_array_size(sa) == 0) {
-		snprintf(why, whylen, "it has no %s permissions (no allow list means allow-all)",
-		    json_array_size(pa) == 0 ? "publish" : "subscribe");
-		return -1;
-	}
-	return 0;
-}
-
 /* The credential's reply-inbox prefix, from its own sub.allow. */
 static int
 reply_inbox(const struct jwt *j, char *out, size_t outlen, char *why, size_t whylen)
@@ -93,7 +41,7 @@ sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen)
 		creds_free(&sc->c);
 		return -1;
 	}
-	if (creds_refuse_allow_all(&j, why, sizeof(why)) != 0) {
+	if (jwt_allow_all(&j, why, sizeof(why))) {
 		snprintf(err, errlen, "refusing an allow-all credential: %s (user %.12s…): %s; "
 		    "mint the least-privilege one with: cotal creds mint --profile delivery",
 		    path, j.sub, why);

@@ -42,8 +42,6 @@ struct sup_creds {
 int sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen);
 void sup_creds_free(struct sup_creds *sc);
 
-/* The allow-all check on decoded claims (exposed for unit tests). */
-int creds_refuse_allow_all(const struct jwt *j, char *why, size_t whylen);
 
 /* Is this the broker's nonce: NONCE_LEN chars of [A-Za-z0-9_-]? */
 bool nonce_well_formed(const uint8_t *nonce, size_t len);

@@ -525,9 +525,25 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	json_t *pub = json_pack("[s, s, s]", "$JS.API.INFO", get, put), *sub = json_array();
 	struct daemon d;
 
+	char out[H_OUT_MAX];
+
 	(void)state;
 	mint_raw("no-consumers.creds", pub, sub, true, path, sizeof(path));
-	assert_int_equal(h_daemon_start(&mesh, &d, "--creds", path, NULL), 0);
+	/* The grant preflight refuses it before anything binds, naming each
+	 * missing subject and who needs it (issue 14)... */
+	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space, "--root",
+	    mesh.dir, "--creds", path, NULL), 1);
+	snprintf(want, sizeof(want), "✗ delivery: the credential may not publish "
+	    "\"$JS.API.CONSUMER.MSG.NEXT.CHAT_%s.fanout\" (the fan-out writer needs it); not binding",
+	    mesh.token);
+	if (strstr(out, want) == NULL)
+		fail_msg("expected \"%s\" in:\n%s", want, out);
+	/* ...and behind it, the fan-out still calls a broker's denial an
+	 * error (a test build past the preflight). */
+	setenv("COTAL_TEST_SKIP_PREFLIGHT", "1", 1);
+	int started = h_daemon_start(&mesh, &d, "--creds", path, NULL);
+	unsetenv("COTAL_TEST_SKIP_PREFLIGHT");
+	assert_int_equal(started, 0);
 	snprintf(want, sizeof(want), "cannot bind the fan-out: consumer fanout on CHAT_%s: "
 	    "permission denied", mesh.token);
 	bool said = h_log_has(d.log, want, 30000);

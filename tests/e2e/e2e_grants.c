@@ -3,6 +3,7 @@
  * what an agent and the delivery credential may and may not do.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "lib/kvwatch.h"
+#include "lib/perms.h"
 #include "tests/harness/harness.h"
 
 #define DENY_WAIT_MS 3000
@@ -275,11 +278,22 @@ test_delivery_cannot_write_acl(void **state)
 
 	(void)state;
 	connect_profile("delivery", &c);
-	/* It may read the ACL (the reader re-authorizes against it)... */
+	/* It may read the ACL (the reader re-authorizes against it), the way
+	 * the daemon reads a row: the stream's last message of its key... */
 	snprintf(key, sizeof(key), "%s.%s", alice.principal, alice.uid);
-	v = h_kv_get(&c, &mesh, "acl", key, err, sizeof(err));
-	if (v == NULL)
-		fail_msg("delivery cannot read the ACL row %s: %s", key, err);
+	{
+		char stream[256], subj[512];
+		natsMsg *m = NULL;
+		jsErrCode jerr = 0;
+		snprintf(stream, sizeof(stream), "KV_cotal_acl_%s", mesh.token);
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.%s", mesh.token, key);
+		natsStatus st = js_GetLastMsg(&m, c.js, stream, subj, NULL, &jerr);
+		if (st != NATS_OK)
+			fail_msg("delivery cannot read the ACL row %s: %s (%d)", key,
+			    natsStatus_GetText(st), (int)jerr);
+		v = strndup(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m));
+		natsMsg_Destroy(m);
+	}
 	assert_non_null(strstr(v, "\"allowSubscribe\""));
 	free(v);
 	/* ...but never write it. */
@@ -312,44 +326,39 @@ test_delivery_cannot_subscribe_natively_to_content(void **state)
 }
 
 /* The members index is kept by a KV watch: the delivery credential can
- * watch the members bucket (and sees a row the manager writes). */
+ * watch the members bucket the daemon's way, a named ordered consumer
+ * (lib/kvwatch.h), and sees a row the manager writes. */
 static void
 test_delivery_can_watch_members(void **state)
 {
 	struct conn dlv, sup;
-	kvStore *kv = NULL;
-	kvWatcher *w = NULL;
-	kvEntry *e = NULL;
-	char bucket[128], err[1024];
-	int seen = 0;
+	struct kvwatch *w = NULL;
+	struct kvw_entry e;
+	char bucket[128], err[1024], inbox[256];
+	bool loaded = false, seen = false;
 
 	(void)state;
 	connect_profile("delivery", &dlv);
 	connect_profile("supervisor", &sup);
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", mesh.token);
-	assert_int_equal(js_KeyValue(&kv, dlv.js, bucket), NATS_OK);
-	natsStatus ws = kvStore_WatchAll(&w, kv, NULL);
-	if (ws != NATS_OK) {
-		h_violation(&dlv, "never", 500);
-		for (int i = 0; i < dlv.sink->nviolations; i++)
-			fprintf(stderr, "violation: %s\n", dlv.sink->violations[i]);
-		fail_msg("watch %s: %s", bucket, natsStatus_GetText(ws));
-	}
+	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
+	if (kvwatch_start(&w, dlv.nc, inbox, bucket, err, sizeof(err)) != 0)
+		fail_msg("watch %s: %s", bucket, err);
+	for (int i = 0; i < 40 && !loaded; i++)
+		loaded = kvwatch_next(w, 250, &e, err, sizeof(err)) == KVW_LOADED;
+	assert_true(loaded);
 	if (h_kv_put(&sup, &mesh, "members", "general/x.y.abcdefghijklmnopqrstuvwxyz", "{}", err,
 	    sizeof(err)) != 0)
 		fail_msg("%s", err);
 	for (int i = 0; i < 20 && !seen; i++) {
-		if (kvWatcher_Next(&e, w, 250) != NATS_OK)
-			continue;
-		if (e != NULL && strcmp(kvEntry_Key(e), "general/x.y.abcdefghijklmnopqrstuvwxyz") == 0)
-			seen = 1;
-		kvEntry_Destroy(e);
-		e = NULL;
+		enum kvw_event ev = kvwatch_next(w, 250, &e, err, sizeof(err));
+		if (ev == KVW_LOST)
+			fail_msg("the watch was lost: %s", err);
+		seen = ev == KVW_ENTRY && strcmp(e.key, "general/x.y.abcdefghijklmnopqrstuvwxyz") == 0;
 	}
 	assert_true(seen);
 	assert_false(h_violation(&dlv, "Permissions Violation", 100));
-	kvWatcher_Destroy(w);
-	kvStore_Destroy(kv);
+	kvwatch_destroy(w);
 	h_close(&sup);
 	h_close(&dlv);
 }

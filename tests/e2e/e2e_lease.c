@@ -380,31 +380,47 @@ teardown(void **state)
 /*
  * The seed: "A lease write the credential is not allowed to make is
  * reported as a denial naming the refused subject and operation, never as
- * another daemon holding the lease." A credential that may read the lease
- * (MSG.GET on its bucket) but not write $KV.cotal_delivery_<s>.lease.*.
- * Runs first, while the space has no lease row at all.
+ * another daemon holding the lease." A credential holding the whole
+ * delivery profile but $KV.cotal_delivery_<s>.lease.*: the grant preflight
+ * names it before the daemon binds (issue 14: "naming every missing subject
+ * and the feature that needs it"). Runs first, while the space has no lease
+ * row at all.
  */
 static void
 test_lease_write_denied_is_named(void **state)
 {
-	char path[H_PATH_MAX], out[H_OUT_MAX], get[256], want[1024];
+	static const char other[] = "UDE7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKL";
+	char path[H_PATH_MAX], out[H_OUT_MAX], lease[256], want[1024], err[256];
+	struct profile_params pp = { .space = ma.space, .user_pub = other, .owner = "local",
+		.actor = other };
+	struct grants g;
 	struct row r;
+	size_t i;
+	json_t *v;
 
 	(void)state;
 	row_read(&prova, &ma, &r);
 	assert_int_equal(r.state, ROW_ABSENT);
-	snprintf(get, sizeof(get), "$JS.API.STREAM.MSG.GET.KV_cotal_delivery_%s", ma.token);
-	json_t *pub = json_pack("[s, s]", "$JS.API.INFO", get), *sub = json_array();
+	assert_int_equal(profile_grants(PROFILE_DELIVERY, &pp, &g, err, sizeof(err)), 0);
+	snprintf(lease, sizeof(lease), "$KV.cotal_delivery_%s.lease.*", ma.token);
+	json_t *pub = json_array(), *sub = json_array();
+	json_array_foreach(g.pub_allow, i, v)
+		if (strcmp(json_string_value(v), lease) != 0)
+			json_array_append(pub, v);
+	json_array_foreach(g.sub_allow, i, v)
+		if (strncmp(json_string_value(v), "_INBOX", 6) != 0)
+			json_array_append(sub, v);
+	assert_int_equal(json_array_size(pub) + 1, json_array_size(g.pub_allow));
 	mint_raw(&ma, "no-lease.creds", pub, sub, true, path, sizeof(path));
 	json_decref(pub);
 	json_decref(sub);
+	grants_free(&g);
 
 	long from = log_size(&ma);
 	int rc = h_daemon_run(&ma, NULL, out, sizeof(out), "--space", ma.space, "--root", ma.dir,
 	    "--creds", path, NULL);
-	snprintf(want, sizeof(want), "✗ delivery: the lease write for shard 0 was refused (publish "
-	    "\"$KV.cotal_delivery_%s.lease.0\") — this credential cannot write "
-	    "cotal_delivery_%s.lease.0. Not binding.", ma.token, ma.token);
+	snprintf(want, sizeof(want), "✗ delivery: the credential may not publish \"%s\" (the lease "
+	    "needs it); not binding", lease);
 	if (!out_has_line(out, want))
 		fail_msg("expected the line\n  %s\nin:\n%s", want, out);
 	assert_true(log_find(&ma, from, want, true) >= 0);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "cli/dev_signer.h"
+#include "lib/perms.h"
 #include "supervisor/creds.h"
 
 static void
@@ -47,33 +48,33 @@ test_allow_all_is_refused(void **state)
 
 	(void)state;
 	user_jwt(ok, inbox, &j);
-	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), 0);
+	assert_false(jwt_allow_all(&j, why, sizeof(why)));
 	jwt_free(&j);
 
 	user_jwt(all, inbox, &j);
-	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
+	assert_true(jwt_allow_all(&j, why, sizeof(why)));
 	assert_non_null(strstr(why, "publish allow list contains \">\""));
 	jwt_free(&j);
 
 	user_jwt(ok, all, &j);
-	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
+	assert_true(jwt_allow_all(&j, why, sizeof(why)));
 	assert_non_null(strstr(why, "subscribe allow list contains \">\""));
 	jwt_free(&j);
 
 	json_t *star = json_pack("[s]", "*.>");
 	user_jwt(star, inbox, &j);
-	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
+	assert_true(jwt_allow_all(&j, why, sizeof(why)));
 	assert_non_null(strstr(why, "publish allow list contains \"*.>\""));
 	jwt_free(&j);
 	json_decref(star);
 
 	user_jwt(NULL, NULL, &j);
-	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
+	assert_true(jwt_allow_all(&j, why, sizeof(why)));
 	assert_non_null(strstr(why, "no publish permissions"));
 	jwt_free(&j);
 
 	user_jwt(ok, NULL, &j);
-	assert_int_equal(creds_refuse_allow_all(&j, why, sizeof(why)), -1);
+	assert_true(jwt_allow_all(&j, why, sizeof(why)));
 	assert_non_null(strstr(why, "no subscribe permissions"));
 	jwt_free(&j);
 	json_decref(ok);

@@ -1,0 +1,371 @@
+/*
+ * `cotal creds audit FILE`: what a security reviewer reads of a delivery or
+ * $SYS credential. It decodes the JWT, prints issuer, account, expiry and
+ * every grant, marks each grant with the daemon features that need it (the
+ * one table, lib/needs.c), lists what the profile needs and the credential
+ * lacks, and flags what a least-privilege review must see. Exit 0 only when
+ * nothing required is missing.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/profiles.h"
+#include "lib/creds.h"
+#include "lib/jwt.h"
+#include "lib/log.h"
+#include "lib/needs.h"
+#include "lib/perms.h"
+#include "lib/tokens.h"
+
+#define SUBJ_MAX 1024
+
+static const char *const dir_word[2] = { "publish", "subscribe" };
+static const char *const dir_key[2] = { "pub", "sub" };
+
+struct audit {
+	enum need_cred cred;
+	char token[SPACE_TOKEN_MAX + 1];  /* "" when unknown */
+	char inbox[REPLY_INBOX_MAX];
+	const char *account;              /* the space account (observer), or NULL */
+	struct perms p;
+	json_t *out;                      /* the report, for both renderings */
+	bool required_missing;
+};
+
+/* The space token: --space's, else the second token of the first
+ * "cotal.<token>.…" grant. */
+static void
+infer_token(struct audit *a, const char *space)
+{
+	if (space != NULL) {
+		space_token(space, a->token, sizeof(a->token));
+		return;
+	}
+	for (int d = 0; d < 2 && a->token[0] == '\0'; d++)
+		for (size_t i = 0; i < a->p.allow[d].n && a->token[0] == '\0'; i++) {
+			const char *g = a->p.allow[d].v[i], *dot;
+			if (strncmp(g, "cotal.", 6) == 0 && (dot = strchr(g + 6, '.')) != NULL &&
+			    (size_t)(dot - g - 6) < sizeof(a->token) && g[6] != '*' && g[6] != '>')
+				snprintf(a->token, sizeof(a->token), "%.*s", (int)(dot - g - 6), g + 6);
+		}
+}
+
+/* The space account an observer scans: --account's, else its own CONNZ
+ * grant's. */
+static const char *
+infer_account(struct audit *a, const char *account, char *buf, size_t len)
+{
+	if (account != NULL)
+		return account;
+	for (size_t i = 0; i < a->p.allow[PERMS_PUB].n; i++) {
+		const char *g = a->p.allow[PERMS_PUB].v[i];
+		size_t n = strlen(g);
+		if (strncmp(g, "$SYS.REQ.ACCOUNT.", 17) == 0 && n > 23 &&
+		    strcmp(g + n - 6, ".CONNZ") == 0 && g[17] != '*') {
+			snprintf(buf, len, "%.*s", (int)(n - 23), g + 17);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/* The features of this credential kind whose needs grant g covers. */
+static json_t *
+needed_by(const struct audit *a, enum perms_dir d, const char *g)
+{
+	const struct need *t;
+	size_t n;
+	char subj[SUBJ_MAX];
+	json_t *f = json_array();
+
+	t = needs_table(&n);
+	for (size_t i = 0; i < n; i++) {
+		if (t[i].cred != a->cred || t[i].dir != d ||
+		    need_subject(&t[i], a->token[0] ? a->token : "*", a->inbox,
+		    a->account ? a->account : "*", subj, sizeof(subj)) != 0 ||
+		    !subject_covers(g, subj))
+			continue;
+		bool seen = false;
+		size_t k;
+		json_t *v;
+		json_array_foreach(f, k, v)
+			seen = seen || strcmp(json_string_value(v), t[i].feature) == 0;
+		if (!seen)
+			json_array_append_new(f, json_string(t[i].feature));
+	}
+	return f;
+}
+
+/* A publish grant that reaches the JetStream API beyond named streams: a
+ * wildcard at or before the stream's token. */
+static bool
+js_api_wide(const char *g)
+{
+	char buf[SUBJ_MAX], *tok[8], *save = NULL, *t;
+	int n = 0, stream_at = 4;
+
+	snprintf(buf, sizeof(buf), "%s", g);
+	for (t = strtok_r(buf, ".", &save); t != NULL && n < 8; t = strtok_r(NULL, ".", &save))
+		tok[n++] = t;
+	if (n == 0 || !subject_overlaps(g, "$JS.API.>"))
+		return false;
+	if (n > 3 && strcmp(tok[2], "CONSUMER") == 0 && strcmp(tok[3], "DURABLE") == 0)
+		stream_at = 5;
+	for (int i = 0; i < n && i <= stream_at; i++)
+		if (strcmp(tok[i], "*") == 0 || strcmp(tok[i], ">") == 0)
+			return true;
+	return false;
+}
+
+static void
+flag(json_t *flags, const char *kind, const char *fmt, const char *arg)
+{
+	char buf[SUBJ_MAX + 256];
+
+	snprintf(buf, sizeof(buf), fmt, arg);
+	json_array_append_new(flags, json_pack("{s:s, s:s}", "kind", kind, "detail", buf));
+}
+
+static void
+grants_report(struct audit *a, json_t *flags)
+{
+	json_t *grants = json_object();
+	size_t beyond = 0;
+
+	for (int d = 0; d < 2; d++) {
+		json_t *dir = json_object(), *allow = json_array(), *deny = json_array();
+		for (size_t i = 0; i < a->p.allow[d].n; i++) {
+			const char *g = a->p.allow[d].v[i];
+			json_t *f = needed_by(a, (enum perms_dir)d, g);
+			if (json_array_size(f) == 0)
+				beyond++;
+			if (d == PERMS_PUB && js_api_wide(g))
+				flag(flags, "js-api-wide", "publishes \"%s\": the JetStream API beyond "
+				    "named streams", g);
+			json_array_append_new(allow, json_pack("{s:s, s:o}", "subject", g,
+			    "needed_by", f));
+		}
+		for (size_t i = 0; i < a->p.deny[d].n; i++)
+			json_array_append_new(deny, json_string(a->p.deny[d].v[i]));
+		json_object_set_new(dir, "allow", allow);
+		json_object_set_new(dir, "deny", deny);
+		json_object_set_new(grants, dir_key[d], dir);
+	}
+	json_object_set_new(a->out, "grants", grants);
+	if (beyond > 0) {
+		char n[32];
+		snprintf(n, sizeof(n), "%zu", beyond);
+		flag(flags, "beyond-profile", "%s grants no feature of the profile needs", n);
+	}
+}
+
+static void
+missing_report(struct audit *a)
+{
+	const struct need *t;
+	size_t n;
+	json_t *missing = json_array();
+
+	t = needs_table(&n);
+	for (size_t i = 0; i < n; i++) {
+		char subj[SUBJ_MAX];
+		const char *deny = NULL;
+		if (t[i].cred != a->cred)
+			continue;
+		if (need_subject(&t[i], a->token[0] ? a->token : "<s>", a->inbox,
+		    a->account ? a->account : "<space account>", subj, sizeof(subj)) != 0)
+			continue;
+		if (perms_grant(&a->p, t[i].dir, subj, &deny))
+			continue;
+		/* One entry per subject, every feature that needs it. */
+		json_t *hit = NULL, *v;
+		size_t k;
+		json_array_foreach(missing, k, v)
+			if (strcmp(json_string_value(json_object_get(v, "subject")), subj) == 0 &&
+			    strcmp(json_string_value(json_object_get(v, "dir")), dir_key[t[i].dir]) == 0)
+				hit = v;
+		if (hit == NULL) {
+			hit = json_pack("{s:s, s:s, s:[], s:b}", "dir", dir_key[t[i].dir], "subject",
+			    subj, "features", "optional", 1);
+			if (deny != NULL)
+				json_object_set_new(hit, "denied_by", json_string(deny));
+			json_array_append_new(missing, hit);
+		}
+		json_array_append_new(json_object_get(hit, "features"), json_string(t[i].feature));
+		if (!t[i].optional) {
+			json_object_set_new(hit, "optional", json_false());
+			a->required_missing = true;
+		}
+	}
+	json_object_set_new(a->out, "missing", missing);
+}
+
+static void
+print_human(const struct audit *a)
+{
+	json_t *o = a->out, *v, *w;
+	size_t i, k;
+
+	printf("credential %s\n", json_string_value(json_object_get(o, "file")));
+	printf("  user     %s (name \"%s\")\n", json_string_value(json_object_get(o, "user")),
+	    json_string_value(json_object_get(o, "name")));
+	printf("  issuer   %s\n", json_string_value(json_object_get(o, "issuer")));
+	printf("  account  %s\n", json_string_value(json_object_get(o, "account")));
+	printf("  expires  %s\n", json_string_value(json_object_get(o, "expires")));
+	printf("  profile  %s (space token %s, reply inbox %s)\n",
+	    json_string_value(json_object_get(o, "profile")),
+	    json_string_value(json_object_get(o, "space_token")),
+	    json_string_value(json_object_get(o, "reply_inbox")));
+	for (int d = 0; d < 2; d++) {
+		json_t *g = json_object_get(json_object_get(o, "grants"), dir_key[d]);
+		json_t *allow = json_object_get(g, "allow"), *deny = json_object_get(g, "deny");
+		printf("%s allow (%zu)\n", dir_word[d], json_array_size(allow));
+		json_array_foreach(allow, i, v) {
+			json_t *f = json_object_get(v, "needed_by");
+			printf("  %s %s", json_array_size(f) ? "✓" : "+",
+			    json_string_value(json_object_get(v, "subject")));
+			if (json_array_size(f) == 0)
+				printf("  — beyond the profile\n");
+			else {
+				printf("  — ");
+				json_array_foreach(f, k, w)
+					printf("%s%s", k ? ", " : "", json_string_value(w));
+				printf("\n");
+			}
+		}
+		printf("%s deny (%zu)\n", dir_word[d], json_array_size(deny));
+		json_array_foreach(deny, i, v)
+			printf("  - %s\n", json_string_value(v));
+	}
+	json_t *missing = json_object_get(o, "missing");
+	printf("missing (%zu)\n", json_array_size(missing));
+	json_array_foreach(missing, i, v) {
+		bool opt = json_is_true(json_object_get(v, "optional"));
+		const char *deny = json_string_value(json_object_get(v, "denied_by"));
+		printf("  %s %s \"%s\"%s%s%s — ", opt ? "!" : "✗",
+		    strcmp(json_string_value(json_object_get(v, "dir")), "pub") == 0 ? "publish" :
+		    "subscribe to", json_string_value(json_object_get(v, "subject")),
+		    deny ? " (denied by \"" : "", deny ? deny : "", deny ? "\")" : "");
+		json_array_foreach(json_object_get(v, "features"), k, w)
+			printf("%s%s", k ? ", " : "", json_string_value(w));
+		printf("%s\n", opt ? " (optional: off without it)" : "");
+	}
+	json_t *flags = json_object_get(o, "flags");
+	printf("review flags (%zu)\n", json_array_size(flags));
+	json_array_foreach(flags, i, v)
+		printf("  ! %s: %s\n", json_string_value(json_object_get(v, "kind")),
+		    json_string_value(json_object_get(v, "detail")));
+	printf("%s\n", a->required_missing ? "✗ the credential lacks grants a required feature "
+	    "needs" : "✓ nothing required is missing");
+}
+
+int
+cmd_creds_audit(int argc, char **argv)
+{
+	const char *file = NULL, *space = NULL, *pname = NULL, *account = NULL;
+	char why[1024], acct_buf[64], exp[64];
+	struct audit a = { 0 };
+	struct creds c;
+	struct jwt j;
+	bool as_json = false;
+	enum profile prof = PROFILE_DELIVERY;
+	int rc = 2;
+
+	for (int i = 0; i < argc; i++) {
+		const char *x = argv[i];
+		bool more = i + 1 < argc;
+		if (strcmp(x, "--space") == 0 && more)
+			space = argv[++i];
+		else if (strcmp(x, "--profile") == 0 && more)
+			pname = argv[++i];
+		else if (strcmp(x, "--account") == 0 && more)
+			account = argv[++i];
+		else if (strcmp(x, "--json") == 0)
+			as_json = true;
+		else if (x[0] != '-' && file == NULL)
+			file = x;
+		else {
+			log_errx("creds audit: unknown or incomplete argument \"%s\"", x);
+			goto usage;
+		}
+	}
+	if (file == NULL)
+		goto usage;
+	if (pname != NULL && (profile_from_name(pname, &prof) != 0 ||
+	    (prof != PROFILE_DELIVERY && prof != PROFILE_SYS_OBSERVER && prof != PROFILE_SYS_EVICTOR))) {
+		log_errx("creds audit: --profile \"%s\" is not one of delivery, sys-observer, "
+		    "sys-evictor", pname);
+		return 2;
+	}
+	a.cred = prof == PROFILE_SYS_OBSERVER ? NEED_SYS_OBSERVER :
+	    prof == PROFILE_SYS_EVICTOR ? NEED_SYS_EVICTOR : NEED_DELIVERY;
+	if (creds_load(file, &c, why, sizeof(why)) != 0) {
+		log_errx("creds audit: %s", why);
+		return 2;
+	}
+	if (jwt_decode(c.jwt, strlen(c.jwt), &j, why, sizeof(why)) != 0) {
+		log_errx("creds audit: %s: %s", file, why);
+		creds_free(&c);
+		return 2;
+	}
+	if (perms_from_jwt(&j, &a.p, why, sizeof(why)) != 0) {
+		log_errx("creds audit: %s: %s", file, why);
+		goto out;
+	}
+	json_t *flags = json_array();
+	if (perms_reply_inbox(&a.p, a.inbox, sizeof(a.inbox), why, sizeof(why)) != 0) {
+		snprintf(a.inbox, sizeof(a.inbox), "_INBOX_%s", j.sub);
+		flag(flags, "no-reply-inbox", "%s", why);
+	}
+	infer_token(&a, space);
+	a.account = infer_account(&a, account, acct_buf, sizeof(acct_buf));
+	if (j.exp == 0)
+		snprintf(exp, sizeof(exp), "never");
+	else {
+		time_t t = (time_t)j.exp;
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		strftime(exp, sizeof(exp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	a.out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+	    "file", file, "user", j.sub, "name", j.name ? j.name : "", "issuer", j.iss,
+	    "account", j.issuer_account ? j.issuer_account : j.iss, "expires", exp,
+	    "profile", need_cred_name(a.cred), "space_token", a.token[0] ? a.token : "?",
+	    "reply_inbox", a.inbox);
+	if (jwt_allow_all(&j, why, sizeof(why)))
+		flag(flags, "allow-all", "%s", why);
+	if (j.exp == 0)
+		flag(flags, "no-expiry", "%s", "the credential never expires");
+	/* A creds file's seed: S + the key type's letter. */
+	if (c.seed[0] == 'S' && c.seed[1] != 'U')
+		flag(flags, "seed-not-a-user", "%s", c.seed[1] == 'A' ? "the seed is an account key: "
+		    "whoever holds the file can sign users" : "the seed is not a user key");
+	if (a.token[0] == '\0')
+		flag(flags, "space-unknown", "%s", "no cotal.<space>.… grant names the space: pass "
+		    "--space");
+	grants_report(&a, flags);
+	missing_report(&a);
+	json_object_set_new(a.out, "flags", flags);
+	json_object_set_new(a.out, "ok", json_boolean(!a.required_missing));
+	if (as_json) {
+		char *s = json_dumps(a.out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		printf("%s\n", s ? s : "{}");
+		free(s);
+	} else
+		print_human(&a);
+	rc = a.required_missing ? 1 : 0;
+out:
+	json_decref(a.out);
+	perms_free(&a.p);
+	jwt_free(&j);
+	creds_free(&c);
+	return rc;
+usage:
+	fprintf(stderr, "usage: cotal creds audit FILE [--space S] [--profile delivery|sys-observer|"
+	    "sys-evictor] [--account A] [--json]\n");
+	return 2;
+}
