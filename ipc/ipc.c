@@ -90,11 +90,14 @@ static const struct ipc_role {
 	const char *role;
 	const char *counters[IPC_COUNTERS];
 } roles[] = {
-	{ "fanout", { "posts", "copies", "acked", "dropped", "retried" } },
-	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried" } },
+	{ "fanout", { "posts", "copies", "acked", "dropped", "retried",
+	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried",
+	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
 	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
-	    "evictions", "unanswered" } },
-	{ "timer", { "requests", "armed", "fired", "refused" } },
+	    "evictions", "unanswered", [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	{ "timer", { "requests", "armed", "fired", "refused",
+	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
 };
 
 #define IPC_ROLES (sizeof(roles) / sizeof(roles[0]))

@@ -95,7 +95,10 @@ struct ipc_config {
 #define IPC_OFF_REGISTER 1u
 
 /* STATUS payload: a worker's state and counters. */
-#define IPC_COUNTERS 8
+#define IPC_COUNTERS 9
+/* Every role's last counter: permission violations the broker reported on
+ * the worker's connection. */
+#define IPC_COUNTER_VIOLATIONS 8
 enum ipc_worker_state {
 	IPC_STATE_STARTING = 0,
 	IPC_STATE_CONNECTED = 1,

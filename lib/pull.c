@@ -299,6 +299,7 @@ pull_loop_run(const struct pull_loop *l)
 		return;
 	}
 	log_ok("%s bound to %s", l->what, l->bound);
+	worker_bound();
 	while (worker_wait_open() && (l->may_fetch == NULL || l->may_fetch())) {
 		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {

@@ -25,6 +25,8 @@
 #define CONNECT_RETRY_MS 1000
 
 struct worker W;
+
+#define VIOLATION_LOG_MS 10000
 /* Set while we destroy our own connection: its callbacks then say nothing. */
 static _Atomic int closing;
 
@@ -266,11 +268,38 @@ cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
 	(void)sub, (void)arg;
 	natsConnection_GetLastError(nc, &text);
 	if (err == NATS_NOT_PERMITTED) {
+		/* Counted for `cotal status`, and logged with its subject (the
+		 * broker's words) at most once per VIOLATION_LOG_MS. */
+		static int64_t last_log;
+		static uint64_t quiet;
+		bool say;
+		worker_count(IPC_COUNTER_VIOLATIONS, 1);
 		pthread_mutex_lock(&W.mu);
 		snprintf(W.violation, sizeof(W.violation), "%s", text ? text : "permission denied");
+		say = last_log == 0 || mono_ms() - last_log >= VIOLATION_LOG_MS;
+		if (say)
+			last_log = mono_ms();
+		uint64_t more = say ? quiet : 0;
+		quiet = say ? 0 : quiet + 1;
 		pthread_mutex_unlock(&W.mu);
+		if (say)
+			log_warnx("the broker refused this worker: %s (and %llu more since the last "
+			    "line); the credential lacks a grant (cotal creds audit)",
+			    text ? text : "permission denied", (unsigned long long)more);
+		return;
 	}
 	log_warnx("broker error: %s (%s)", text ? text : "", natsStatus_GetText(err));
+}
+
+void
+worker_bound(void)
+{
+	static atomic_bool sent;
+
+	if (atomic_exchange(&sent, true))
+		return;
+	if (worker_send(IPC_READY, NULL, 0) != 0)
+		fatal("ipc: send READY");
 }
 
 bool
@@ -536,8 +565,8 @@ worker_main(const char *role, const struct worker_role *const *roles)
 
 	if (connect_broker() != 0)
 		goto out;
-	if (ipc_send(WORKER_FD_MAIN, IPC_READY, NULL, 0) != 0)
-		fatal("ipc: send READY");
+	/* READY waits for the role: worker_bound() once its consumers and
+	 * watches are bound (issue 14: never "up" while unable to deliver). */
 	send_status();
 	/* What arrived while we connected (a QUIESCE sent with the
 	 * configuration, to a worker started while the lease is re-checked)

@@ -71,6 +71,11 @@ bool worker_serving(void);
 /* Wait while the fence is closed (QUIESCE); false when the loop must
  * return instead. */
 bool worker_wait_open(void);
+/* The role's consumers, watches and subscriptions are bound: the
+ * supervisor hears READY (once per process). A role that cannot bind says
+ * why in its log and never calls this, so the daemon never reports itself
+ * up. Any thread. */
+void worker_bound(void);
 /* Count an event of the role (ipc_counter_name(role, i)). */
 void worker_count(int i, uint64_t n);
 /* Has the broker reported a permissions violation whose text contains

@@ -36,8 +36,8 @@ struct sup_creds {
 /*
  * Load the credential, decode its JWT, and refuse an allow-all credential:
  * a user JWT whose publish or subscribe allow list contains ">" or that has
- * no permissions at all, or one that may subscribe to no reply inbox.
- * 0 or -1 with err.
+ * no permissions at all. 0 or -1 with err. A credential that may subscribe
+ * to no reply inbox loads with inbox "" (the preflight decides).
  */
 int sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen);
 void sup_creds_free(struct sup_creds *sc);

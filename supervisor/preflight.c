@@ -94,8 +94,11 @@ preflight(struct sup *s)
 			const char *deny = NULL;
 			bool dup = false;
 
-			if ((int)t[i].cred != c ||
-			    need_subject(&t[i], s->token, sc->inbox, s->creds.account, subj,
+			if ((int)t[i].cred != c)
+				continue;
+			if (sc->inbox[0] == '\0' && strncmp(t[i].pattern, "<inbox>", 7) == 0)
+				snprintf(subj, sizeof(subj), "_INBOX….> (its sub.allow has no reply inbox)");
+			else if (need_subject(&t[i], s->token, sc->inbox, s->creds.account, subj,
 			    sizeof(subj)) != 0 || perms_grant(&p, t[i].dir, subj, &deny))
 				continue;
 			/* One line per subject, naming every feature that needs it. */
@@ -109,6 +112,8 @@ preflight(struct sup *s)
 				continue;
 			features_needing(t, n, (enum need_cred)c, t[i].dir, subj, s, sc->inbox, feats,
 			    sizeof(feats));
+			if (feats[0] == '\0')
+				snprintf(feats, sizeof(feats), "%s", t[i].feature);
 			char denied[SUBJ_MAX + 32] = "";
 			if (deny != NULL)
 				snprintf(denied, sizeof(denied), ", denied by \"%s\"", deny);

@@ -551,6 +551,7 @@ registry_run(void)
 	}
 	log_ok("serving %s.ctl.delivery, ctl.delivery-admin and live.delivery (max_payload %lld)",
 	    G.prefix, (long long)max_payload());
+	worker_bound();
 	atomic_store(&threads_stop, false);
 	for (int i = 0; i < REG_CTL_THREADS; i++)
 		if (pthread_create(&ctl[i], NULL, ctl_thread, NULL) != 0)

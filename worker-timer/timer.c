@@ -451,6 +451,7 @@ timer_run(void)
 		return;
 	}
 	log_ok("timer writer up (space %s) — workflow pauses on this space expire", W.cfg.space);
+	worker_bound();
 	while (worker_wait_open()) {
 		fire_due();
 		/* Until the next deadline; what is still due failed to fire

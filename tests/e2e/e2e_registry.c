@@ -587,6 +587,19 @@ test_register_channel_is_create_only(void **state)
 
 	(void)state;
 	peer_up(&a, "registrar", "projects.>");
+	if (getenv("COTAL_TEST_GRANTS") != NULL) {
+		/* delivery-grants.json grants no write of channel config rows:
+		 * the preflight turned registerChannel off, and the rail says so. */
+		char want[512];
+		snprintf(want, sizeof(want), "registerChannel: this daemon's credential may not write "
+		    "channel config rows ($KV.cotal_channels_%s.>); it is off (cotal creds audit shows "
+		    "the grant)", mesh.token);
+		assert_refused(a.cl, RAIL_CTL, "registerChannel", "{\"channel\":\"projects.apollo\"}",
+		    want);
+		assert_true(h_log_has(dmn.log, "(registerChannel needs it); registerChannel is off", 0));
+		peer_down(&a);
+		return;
+	}
 	d = call_ok(a.cl, RAIL_CTL, "registerChannel",
 	    "{\"channel\":\"projects.apollo\",\"description\":\"moon\"}");
 	assert_true(json_is_true(json_object_get(d, "created")));

@@ -479,6 +479,18 @@ h_mesh_up(struct mesh *m, const char *space, bool provision)
 		fprintf(stderr, "✗ harness: cotal space provision failed:\n%s", out);
 		return -1;
 	}
+	/* COTAL_TEST_GRANTS=FILE: the daemon's standing credentials carry the
+	 * grants another Cotal toolchain mints (delivery-grants.json), not the
+	 * project's own profiles. */
+	const char *grants = getenv("COTAL_TEST_GRANTS");
+	static const char *const foreign[] = { "delivery", "sys-observer", "sys-evictor" };
+	for (size_t i = 0; grants != NULL && i < sizeof(foreign) / sizeof(foreign[0]); i++)
+		if (h_cotal(m, out, sizeof(out), "creds", "mint", "--space", space, "--profile",
+		    foreign[i], "--grants", grants, "--force", NULL) != 0) {
+			fprintf(stderr, "✗ harness: cotal creds mint --grants %s failed:\n%s", grants,
+			    out);
+			return -1;
+		}
 	return 0;
 }
 

@@ -96,7 +96,9 @@ int h_done(int failed);
 /* Make a dev mesh for one space, start its broker and provision the space
  * (provision=false leaves that to the test). 0 on success. The broker
  * config is the one `cotal mesh init` writes for the broker in use
- * (COTAL_TEST_SYNC_INTERVAL=default: without sync_interval: always). */
+ * (COTAL_TEST_SYNC_INTERVAL=default: without sync_interval: always). With
+ * COTAL_TEST_GRANTS=FILE the daemon's delivery and $SYS credentials are
+ * minted with the grants FILE lists (`cotal creds mint --grants`). */
 int h_mesh_up(struct mesh *m, const char *space, bool provision);
 void h_mesh_down(struct mesh *m);
 /* A loopback TCP port nobody listens on now, or -1. */
