@@ -284,6 +284,8 @@ cmd_creds_audit(int argc, char **argv)
 			pname = argv[++i];
 		else if (strcmp(x, "--account") == 0 && more)
 			account = argv[++i];
+		else if (strcmp(x, "--root") == 0 && more)
+			i++; /* as every command takes it; the audit reads FILE only */
 		else if (strcmp(x, "--json") == 0)
 			as_json = true;
 		else if (x[0] != '-' && file == NULL)
