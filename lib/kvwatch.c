@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/jsack.h"
 #include "lib/natsconn.h"
 
 #define CREATE_TIMEOUT_MS 5000
@@ -148,35 +149,6 @@ out:
 	return rc;
 }
 
-/*
- * The delivery metadata in a push message's reply subject:
- * $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>, or
- * the form with <domain>.<account hash> after $JS.ACK and a token at the end.
- */
-static bool
-ack_meta(const char *reply, uint64_t *sseq, uint64_t *dseq, int64_t *ts_ns, uint64_t *pending)
-{
-	char buf[SUBJ_MAX];
-	char *tok[16], *save = NULL, *t;
-	int n = 0, at;
-
-	if (reply == NULL || strlen(reply) >= sizeof(buf))
-		return false;
-	strcpy(buf, reply);
-	for (t = strtok_r(buf, ".", &save); t != NULL && n < 16; t = strtok_r(NULL, ".", &save))
-		tok[n++] = t;
-	if (n < 9 || strcmp(tok[0], "$JS") != 0 || strcmp(tok[1], "ACK") != 0)
-		return false;
-	at = n == 9 ? 4 : 6; /* <delivered> */
-	if (at + 4 >= n)
-		return false;
-	*sseq = strtoull(tok[at + 1], NULL, 10);
-	*dseq = strtoull(tok[at + 2], NULL, 10);
-	*ts_ns = strtoll(tok[at + 3], NULL, 10);
-	*pending = strtoull(tok[at + 4], NULL, 10);
-	return *sseq > 0 && *dseq > 0;
-}
-
 static enum kvw_event __attribute__((format(printf, 3, 4)))
 lost(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -193,8 +165,7 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 {
 	natsMsg *m = NULL;
 	const char *st = NULL, *v = NULL, *subj;
-	uint64_t sseq, dseq, pending;
-	int64_t ts;
+	struct js_ack_meta meta;
 	natsStatus s;
 
 	natsMsg_Destroy(w->held);
@@ -238,22 +209,22 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 		natsMsg_Destroy(m);
 		return KVW_TIMEOUT;
 	}
-	if (!ack_meta(natsMsg_GetReply(m), &sseq, &dseq, &ts, &pending)) {
+	if (!js_ack_meta(natsMsg_GetReply(m), &meta)) {
 		natsMsg_Destroy(m);
 		return lost(err, errlen, "%s: a message without delivery metadata", w->stream);
 	}
-	if (dseq != w->dseq + 1) {
+	if (meta.dseq != w->dseq + 1) {
 		natsMsg_Destroy(m);
 		return lost(err, errlen, "%s: message %llu after %llu (a gap)", w->stream,
-		    (unsigned long long)dseq, (unsigned long long)w->dseq);
+		    (unsigned long long)meta.dseq, (unsigned long long)w->dseq);
 	}
-	w->dseq = dseq;
+	w->dseq = meta.dseq;
 	subj = natsMsg_GetSubject(m);
 	if (strncmp(subj, w->prefix, strlen(w->prefix)) != 0) {
 		natsMsg_Destroy(m);
 		return lost(err, errlen, "%s: a message on a foreign subject", w->stream);
 	}
-	if (!w->loaded && pending == 0)
+	if (!w->loaded && meta.pending == 0)
 		w->pending = 0; /* KVW_LOADED on the next call */
 	const char *op = NULL;
 	natsMsgHeader_Get(m, "KV-Operation", &op);
@@ -261,8 +232,8 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 	e->key = subj + strlen(w->prefix);
 	e->value = gone ? NULL : natsMsg_GetData(m);
 	e->len = gone ? 0 : (size_t)natsMsg_GetDataLength(m);
-	e->revision = sseq;
-	e->created_ms = ts / 1000000;
+	e->revision = meta.sseq;
+	e->created_ms = meta.ts_ns / 1000000;
 	w->held = m;
 	return KVW_ENTRY;
 }
