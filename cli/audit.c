@@ -336,7 +336,8 @@ cmd_creds_audit(int argc, char **argv)
 	a.out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
 	    "file", file, "user", j.sub, "name", j.name ? j.name : "", "issuer", j.iss,
 	    "account", j.issuer_account ? j.issuer_account : j.iss, "expires", exp,
-	    "profile", need_cred_name(a.cred), "space_token", a.token[0] ? a.token : "?",
+	    "profile", need_cred_name(a.cred), "space_token",
+	    a.cred != NEED_DELIVERY ? "-" : a.token[0] ? a.token : "?",
 	    "reply_inbox", a.inbox);
 	if (jwt_allow_all(&j, why, sizeof(why)))
 		flag(flags, "allow-all", "%s", why);
@@ -346,7 +347,7 @@ cmd_creds_audit(int argc, char **argv)
 	if (c.seed[0] == 'S' && c.seed[1] != 'U')
 		flag(flags, "seed-not-a-user", "%s", c.seed[1] == 'A' ? "the seed is an account key: "
 		    "whoever holds the file can sign users" : "the seed is not a user key");
-	if (a.token[0] == '\0')
+	if (a.token[0] == '\0' && a.cred == NEED_DELIVERY)
 		flag(flags, "space-unknown", "%s", "no cotal.<space>.… grant names the space: pass "
 		    "--space");
 	grants_report(&a, flags);

@@ -207,6 +207,12 @@ perms_reply_inbox(const struct perms *p, char *out, size_t outlen, char *err, si
 			continue;
 		return 0;
 	}
+	/* No entry of its own, but a wider grant (">", "_INBOX.>" under a
+	 * wildcard) still lets nats.c's own "_INBOX" through. */
+	if (perms_grant(p, PERMS_SUB, "_INBOX.>", &hit)) {
+		snprintf(out, outlen, "_INBOX");
+		return 0;
+	}
 	snprintf(err, errlen, "the credential may subscribe to no reply inbox (its sub.allow has "
 	    "no \"_INBOX….>\" entry)");
 	return -1;

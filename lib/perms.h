@@ -52,8 +52,9 @@ bool perms_grant(const struct perms *p, enum perms_dir d, const char *need,
 /*
  * The reply-inbox prefix a connection of this credential must use: its
  * sub.allow entry that begins with "_INBOX" and ends with ".>", without the
- * ".>" (the first such entry; "_INBOX" when there is no sub allow list at
- * all). 0, or -1 with err when the credential may subscribe to no inbox.
+ * ".>" (the first such entry; "_INBOX" when there is none but a wider
+ * grant, or no sub allow list at all, covers "_INBOX.>"). 0, or -1 with err
+ * when the credential may subscribe to no inbox.
  */
 int perms_reply_inbox(const struct perms *p, char *out, size_t outlen, char *err,
 		      size_t errlen);

@@ -224,12 +224,177 @@ test_audit_reads_the_files_shapes(void **state)
 	free(out);
 }
 
+/* Replace every occurrence of what (when not empty) by with. */
+static void
+replace_all(char *s, size_t cap, const char *what, const char *with)
+{
+	char *p;
+	size_t wl = strlen(what), nl = strlen(with);
+
+	if (wl == 0)
+		return;
+	while ((p = strstr(s, what)) != NULL && strlen(s) - wl + nl < cap) {
+		memmove(p + nl, p + wl, strlen(p + wl) + 1);
+		memcpy(p, with, nl);
+	}
+}
+
+/* The value after "  <label> " on its line of out, into buf. */
+static void
+field(const char *out, const char *label, char *buf, size_t len)
+{
+	const char *p = strstr(out, label), *e;
+
+	buf[0] = '\0';
+	if (p == NULL)
+		return;
+	p += strlen(label);
+	while (*p == ' ')
+		p++;
+	e = p;
+	while (*e != '\0' && *e != '\n' && *e != ' ')
+		e++;
+	snprintf(buf, len, "%.*s", (int)(e - p), p);
+}
+
+/* The space's account key, from dev-mesh.json. */
+static const char *
+space_account(void)
+{
+	static char acct[128];
+	char path[H_PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
+	json_t *mj = json_load_file(path, 0, NULL);
+	snprintf(acct, sizeof(acct), "%s", json_string_value(json_object_get(json_object_get(
+	    json_object_get(mj, "spaces"), mesh.space), "account")) ?: "");
+	json_decref(mj);
+	return acct;
+}
+
+/*
+ * `cotal creds audit` of creds against tests/data/audit/<name>.txt, with
+ * the keys and the path (which change per run) as <USER>, <ISSUER>,
+ * <ACCOUNT>, <SPACE ACCOUNT>, <FILE>. COTAL_UPDATE_GOLDEN=1 rewrites the file.
+ */
+static void
+golden(const char *name, const char *creds, const char *profile, int want_rc)
+{
+	char *out = malloc(H_OUT_MAX), path[H_PATH_MAX], user[128], iss[128], acct[128];
+	int rc;
+
+	assert_non_null(out);
+	rc = profile != NULL ?
+	    h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", creds, "--profile", profile, NULL) :
+	    h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", creds, NULL);
+	field(out, "  user ", user, sizeof(user));
+	field(out, "  issuer ", iss, sizeof(iss));
+	field(out, "  account ", acct, sizeof(acct));
+	replace_all(out, H_OUT_MAX, creds, "<FILE>");
+	replace_all(out, H_OUT_MAX, user, "<USER>");
+	replace_all(out, H_OUT_MAX, iss, "<ISSUER>");
+	replace_all(out, H_OUT_MAX, acct, "<ACCOUNT>");
+	replace_all(out, H_OUT_MAX, space_account(), "<SPACE ACCOUNT>");
+	snprintf(path, sizeof(path), "%s/audit/%s.txt", COTAL_TEST_DATA, name);
+	if (getenv("COTAL_UPDATE_GOLDEN") != NULL) {
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(out, f);
+		fclose(f);
+	}
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		fail_msg("no golden output %s (COTAL_UPDATE_GOLDEN=1 writes it)", path);
+	char *want = calloc(1, H_OUT_MAX);
+	assert_non_null(want);
+	size_t n = fread(want, 1, H_OUT_MAX - 1, f);
+	fclose(f);
+	want[n] = '\0';
+	if (strcmp(out, want) != 0)
+		fail_msg("cotal creds audit (%s) differs from %s:\n%s", name, path, out);
+	if (rc != want_rc)
+		fail_msg("cotal creds audit (%s): exit %d, expected %d", name, rc, want_rc);
+	free(want);
+	free(out);
+}
+
+/* A credential minted from grants (JSON text for section "delivery" or as
+ * given), written to <dir>/<file>. */
+static void
+mint_from(const char *profile, const char *grants_json, const char *file, char *creds,
+	  size_t len)
+{
+	char gpath[H_PATH_MAX], *out = malloc(H_OUT_MAX);
+	FILE *f;
+
+	assert_non_null(out);
+	snprintf(gpath, sizeof(gpath), "%s/%s.json", mesh.dir, file);
+	assert_non_null(f = fopen(gpath, "w"));
+	fputs(grants_json, f);
+	fclose(f);
+	snprintf(creds, len, "%s/%s", mesh.dir, file);
+	if (h_cotal(&mesh, out, H_OUT_MAX, "creds", "mint", "--space", mesh.space, "--profile",
+	    profile, "--grants", gpath, "--out", creds, "--force", NULL) != 0)
+		fail_msg("mint: %s", out);
+	free(out);
+}
+
+/* Issue 14: "cotal creds audit on the project's own profiles, on the
+ * file's shapes, on an allow-all credential and on a credential missing a
+ * grant: golden outputs." */
+static void
+test_audit_golden_outputs(void **state)
+{
+	static const char *const profiles[] = { "delivery", "sys-observer", "sys-evictor" };
+	char creds[H_PATH_MAX], name[64], *out = malloc(H_OUT_MAX);
+
+	(void)state;
+	assert_non_null(out);
+	for (size_t i = 0; i < 3; i++) {
+		/* The project's own profile... */
+		snprintf(creds, sizeof(creds), "%s/own-%s.creds", mesh.dir, profiles[i]);
+		if (h_cotal(&mesh, out, H_OUT_MAX, "creds", "mint", "--space", mesh.space, "--profile",
+		    profiles[i], "--out", creds, "--force", NULL) != 0)
+			fail_msg("mint: %s", out);
+		snprintf(name, sizeof(name), "own-%s", profiles[i]);
+		golden(name, creds, i == 0 ? NULL : profiles[i], 0);
+		/* ...and delivery-grants.json's. */
+		snprintf(creds, sizeof(creds), "%s/file-%s.creds", mesh.dir, profiles[i]);
+		if (h_cotal(&mesh, out, H_OUT_MAX, "creds", "mint", "--space", mesh.space, "--profile",
+		    profiles[i], "--grants", GRANTS, "--out", creds, "--force", NULL) != 0)
+			fail_msg("mint: %s", out);
+		snprintf(name, sizeof(name), "file-%s", profiles[i]);
+		golden(name, creds, i == 0 ? NULL : profiles[i], 0);
+	}
+	mint_from("delivery", "{\"delivery\":{\"pub\":{\"allow\":[\">\"]},"
+	    "\"sub\":{\"allow\":[\">\"]}}}", "allow-all.creds", creds, sizeof(creds));
+	golden("allow-all", creds, "delivery", 0);
+	/* The file's delivery grants without P.dlv.*.*.*: the reader cannot
+	 * hand a frame over. */
+	json_t *doc = json_load_file(GRANTS, 0, NULL), *allow;
+	assert_non_null(doc);
+	allow = json_object_get(json_object_get(json_object_get(doc, "delivery"), "pub"), "allow");
+	size_t i;
+	json_t *v;
+	json_array_foreach(allow, i, v)
+		if (strcmp(json_string_value(v), "cotal.<s>.dlv.*.*.*") == 0)
+			break;
+	assert_int_equal(json_array_remove(allow, i), 0);
+	char *text = json_dumps(doc, 0);
+	mint_from("delivery", text, "missing-dlv.creds", creds, sizeof(creds));
+	golden("missing-dlv", creds, NULL, 1);
+	free(text);
+	json_decref(doc);
+	free(out);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_needed_grant_is_checked_at_start),
 		cmocka_unit_test(test_audit_reads_the_files_shapes),
+		cmocka_unit_test(test_audit_golden_outputs),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, teardown));
