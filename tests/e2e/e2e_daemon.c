@@ -510,6 +510,43 @@ test_sys_observer_admission(void **state)
 	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
 }
 
+static long
+file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* The space's log file, which every daemon of this suite appends to. */
+static const char *
+mesh_log(void)
+{
+	static char path[H_PATH_MAX * 2];
+	char key[SPACE_KEY_MAX + 1];
+
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/delivery.%s.log", mesh.dir, key);
+	return path;
+}
+
+/* Does path hold needle after its first from bytes? */
+static bool
+text_after(const char *path, long from, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	bool hit = false;
+
+	if (f == NULL)
+		return false;
+	fseek(f, from, SEEK_SET);
+	while (!hit && fgets(line, sizeof(line), f) != NULL)
+		hit = strstr(line, needle) != NULL;
+	fclose(f);
+	return hit;
+}
+
 /*
  * WIRE.md §3: the fanout durable is made "idempotently; a permission denial
  * is an error, not 'exists'". A credential that may not touch the consumer
@@ -541,6 +578,7 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	/* ...and behind it, the fan-out still calls a broker's denial an
 	 * error (a test build past the preflight). */
 	setenv("COTAL_TEST_SKIP_PREFLIGHT", "1", 1);
+	long from = file_size(mesh_log());
 	int started = h_daemon_start(&mesh, &d, "--creds", path, NULL);
 	unsetenv("COTAL_TEST_SKIP_PREFLIGHT");
 	assert_int_equal(started, 0);
@@ -548,12 +586,33 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	    "permission denied", mesh.token);
 	bool said = h_log_has(d.log, want, 30000);
 	bool named = h_log_has(d.log, "$JS.API.CONSUMER.INFO.CHAT_", 0);
+	/* Issue 14: the broker's refusal is logged by the worker with its
+	 * subject, counted, and shown by cotal status; and a daemon whose
+	 * fan-out cannot bind never says it is up. */
+	bool logged = h_log_has(d.log, "the broker refused this worker: Permissions Violation for "
+	    "Publish to \"$JS.API.CONSUMER.INFO.CHAT_", 10000);
+	bool counted = false;
+	for (int i = 0; i < 50 && !counted; i++) {
+		const char *line, *v;
+		counted = h_cotal(&mesh, out, sizeof(out), "status", "--space", mesh.space, NULL) >= 0 &&
+		    (line = strstr(out, "  fanout ")) != NULL &&
+		    (v = strstr(line, "violations=")) != NULL && v < strchr(line + 1, '\n') &&
+		    atoi(v + strlen("violations=")) > 0;
+		if (!counted)
+			usleep(200000);
+	}
+	bool up = text_after(d.log, from, "delivery daemon up");
 	/* SIGTERM: the lease is released for the next test's daemon. */
 	kill(d.pid, SIGTERM);
 	if (h_daemon_wait_exit(&d, 5000) < 0)
 		h_daemon_kill(&d);
 	assert_true(said);
 	assert_true(named);
+	if (!logged)
+		fail_msg("the fan-out did not log the violation with its subject");
+	if (!counted)
+		fail_msg("cotal status shows no violation counted for the fan-out:\n%s", out);
+	assert_false(up);
 	json_decref(pub);
 	json_decref(sub);
 }
