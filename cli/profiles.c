@@ -213,6 +213,18 @@ profile_provisioner(const char *inbox, struct grants *g)
 	add(g->sub_allow, "%s.>", inbox);
 }
 
+/* Empty lists, tagged with the profile's name. */
+static void
+grants_init(struct grants *g, enum profile p)
+{
+	g->pub_allow = json_array();
+	g->pub_deny = json_array();
+	g->sub_allow = json_array();
+	g->sub_deny = json_array();
+	g->tags = json_array();
+	add(g->tags, "cotal-profile:%s", profile_name(p));
+}
+
 int
 profile_grants(enum profile p, const struct profile_params *pp, struct grants *g,
 	       char *err, size_t errlen)
@@ -265,14 +277,9 @@ profile_grants(enum profile p, const struct profile_params *pp, struct grants *g
 		return -1;
 	}
 
-	g->pub_allow = json_array();
-	g->pub_deny = json_array();
-	g->sub_allow = json_array();
-	g->sub_deny = json_array();
-	g->tags = json_array();
+	grants_init(g, p);
 	if (pp->owner != NULL && pp->actor != NULL)
 		add(g->tags, "principal:%s.%s", pp->owner, pp->actor);
-	add(g->tags, "cotal-profile:%s", profile_name(p));
 
 	switch (p) {
 	case PROFILE_DELIVERY:
@@ -359,12 +366,7 @@ profile_grants_from_file(const char *path, enum profile p, const struct profile_
 		json_decref(doc);
 		return -1;
 	}
-	g->pub_allow = json_array();
-	g->pub_deny = json_array();
-	g->sub_allow = json_array();
-	g->sub_deny = json_array();
-	g->tags = json_array();
-	add(g->tags, "cotal-profile:%s", profile_name(p));
+	grants_init(g, p);
 	for (int d = 0; d < 2; d++)
 		for (int l = 0; l < 2; l++) {
 			json_t *a = json_object_get(json_object_get(sec, dirs[d]), lists[l]), *v;
