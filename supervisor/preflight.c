@@ -33,8 +33,9 @@ cred_of(const struct sup *s, enum need_cred c)
 	return NULL;
 }
 
-/* "a, b and c": every feature of kind c that needs subj (same direction). */
-static void
+/* "a, b and c": every feature of kind c that needs subj (same direction).
+ * True when one of them is required. */
+static bool
 features_needing(const struct need *t, size_t n, enum need_cred c, enum perms_dir d,
 		 const char *subj, const struct sup *s, const char *inbox, char *out,
 		 size_t outlen)
@@ -42,12 +43,14 @@ features_needing(const struct need *t, size_t n, enum need_cred c, enum perms_di
 	const char *f[16];
 	size_t nf = 0;
 	char buf[SUBJ_MAX];
+	bool required = false;
 
 	for (size_t i = 0; i < n && nf < 16; i++) {
 		if (t[i].cred != c || t[i].dir != d ||
 		    need_subject(&t[i], s->token, inbox, s->creds.account, buf, sizeof(buf)) != 0 ||
 		    strcmp(buf, subj) != 0)
 			continue;
+		required = required || !t[i].optional;
 		bool seen = false;
 		for (size_t k = 0; k < nf; k++)
 			seen = seen || strcmp(f[k], t[i].feature) == 0;
@@ -60,6 +63,7 @@ features_needing(const struct need *t, size_t n, enum need_cred c, enum perms_di
 		snprintf(out + used, outlen - used, "%s%s", k == 0 ? "" : k + 1 == nf ? " and " : ", ",
 		    f[k]);
 	}
+	return required;
 }
 
 int
@@ -110,22 +114,24 @@ preflight(struct sup *s)
 			}
 			if (dup)
 				continue;
-			features_needing(t, n, (enum need_cred)c, t[i].dir, subj, s, sc->inbox, feats,
-			    sizeof(feats));
-			if (feats[0] == '\0')
+			bool required = features_needing(t, n, (enum need_cred)c, t[i].dir, subj, s,
+			    sc->inbox, feats, sizeof(feats));
+			if (feats[0] == '\0') {
 				snprintf(feats, sizeof(feats), "%s", t[i].feature);
+				required = !t[i].optional;
+			}
 			char denied[SUBJ_MAX + 32] = "";
 			if (deny != NULL)
 				snprintf(denied, sizeof(denied), ", denied by \"%s\"", deny);
 			const char *cred = c == NEED_DELIVERY ? "credential" :
 			    c == NEED_SYS_OBSERVER ? "$SYS observer credential" :
 			    "$SYS evictor credential";
-			if (t[i].optional && c == NEED_SYS_EVICTOR) {
+			if (!required && c == NEED_SYS_EVICTOR) {
 				log_warnx("delivery: the %s may not %s \"%s\"%s (%s needs it); eviction "
 				    "is off (deny-new-only posture)", cred,
 				    t[i].dir == PERMS_PUB ? "publish" : "subscribe to", subj, denied, feats);
 				off_evictor = true;
-			} else if (t[i].optional) {
+			} else if (!required) {
 				log_warnx("delivery: the %s may not %s \"%s\"%s (%s needs it); %s is "
 				    "off: refused on the rail", cred,
 				    t[i].dir == PERMS_PUB ? "publish" : "subscribe to", subj, denied, feats,
