@@ -315,32 +315,15 @@ grants_free(struct grants *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* s with every placeholder of the grants file filled, into out. */
+/* A grant of the file with its <s>, <user> and <space account> filled. */
 static int
-fill(const char *s, const char *token, const char *user, const char *account, char *out,
+fill(const char *g, const char *token, const char *user, const char *account, char *out,
      size_t outlen)
 {
-	static const char *const ph[] = { "<s>", "<user>", "<space account>" };
-	const char *val[] = { token, user, account };
-	size_t o = 0;
+	static const char *const names[] = { "<s>", "<user>", "<space account>" };
+	const char *const values[] = { token, user, account };
 
-	while (*s != '\0') {
-		size_t k, n = sizeof(ph) / sizeof(ph[0]);
-		for (k = 0; k < n; k++)
-			if (strncmp(s, ph[k], strlen(ph[k])) == 0)
-				break;
-		const char *v = k < n ? val[k] : NULL;
-		size_t len = k < n ? strlen(v != NULL ? v : "") : 1;
-		if (k < n && v == NULL)
-			return -1;
-		if (o + len >= outlen)
-			return -1;
-		memcpy(out + o, k < n ? v : s, len);
-		o += len;
-		s += k < n ? strlen(ph[k]) : 1;
-	}
-	out[o] = '\0';
-	return 0;
+	return subject_fill(g, names, values, 3, out, outlen);
 }
 
 int
@@ -381,8 +364,9 @@ profile_grants_from_file(const char *path, enum profile p, const struct profile_
 			json_array_foreach(a, i, v) {
 				if (!json_is_string(v) || fill(json_string_value(v), s, pp->user_pub,
 				    pp->space_account, buf, sizeof(buf)) != 0) {
-					snprintf(err, errlen, "%s: %s.%s.%s[%zu] is not a subject with "
-					    "known placeholders", path, profile_name(p), dirs[d], lists[l], i);
+					snprintf(err, errlen, "%s: %s.%s.%s[%zu] is not a string whose "
+					    "<…> names are <s>, <user> or <space account>", path,
+					    profile_name(p), dirs[d], lists[l], i);
 					goto fail;
 				}
 				json_array_append_new(to, json_string(buf));

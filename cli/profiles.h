@@ -48,8 +48,8 @@ void grants_free(struct grants *g);
 /*
  * The grants another Cotal toolchain mints for profile p, read from a file
  * shaped like delivery-grants.json: {"<profile>": {"pub": {"allow": [...],
- * "deny": [...]}, "sub": {...}}}, placeholders <s> (space token), <user>
- * (the user key) and <space account> filled. 0, or -1 with err naming the
+ * "deny": [...]}, "sub": {...}}}, with <s> (space token), <user> (the user
+ * key) and <space account> filled in. 0, or -1 with err naming the
  * file and field.
  */
 int profile_grants_from_file(const char *path, enum profile p, const struct profile_params *pp,

@@ -215,7 +215,6 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 {
 	natsConnection *nc;
 	natsSubscription *sub = NULL;
-	natsInbox *inbox = NULL;
 	uint64_t last[BARRIER_MAX] = { 0 };
 	bool got[BARRIER_MAX] = { false };
 	char subj[KVMIRROR_BUCKET_MAX + 32], reply[256], why[512];
@@ -224,15 +223,14 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	if (n <= 0 || n > BARRIER_MAX)
 		return n == 0 ? 0 : -1;
 	nc = natsConn_of(m[0]);
-	if (natsInbox_Create(&inbox) != NATS_OK) {
+	/* Under the credential's own reply prefix: it may subscribe nowhere
+	 * else. */
+	char uniq[64], base[200];
+	if (conn_unique_token(uniq, sizeof(uniq)) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	/* Under the credential's own reply prefix: it may subscribe nowhere
-	 * else. natsInbox_Create gives a fresh unique token after "_INBOX.". */
-	const char *uniq = strchr((const char *)inbox, '.');
-	char base[200];
-	snprintf(base, sizeof(base), "%s.%s", m[0]->inbox_prefix, uniq ? uniq + 1 : "b");
+	snprintf(base, sizeof(base), "%s.%s", m[0]->inbox_prefix, uniq);
 	snprintf(reply, sizeof(reply), "%s.*", base);
 	if (natsConnection_SubscribeSync(&sub, nc, reply) != NATS_OK) {
 		snprintf(err, errlen, "cannot subscribe for the barrier's answers");
@@ -279,7 +277,6 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 		rc = barrier_wait(m[i], last[i], err, errlen);
 out:
 	natsSubscription_Destroy(sub);
-	natsInbox_Destroy(inbox);
 	return rc;
 }
 

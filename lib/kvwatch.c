@@ -42,22 +42,6 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A fresh token of [A-Za-z0-9] (nats.c's inbox NUID after "_INBOX."). */
-static void
-unique_token(char *out, size_t outlen)
-{
-	natsInbox *inbox = NULL;
-	const char *dot;
-
-	if (natsInbox_Create(&inbox) != NATS_OK) {
-		snprintf(out, outlen, "%lld", (long long)mono_ms());
-		return;
-	}
-	dot = strchr((const char *)inbox, '.');
-	snprintf(out, outlen, "%s", dot != NULL ? dot + 1 : (const char *)inbox);
-	natsInbox_Destroy(inbox);
-}
-
 /* The broker's error words of an API answer, or NULL when it is none. */
 static const char *
 api_error(json_t *doc, char *buf, size_t len)
@@ -91,7 +75,11 @@ kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix
 		return -1;
 	}
 	w->nc = nc;
-	unique_token(tok, sizeof(tok));
+	if (conn_unique_token(tok, sizeof(tok)) != 0) {
+		snprintf(err, errlen, "out of memory");
+		free(w);
+		return -1;
+	}
 	snprintf(w->stream, sizeof(w->stream), "KV_%s", bucket);
 	snprintf(w->name, sizeof(w->name), "kvw_%.40s", tok);
 	snprintf(w->prefix, sizeof(w->prefix), "$KV.%s.", bucket);

@@ -56,6 +56,21 @@ cb_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce,
 	return NATS_OK;
 }
 
+int
+conn_unique_token(char *out, size_t len)
+{
+	natsInbox *inbox = NULL;
+	const char *dot;
+
+	if (natsInbox_Create(&inbox) != NATS_OK)
+		return -1;
+	/* "_INBOX.<nuid>" */
+	dot = strchr((const char *)inbox, '.');
+	snprintf(out, len, "%s", dot != NULL ? dot + 1 : (const char *)inbox);
+	natsInbox_Destroy(inbox);
+	return 0;
+}
+
 void
 conn_strerror(natsStatus s, char *buf, size_t len)
 {

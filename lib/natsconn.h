@@ -56,6 +56,11 @@ struct conn_opts {
 int conn_open(const struct conn_opts *o, const struct creds *c,
 	      natsConnection **out, char *err, size_t errlen);
 
+/* A fresh unique subject token of [A-Za-z0-9] (nats.c's inbox NUID), for
+ * reply subjects and consumer names under the credential's own prefix.
+ * 0, or -1 out of memory. */
+int conn_unique_token(char *out, size_t len);
+
 /* The text of a nats.c failure: status text plus nats_GetLastError. */
 void conn_strerror(natsStatus s, char *buf, size_t len);
 /* "<what>: <conn_strerror> (JetStream error <jerr>)" into err. */

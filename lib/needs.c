@@ -124,39 +124,36 @@ need_cred_name(enum need_cred c)
 }
 
 int
+subject_fill(const char *text, const char *const *names, const char *const *values, size_t n,
+	     char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	while (*text != '\0') {
+		size_t k;
+		for (k = 0; k < n; k++)
+			if (strncmp(text, names[k], strlen(names[k])) == 0)
+				break;
+		const char *from = k < n ? values[k] : text;
+		size_t len = k < n ? (from != NULL ? strlen(from) : 0) : 1;
+		if ((k < n && from == NULL) || o + len >= outlen)
+			return -1;
+		memcpy(out + o, from, len);
+		o += len;
+		text += k < n ? strlen(names[k]) : 1;
+	}
+	if (outlen == 0)
+		return -1;
+	out[o] = '\0';
+	return 0;
+}
+
+int
 need_subject(const struct need *nd, const char *token, const char *inbox, const char *account,
 	     char *out, size_t outlen)
 {
-	static const struct {
-		const char *name;
-		int which;
-	} ph[] = { { "<s>", 0 }, { "<inbox>", 1 }, { "<account>", 2 } };
-	const char *val[3] = { token, inbox, account }, *p = nd->pattern;
-	size_t o = 0;
+	static const char *const names[] = { "<s>", "<inbox>", "<account>" };
+	const char *const values[] = { token, inbox, account };
 
-	while (*p != '\0') {
-		size_t i, len = 1;
-		const char *v = NULL;
-		for (i = 0; i < sizeof(ph) / sizeof(ph[0]); i++)
-			if (strncmp(p, ph[i].name, strlen(ph[i].name)) == 0) {
-				len = strlen(ph[i].name);
-				v = val[ph[i].which];
-				if (v == NULL)
-					return -1;
-				break;
-			}
-		if (v == NULL) {
-			if (o + 1 >= outlen)
-				return -1;
-			out[o++] = *p;
-		} else {
-			if (o + strlen(v) >= outlen)
-				return -1;
-			memcpy(out + o, v, strlen(v));
-			o += strlen(v);
-		}
-		p += len;
-	}
-	out[o] = '\0';
-	return 0;
+	return subject_fill(nd->pattern, names, values, 3, out, outlen);
 }

@@ -6,9 +6,10 @@
  * of a credential with the features that need it. A new grant is added
  * here and nowhere else.
  *
- * Patterns use WIRE.md's placeholders: <s> the space token, <inbox> the
- * credential's reply-inbox prefix, <account> the space account (the
- * observer's CONNZ). Every other token is literal or a NATS wildcard.
+ * Patterns name their variable parts the way WIRE.md and
+ * delivery-grants.json do: <s> the space token, <inbox> the credential's
+ * reply-inbox prefix, <account> the space account (the observer's CONNZ).
+ * Every other token is literal or a NATS wildcard.
  */
 #ifndef COTAL_NEEDS_H
 #define COTAL_NEEDS_H
@@ -30,16 +31,24 @@ struct need {
 	const char *feature;   /* as a log line names it: "the trusted reader" */
 	bool optional;         /* the daemon runs without it, the feature off */
 	enum perms_dir dir;
-	const char *pattern;   /* with placeholders */
+	const char *pattern;   /* with <s>, <inbox>, <account> */
 };
 
 /* The table, and its length. */
 const struct need *needs_table(size_t *n);
 
-/* The pattern with its placeholders filled. 0, or -1 when out is short or
- * a placeholder has no value (NULL). */
+/* The pattern with <s>, <inbox> and <account> replaced by token, inbox and
+ * account. 0, or -1 when out is short or a name it uses has no value. */
 int need_subject(const struct need *nd, const char *token, const char *inbox,
 		 const char *account, char *out, size_t outlen);
+
+/*
+ * text with every names[i] (e.g. "<s>") replaced by values[i], into out:
+ * the one substitution of the grant table and of delivery-grants.json. 0,
+ * or -1 when out is short or text uses a name whose value is NULL.
+ */
+int subject_fill(const char *text, const char *const *names, const char *const *values,
+		 size_t n, char *out, size_t outlen);
 
 /* The name of a credential kind ("delivery", "sys-observer", "sys-evictor"). */
 const char *need_cred_name(enum need_cred c);

@@ -107,7 +107,6 @@ int
 pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
 	    const char *consumer, struct puller *p, char *err, size_t errlen)
 {
-	natsInbox *uniq = NULL;
 	char what[512];
 	natsStatus s;
 
@@ -115,15 +114,13 @@ pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
 	memset(p, 0, sizeof(*p));
 	p->nc = nc;
 	snprintf(p->next, sizeof(p->next), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream, consumer);
-	/* Under the credential's own reply prefix; natsInbox_Create gives a
-	 * unique token after "_INBOX.". */
-	if (natsInbox_Create(&uniq) != NATS_OK) {
+	/* Under the credential's own reply prefix. */
+	char u[64];
+	if (conn_unique_token(u, sizeof(u)) != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	const char *u = strchr((const char *)uniq, '.');
-	snprintf(p->reply, sizeof(p->reply), "%s.pull.%s", inbox_prefix, u ? u + 1 : "x");
-	natsInbox_Destroy(uniq);
+	snprintf(p->reply, sizeof(p->reply), "%s.pull.%s", inbox_prefix, u);
 	s = natsConnection_SubscribeSync(&p->sub, nc, p->reply);
 	if (s == NATS_OK)
 		s = natsSubscription_SetPendingLimits(p->sub, -1, -1);

@@ -61,19 +61,15 @@ write_without(json_t *doc, const char *section, const char *dir, size_t skip, ch
 	json_decref(copy);
 }
 
-/* The file's grant, filled for this mesh's space and a placeholder user. */
+/* The file's grant with this mesh's space token for <s> (the user and
+ * account names stay as they are). */
 static void
 fill(const char *g, char *out, size_t len)
 {
-	char buf[1024], *p;
+	static const char *const names[] = { "<s>" };
+	const char *const values[] = { mesh.token };
 
-	snprintf(buf, sizeof(buf), "%s", g);
-	while ((p = strstr(buf, "<s>")) != NULL) {
-		char rest[1024];
-		snprintf(rest, sizeof(rest), "%s", p + 3);
-		snprintf(p, sizeof(buf) - (size_t)(p - buf), "%s%s", mesh.token, rest);
-	}
-	snprintf(out, len, "%s", buf);
+	assert_int_equal(subject_fill(g, names, values, 1, out, len), 0);
 }
 
 /*
@@ -94,7 +90,7 @@ needed(enum need_cred c, enum perms_dir d, json_t *list, size_t gi, bool *option
 	fill(json_string_value(json_array_get(list, gi)), g, sizeof(g));
 	t = needs_table(&n);
 	for (size_t k = 0; k < n; k++) {
-		/* Any user and account fill the placeholders alike. */
+		/* Any user key and account serve <inbox> and <account> alike. */
 		if (t[k].cred != c || t[k].dir != d ||
 		    need_subject(&t[k], mesh.token, "_INBOX_USER", "ACCOUNT", subj, sizeof(subj)) != 0)
 			continue;

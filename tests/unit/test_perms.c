@@ -2,7 +2,8 @@
  * A credential's permissions as nats-server applies them (lib/perms.h):
  * token-wise wildcard matching, a deny winning over an allow, no allow list
  * meaning everything; the reply inbox a connection takes from its own
- * sub.allow (WIRE.md §7); the grant table's placeholders (lib/needs.h);
+ * sub.allow (WIRE.md §7); the grant table's <s>/<inbox>/<account> names
+ * and their substitution (lib/needs.h);
  * JetStream's reply-subject metadata (lib/jsack.h).
  */
 #include <setjmp.h>
@@ -174,7 +175,7 @@ test_bad_grants_are_refused_naming_the_field(void **state)
 }
 
 static void
-test_need_placeholders_are_filled(void **state)
+test_need_names_are_filled(void **state)
 {
 	const struct need *t;
 	size_t n;
@@ -191,7 +192,7 @@ test_need_placeholders_are_filled(void **state)
 		account = account || strcmp(out, "$SYS.REQ.ACCOUNT.ACC.CONNZ") == 0;
 	}
 	assert_true(inbox && account);
-	/* A placeholder without a value, and a short buffer, are refused. */
+	/* A name without a value, and a short buffer, are refused. */
 	for (size_t i = 0; i < n; i++)
 		if (strstr(t[i].pattern, "<account>") != NULL)
 			assert_int_equal(need_subject(&t[i], "tok", "_INBOX_U", NULL, out,
@@ -233,7 +234,7 @@ main(void)
 		cmocka_unit_test(test_deny_wins_and_no_allow_list_allows_all),
 		cmocka_unit_test(test_reply_inbox_comes_from_sub_allow),
 		cmocka_unit_test(test_bad_grants_are_refused_naming_the_field),
-		cmocka_unit_test(test_need_placeholders_are_filled),
+		cmocka_unit_test(test_need_names_are_filled),
 		cmocka_unit_test(test_ack_metadata_both_forms),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

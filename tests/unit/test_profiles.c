@@ -44,8 +44,8 @@ delivery(struct grants *g)
 	assert_int_equal(profile_grants(PROFILE_DELIVERY, &pp, g, err, sizeof(err)), 0);
 }
 
-/* delivery-grants.json's delivery grants, placeholders filled for space
- * "demo" (token "demo") and user USER. */
+/* delivery-grants.json's delivery grants for space "demo" (token "demo")
+ * and user USER. */
 static json_t *
 foreign_grants(const char *dir)
 {
@@ -58,17 +58,11 @@ foreign_grants(const char *dir)
 	out = json_array();
 	json_array_foreach(json_object_get(json_object_get(json_object_get(doc, "delivery"), dir),
 	    "allow"), i, v) {
-		char buf[1024], *p;
-		snprintf(buf, sizeof(buf), "%s", json_string_value(v));
-		while ((p = strstr(buf, "<s>")) != NULL) {
-			memmove(p + 4, p + 3, strlen(p + 3) + 1);
-			memcpy(p, "demo", 4);
-		}
-		if ((p = strstr(buf, "<user>")) != NULL) {
-			char rest[1024];
-			snprintf(rest, sizeof(rest), "%s", p + 6);
-			snprintf(p, sizeof(buf) - (size_t)(p - buf), "%s%s", USER, rest);
-		}
+		static const char *const names[] = { "<s>", "<user>" };
+		const char *const values[] = { "demo", USER };
+		char buf[1024];
+		assert_int_equal(subject_fill(json_string_value(v), names, values, 2, buf,
+		    sizeof(buf)), 0);
 		json_array_append_new(out, json_string(buf));
 	}
 	json_decref(doc);
