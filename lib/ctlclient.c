@@ -183,8 +183,13 @@ on_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *arg)
 		pthread_cond_broadcast(&c->cond);
 		break;
 	}
-	pthread_mutex_unlock(&g_mu);
+	/* Destroyed before the waiter can run: nats.c hands a destroyed
+	 * message to its collector thread, and nats_Close() joins that thread
+	 * without waiting for subscription threads. A message destroyed after
+	 * the CLI's nats_Close() (this callback still unwinding while main
+	 * returns) is never freed: LeakSanitizer reported it. */
 	natsMsg_Destroy(msg);
+	pthread_mutex_unlock(&g_mu);
 }
 
 struct ctl_client *
