@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cli/dev_signer.h"
+#include "cli/mesh.h"
 #include "cli/mint.h"
 #include "lib/creds.h"
 #include "lib/log.h"
@@ -32,8 +33,6 @@
 
 #define MESH_MAX_SPACES 64
 #define CONF_MAX (1024 * 1024)
-#define START_WAIT_MS 10000
-#define STOP_WAIT_MS 10000
 #define VERSION_OUT_MAX 256   /* what `nats-server --version` prints */
 #define VERSION_WAIT_MS 5000
 /* The first nats-server that accepts `sync_interval` in its jetstream block. */
@@ -65,11 +64,20 @@ sign_account(const char *name, const struct nkey *id, const struct nkey *signing
 	return 0;
 }
 
+/* The brokers of the mesh: one (nodes 0) or a cluster of nodes 1..N. */
+struct mesh_nodes {
+	int count;                        /* 0: one broker, no cluster */
+	int ports[MESH_NODES_MAX];        /* client ports; [0] alone when count is 0 */
+	int route_ports[MESH_NODES_MAX];  /* cluster (route) ports */
+};
+
 static int
-write_conf(const struct workspace *ws, const char *listen, int port,
-	   const char *sys_pub, json_t *preload, bool sync_always, char *err, size_t errlen)
+write_conf(const struct workspace *ws, const char *listen, const struct mesh_nodes *mn,
+	   int node, const char *sys_pub, json_t *preload, bool sync_always, char *err,
+	   size_t errlen)
 {
 	char path[WS_FILE_MAX];
+	int port = mn->ports[node > 0 ? node - 1 : 0];
 	size_t cap = CONF_MAX, n = 0;
 	char *buf = malloc(cap);
 	const char *acct;
@@ -86,8 +94,27 @@ write_conf(const struct workspace *ws, const char *listen, int port,
 		snprintf(err, errlen, "nats-server.conf over %d bytes", CONF_MAX); return -1; } \
 	n += (size_t)w_; } while (0)
 	EMIT("# Written by `cotal mesh init --dev`: a local broker in operator mode.\n");
-	EMIT("server_name: cotal_dev\n");
-	EMIT(strchr(listen, ':') ? "listen: \"[%s]:%d\"\n" : "listen: \"%s:%d\"\n", listen, port);
+	const char *fmt = strchr(listen, ':') ? "[%s]:%d" : "%s:%d";
+	if (node == 0)
+		EMIT("server_name: cotal_dev\n");
+	else
+		EMIT("server_name: cotal_dev_%d\n", node);
+	EMIT("listen: \"");
+	EMIT(fmt, listen, port);
+	EMIT("\"\n");
+	if (node > 0) {
+		/* Routes between the nodes: loopback only, like the clients. */
+		EMIT("cluster: {\n  name: cotal_dev\n  listen: \"");
+		EMIT(fmt, listen, mn->route_ports[node - 1]);
+		EMIT("\"\n  routes: [\n");
+		for (int i = 0; i < mn->count; i++)
+			if (i != node - 1) {
+				EMIT("    \"nats-route://");
+				EMIT(fmt, listen, mn->route_ports[i]);
+				EMIT("\"\n");
+			}
+		EMIT("  ]\n}\n");
+	}
 	/* The delivery credential's grants ride the CONNECT line (WIRE.md §7). */
 	EMIT("max_control_line: 65536\n");
 	EMIT("operator: \"%s/operator.jwt\"\n", ws->mesh);
@@ -97,8 +124,11 @@ write_conf(const struct workspace *ws, const char *listen, int port,
 	json_object_foreach(preload, acct, jwt)
 		EMIT("  %s: \"%s\"\n", acct, json_string_value(jwt));
 	EMIT("}\n");
-	EMIT("jetstream: {\n  store_dir: \"%s/jetstream\"\n"
-	    "  max_memory_store: 256MB\n  max_file_store: 2GB\n", ws->mesh);
+	if (node == 0)
+		EMIT("jetstream: {\n  store_dir: \"%s/jetstream\"\n", ws->mesh);
+	else
+		EMIT("jetstream: {\n  store_dir: \"%s/jetstream-%d\"\n", ws->mesh, node);
+	EMIT("  max_memory_store: 256MB\n  max_file_store: 2GB\n");
 	/* Without it the file store flushes in the background (every 2 min)
 	 * and a broker crash loses writes it already acknowledged: the copies
 	 * the delivery service promises at least once. */
@@ -106,9 +136,10 @@ write_conf(const struct workspace *ws, const char *listen, int port,
 		EMIT("  # every write reaches the disk before it is acknowledged\n"
 		    "  sync_interval: always\n");
 	EMIT("}\n");
-	EMIT("pid_file: \"%s/nats-server.pid\"\n", ws->mesh);
+	mesh_node_file(ws->mesh, node, "pid", path, sizeof(path));
+	EMIT("pid_file: \"%s\"\n", path);
 #undef EMIT
-	snprintf(path, sizeof(path), "%s/nats-server.conf", ws->mesh);
+	mesh_node_file(ws->mesh, node, "conf", path, sizeof(path));
 	rc = ws_write_file(path, buf, n, 0600, err, errlen);
 	free(buf);
 	return rc;
@@ -253,15 +284,74 @@ sync_decide(const char *want, const char *bin)
 	return true;
 }
 
+/* "P" or "P1,P2,...": up to max ports into out; their count, or -1 (logged). */
+static int
+parse_ports(const char *opt, const char *s, int *out, int max)
+{
+	char buf[256], *save = NULL;
+	int n = 0;
+
+	if (strlen(s) >= sizeof(buf)) {
+		log_errx("mesh init: %s %.64s…: too long", opt, s);
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (n == max) {
+			log_errx("mesh init: %s %s: at most %d ports", opt, s, max);
+			return -1;
+		}
+		if (cli_parse_port(t, &out[n++]) != 0)
+			return -1;
+	}
+	if (n == 0)
+		log_errx("mesh init: %s \"%s\": no port", opt, s);
+	return n > 0 ? n : -1;
+}
+
+/* The nodes' ports: one given port per node, or the first and the next ones.
+ * 0, or -1 (logged). */
+static int
+nodes_ports(const char *opt, const int *given, int ngiven, int count, int *out)
+{
+	if (ngiven != 1 && ngiven != count) {
+		log_errx("mesh init: %s: give one port, or one for each of the %d nodes", opt, count);
+		return -1;
+	}
+	for (int i = 0; i < count; i++) {
+		out[i] = ngiven == 1 ? given[0] + i : given[i];
+		if (out[i] > 65535) {
+			log_errx("mesh init: %s: port %d is past 65535", opt, out[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The mesh's URL list: one nats:// URL per node, comma-separated. */
+static void
+nodes_url(const char *listen, const struct mesh_nodes *mn, char *out, size_t outlen)
+{
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (int i = 0; i < (mn->count > 0 ? mn->count : 1) && used < outlen; i++)
+		used += (size_t)snprintf(out + used, outlen - used,
+		    strchr(listen, ':') ? "%snats://[%s]:%d" : "%snats://%s:%d", i > 0 ? "," : "",
+		    listen, mn->ports[i]);
+}
+
 int
 cmd_mesh_init(int argc, char **argv)
 {
 	const char *root = NULL, *listen = "127.0.0.1", *spaces[MESH_MAX_SPACES];
 	const char *bin = NULL, *sync = NULL;
-	char err[1024], path[WS_FILE_MAX], url[256], key[SPACE_KEY_MAX + 1];
+	char err[1024], path[WS_FILE_MAX], url[1024], key[SPACE_KEY_MAX + 1];
 	char pub[NKEY_PUBLIC_LEN + 1], skpub[NKEY_PUBLIC_LEN + 1];
 	size_t nspaces = 0;
-	int port = 4222, dev = 0, rc = 1;
+	int dev = 0, rc = 1, nports = 0, nroutes = 0;
+	int ports[MESH_NODES_MAX] = { 4222 }, routes[MESH_NODES_MAX] = { 6222 };
+	struct mesh_nodes mn = { 0 };
 	struct workspace ws;
 	struct nkey op = { 0 }, sys = { 0 }, syssk = { 0 };
 	json_t *mesh = NULL, *preload = json_object(), *jspaces;
@@ -275,8 +365,21 @@ cmd_mesh_init(int argc, char **argv)
 		else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
 			listen = argv[++i];
 		else if (strcmp(argv[i], "--port") == 0 && i + 1 < argc) {
-			if (cli_parse_port(argv[++i], &port) != 0)
+			if ((nports = parse_ports("--port", argv[++i], ports, MESH_NODES_MAX)) < 0)
 				goto out;
+		} else if (strcmp(argv[i], "--route-port") == 0 && i + 1 < argc) {
+			if ((nroutes = parse_ports("--route-port", argv[++i], routes,
+			    MESH_NODES_MAX)) < 0)
+				goto out;
+		} else if (strcmp(argv[i], "--cluster") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+			if (*argv[i] == '\0' || *end != '\0' || v < 3 || v > MESH_NODES_MAX) {
+				log_errx("mesh init: --cluster %s: a dev cluster has 3 to %d nodes "
+				    "(JetStream's 3 replicas need 3)", argv[i], MESH_NODES_MAX);
+				goto out;
+			}
+			mn.count = (int)v;
 		} else if (strcmp(argv[i], "--nats-server") == 0 && i + 1 < argc) {
 			bin = argv[++i];
 		} else if (strcmp(argv[i], "--sync-interval") == 0 && i + 1 < argc) {
@@ -332,14 +435,45 @@ cmd_mesh_init(int argc, char **argv)
 			log_errx("mesh init: %s", err);
 			goto out;
 		}
-		/* An existing mesh keeps its port unless one is named. */
-		int given = 0;
-		for (int i = 0; i < argc; i++)
-			given |= strcmp(argv[i], "--port") == 0;
-		if (!given && json_integer_value(json_object_get(mesh, "port")) > 0)
-			port = (int)json_integer_value(json_object_get(mesh, "port"));
+		/* An existing mesh keeps its nodes and ports unless named. */
+		json_t *jc = json_object_get(mesh, "cluster");
+		if (mn.count == 0 && json_is_object(jc))
+			mn.count = (int)json_integer_value(json_object_get(jc, "nodes"));
+		if (mn.count < 0 || mn.count > MESH_NODES_MAX || mn.count == 1 || mn.count == 2) {
+			snprintf(err, sizeof(err), "dev-mesh.json: cluster.nodes %d is not 3 to %d",
+			    mn.count, MESH_NODES_MAX);
+			goto fail;
+		}
+		if (nports == 0 && mn.count == 0 &&
+		    json_integer_value(json_object_get(mesh, "port")) > 0) {
+			ports[0] = (int)json_integer_value(json_object_get(mesh, "port"));
+			nports = 1;
+		}
+		json_t *jp = json_object_get(jc, "ports"), *jr = json_object_get(jc, "routePorts");
+		if (nports == 0 && mn.count > 0 && json_array_size(jp) == (size_t)mn.count) {
+			for (int k = 0; k < mn.count; k++)
+				ports[k] = (int)json_integer_value(json_array_get(jp, (size_t)k));
+			nports = mn.count;
+		}
+		if (nroutes == 0 && mn.count > 0 && json_array_size(jr) == (size_t)mn.count) {
+			for (int k = 0; k < mn.count; k++)
+				routes[k] = (int)json_integer_value(json_array_get(jr, (size_t)k));
+			nroutes = mn.count;
+		}
 	} else
 		mesh = json_object();
+	if (mn.count == 0) {
+		if (nports > 1 || nroutes > 0) {
+			log_errx("mesh init: several --port values and --route-port are for a cluster "
+			    "(--cluster N)");
+			goto out;
+		}
+		mn.ports[0] = ports[0];
+	} else if (nodes_ports("--port", ports, nports > 0 ? nports : 1, mn.count, mn.ports) != 0 ||
+	    nodes_ports("--route-port", routes, nroutes > 0 ? nroutes : 1, mn.count,
+	    mn.route_ports) != 0) {
+		goto out;
+	}
 	/* An existing mesh keeps its store's sync choice unless one is named. */
 	if (sync == NULL)
 		sync = json_string_value(json_object_get(mesh, "syncInterval"));
@@ -423,17 +557,31 @@ cmd_mesh_init(int argc, char **argv)
 		jwt = NULL;
 	}
 
-	snprintf(url, sizeof(url), strchr(listen, ':') ? "nats://[%s]:%d" : "nats://%s:%d",
-	    listen, port);
+	nodes_url(listen, &mn, url, sizeof(url));
 	json_object_set_new(mesh, "server", json_string(url));
 	json_object_set_new(mesh, "listen", json_string(listen));
-	json_object_set_new(mesh, "port", json_integer(port));
+	json_object_set_new(mesh, "port", json_integer(mn.ports[0]));
+	if (mn.count > 0) {
+		json_t *jc = json_object(), *jp = json_array(), *jr = json_array();
+		for (int k = 0; k < mn.count; k++) {
+			json_array_append_new(jp, json_integer(mn.ports[k]));
+			json_array_append_new(jr, json_integer(mn.route_ports[k]));
+		}
+		json_object_set_new(jc, "nodes", json_integer(mn.count));
+		json_object_set_new(jc, "ports", jp);
+		json_object_set_new(jc, "routePorts", jr);
+		json_object_set_new(mesh, "cluster", jc);
+	} else {
+		json_object_del(mesh, "cluster");
+	}
 	snprintf(path, sizeof(path), "%s/dev-mesh.json", ws.mesh);
 	if (ws_write_json(path, mesh, 0600, err, sizeof(err)) != 0)
 		goto fail;
 	nkey_public(&sys, pub);
-	if (write_conf(&ws, listen, port, pub, preload, sync_always, err, sizeof(err)) != 0)
-		goto fail;
+	for (int node = mn.count > 0 ? 1 : 0; node <= mn.count; node++)
+		if (write_conf(&ws, listen, &mn, node, pub, preload, sync_always, err,
+		    sizeof(err)) != 0)
+			goto fail;
 	json_object_foreach(jspaces, sname, sp) {
 		for (size_t k = 0; k < sizeof(space_creds) / sizeof(space_creds[0]); k++)
 			if (ensure_creds(&ws, sname, space_creds[k], err, sizeof(err)) != 0)
@@ -441,9 +589,9 @@ cmd_mesh_init(int argc, char **argv)
 		if (write_registry(sname, url, ws.root, err, sizeof(err)) != 0)
 			goto fail;
 	}
-	log_ok("dev mesh ready in %s/.cotal (broker %s, %zu space%s) — start it with: "
-	    "cotal mesh start --root %s", ws.root, url, json_object_size(jspaces),
-	    json_object_size(jspaces) == 1 ? "" : "s", ws.root);
+	log_ok("dev mesh ready in %s/.cotal (%s %s, %zu space%s) — start it with: "
+	    "cotal mesh start --root %s", ws.root, mn.count > 0 ? "cluster" : "broker", url,
+	    json_object_size(jspaces), json_object_size(jspaces) == 1 ? "" : "s", ws.root);
 	rc = 0;
 	goto out;
 fail:
@@ -451,7 +599,8 @@ fail:
 	goto out;
 usage:
 	fprintf(stderr, "usage: cotal mesh init --dev [--root DIR] [--port N] [--nats-server PATH]\n"
-	    "                       [--sync-interval always|default] --space S [--space S2 ...]\n");
+	    "                       [--sync-interval always|default] --space S [--space S2 ...]\n"
+	    "                       [--cluster N [--port P|P1,P2,.. ] [--route-port R|R1,R2,..]]\n");
 out:
 	free(jwt);
 	nkey_wipe(&op);
@@ -462,206 +611,3 @@ out:
 	return rc;
 }
 
-/* The broker pid from its pid file, when that process still runs nats-server. */
-static pid_t
-mesh_pid(const struct workspace *ws)
-{
-	char path[WS_FILE_MAX], err[256], *text;
-	size_t len;
-	long pid;
-
-	snprintf(path, sizeof(path), "%s/nats-server.pid", ws->mesh);
-	text = ws_read_file(path, 64, &len, err, sizeof(err));
-	if (text == NULL)
-		return 0;
-	pid = strtol(text, NULL, 10);
-	free(text);
-	/* The pid may have been reused: it must be a broker of this mesh. */
-	char conf[WS_FILE_MAX];
-	snprintf(conf, sizeof(conf), "%s/nats-server.conf", ws->mesh);
-	int ours = ws_pid_runs(pid, "nats-server", conf) != 0;
-	return ours ? (pid_t)pid : 0;
-}
-
-static int
-port_open(const char *host, int port)
-{
-	struct sockaddr_in6 a6 = { 0 };
-	struct sockaddr_in a4 = { 0 };
-	int fd, rc;
-
-	if (strchr(host, ':') != NULL) {
-		a6.sin6_family = AF_INET6;
-		a6.sin6_port = htons((uint16_t)port);
-		inet_pton(AF_INET6, host, &a6.sin6_addr);
-		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a6, sizeof(a6));
-	} else {
-		a4.sin_family = AF_INET;
-		a4.sin_port = htons((uint16_t)port);
-		inet_pton(AF_INET, strcmp(host, "localhost") == 0 ? "127.0.0.1" : host,
-		    &a4.sin_addr);
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a4, sizeof(a4));
-	}
-	if (fd >= 0)
-		close(fd);
-	return rc == 0;
-}
-
-/* The last line of the broker's log (a broker that refuses its config says
- * why there, e.g. `unknown field "sync_interval"` from a 2.9 broker). */
-static bool
-log_last_line(const char *path, char *out, size_t outlen)
-{
-	char tail[4096], *nl;
-	size_t n = 0;
-	FILE *f;
-
-	out[0] = '\0';
-	if ((f = fopen(path, "r")) == NULL)
-		return false;
-	if (fseek(f, -(long)(sizeof(tail) - 1), SEEK_END) != 0)
-		rewind(f);
-	n = fread(tail, 1, sizeof(tail) - 1, f);
-	fclose(f);
-	while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r'))
-		n--;
-	tail[n] = '\0';
-	const char *line = (nl = memrchr(tail, '\n', n)) != NULL ? nl + 1 : tail;
-	size_t len = strlen(line) < outlen ? strlen(line) : outlen - 1;
-	memcpy(out, line, len);
-	out[len] = '\0';
-	return len > 0;
-}
-
-static void
-sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
-int
-cmd_mesh_start(int argc, char **argv)
-{
-	const char *root = NULL, *bin = NULL;
-	char err[1024], conf[WS_FILE_MAX], logp[WS_FILE_MAX];
-	struct workspace ws;
-	json_t *mesh;
-	pid_t pid;
-
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
-			root = argv[++i];
-		else if (strcmp(argv[i], "--nats-server") == 0 && i + 1 < argc)
-			bin = argv[++i];
-		else {
-			log_errx("mesh start: unknown or incomplete argument \"%s\"", argv[i]);
-			fprintf(stderr, "usage: cotal mesh start [--root DIR] [--nats-server PATH]\n");
-			return 1;
-		}
-	}
-	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
-	    (mesh = ws_dev_mesh(&ws, err, sizeof(err))) == NULL) {
-		log_errx("mesh start: %s", err);
-		return 1;
-	}
-	const char *listen = json_string_value(json_object_get(mesh, "listen"));
-	int port = (int)json_integer_value(json_object_get(mesh, "port"));
-	char url[256];
-	snprintf(url, sizeof(url), "%s", json_string_value(json_object_get(mesh, "server")));
-	char host[64];
-	snprintf(host, sizeof(host), "%s", listen ? listen : "127.0.0.1");
-	json_decref(mesh);
-	if ((pid = mesh_pid(&ws)) > 0) {
-		log_info("broker already running (pid %ld) at %s", (long)pid, url);
-		return 0;
-	}
-	if (port_open(host, port)) {
-		log_errx("mesh start: %s:%d is already in use by another program", host, port);
-		return 1;
-	}
-	if (bin == NULL)
-		bin = cli_nats_server_path();
-	snprintf(conf, sizeof(conf), "%s/nats-server.conf", ws.mesh);
-	snprintf(logp, sizeof(logp), "%s/nats-server.log", ws.mesh);
-
-	pid = fork();
-	if (pid < 0) {
-		log_warn("mesh start: fork");
-		return 1;
-	}
-	if (pid == 0) {
-		/* Detach: own session, stdio onto the log, no inherited fds. */
-		setsid();
-		/* Above fd 2 first: with stdin closed, open() would hand out 0. */
-		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || nul < 0)
-			_exit(127);
-		fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-		nul = fcntl(nul, F_DUPFD_CLOEXEC, 3);
-		if (fd < 0 || nul < 0)
-			_exit(127);
-		dup2(nul, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		closefrom(3);
-		if (fork() != 0)
-			_exit(0);
-		execl(bin, bin, "-c", conf, (char *)NULL);
-		fprintf(stderr, "cotal mesh start: exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
-	waitpid(pid, NULL, 0);
-	for (int waited = 0; waited < START_WAIT_MS; waited += 50) {
-		if (port_open(host, port) && mesh_pid(&ws) > 0) {
-			log_ok("broker up at %s (pid %ld, log %s)", url, (long)mesh_pid(&ws), logp);
-			return 0;
-		}
-		sleep_ms(50);
-	}
-	char last[512];
-	log_errx("mesh start: the broker (%s) did not come up within %d ms%s%s; see %s",
-	    bin, START_WAIT_MS, log_last_line(logp, last, sizeof(last)) ? ": " : "", last, logp);
-	return 1;
-}
-
-int
-cmd_mesh_stop(int argc, char **argv)
-{
-	const char *root = NULL;
-	char err[1024];
-	struct workspace ws;
-	pid_t pid;
-
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
-			root = argv[++i];
-		else {
-			log_errx("mesh stop: unknown or incomplete argument \"%s\"", argv[i]);
-			return 1;
-		}
-	}
-	if (ws_locate(root, &ws, err, sizeof(err)) != 0) {
-		log_errx("mesh stop: %s", err);
-		return 1;
-	}
-	if ((pid = mesh_pid(&ws)) <= 0) {
-		log_info("broker not running in %s", ws.root);
-		return 0;
-	}
-	kill(pid, SIGTERM);
-	for (int waited = 0; waited < STOP_WAIT_MS; waited += 50) {
-		if (kill(pid, 0) != 0) {
-			log_ok("broker stopped (pid %ld)", (long)pid);
-			return 0;
-		}
-		sleep_ms(50);
-	}
-	log_warnx("broker pid %ld ignored SIGTERM for %d ms; sending SIGKILL",
-	    (long)pid, STOP_WAIT_MS);
-	kill(pid, SIGKILL);
-	return 0;
-}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NS_PER_SEC INT64_C(1000000000)
 #define NS_PER_MIN (60 * NS_PER_SEC)
@@ -427,6 +428,44 @@ stream_check(natsConnection *nc, jsCtx *js, const struct prov_stream *w, char *m
 	return STREAM_CONFLICTS;
 }
 
+/* A replicated stream just made: wait until it has a leader and every
+ * replica is current, so the space is usable when provision returns. */
+static int
+stream_placed(jsCtx *js, const struct prov_stream *w, FILE *report, char *err, size_t errlen)
+{
+	char why[256] = "no answer";
+	struct timespec nap = { 0, 100 * 1000 * 1000 };
+
+	for (int waited = 0; waited < PROV_PLACE_WAIT_MS; waited += 100) {
+		jsStreamInfo *si = NULL;
+		jsErrCode jerr = 0;
+		natsStatus s = js_GetStreamInfo(&si, js, w->name, NULL, &jerr);
+		if (s == NATS_OK && si->Cluster != NULL && si->Cluster->Leader != NULL) {
+			int current = 1; /* the leader */
+			for (int i = 0; i < si->Cluster->ReplicasLen; i++)
+				current += si->Cluster->Replicas[i]->Current ? 1 : 0;
+			snprintf(why, sizeof(why), "%d of %" PRId64 " replicas current, leader %s",
+			    current, w->cfg.Replicas, si->Cluster->Leader);
+			if (current >= w->cfg.Replicas) {
+				report_line(report, "  placed on %d servers (leader %s)", current,
+				    si->Cluster->Leader);
+				jsStreamInfo_Destroy(si);
+				return 0;
+			}
+		} else if (s == NATS_OK) {
+			snprintf(why, sizeof(why), "no leader elected yet");
+		} else {
+			snprintf(why, sizeof(why), "%s", natsStatus_GetText(s));
+		}
+		jsStreamInfo_Destroy(si);
+		nanosleep(&nap, NULL);
+	}
+	seterr(err, errlen, "stream %s was created but not placed within %d ms (%s)", w->name,
+	    PROV_PLACE_WAIT_MS, why);
+	report_line(report, "✗ %s", err);
+	return -1;
+}
+
 /* Create one missing stream. A create that lost a race to another
  * provisioner is re-checked, so an identical stream still counts as made. */
 static int
@@ -445,7 +484,7 @@ stream_create(natsConnection *nc, jsCtx *js, struct prov_stream *w, FILE *report
 	jsStreamInfo_Destroy(si);
 	if (s == NATS_OK) {
 		report_created(report, w);
-		return 0;
+		return w->cfg.Replicas > 1 ? stream_placed(js, w, report, err, errlen) : 0;
 	}
 	/* Worded at once: the error texts nats.c keeps are overwritten by the
 	 * next request. */
@@ -500,6 +539,13 @@ int
 space_provision(natsConnection *nc, const char *space_name, FILE *report, char *err,
 		size_t errlen)
 {
+	return space_provision_replicas(nc, space_name, 1, report, err, errlen);
+}
+
+int
+space_provision_replicas(natsConnection *nc, const char *space_name, int replicas,
+			 FILE *report, char *err, size_t errlen)
+{
 	enum stream_state state[PROV_STREAM_KINDS];
 	struct prov_stream *want = NULL;
 	char *msg = NULL;
@@ -516,10 +562,17 @@ space_provision(natsConnection *nc, const char *space_name, FILE *report, char *
 		seterr(err, errlen, "provision: out of memory");
 		goto out;
 	}
-	for (k = 0; k < PROV_STREAM_KINDS; k++)
+	if (replicas < 1 || replicas > PROV_REPLICAS_MAX) {
+		seterr(err, errlen, "provision: --replicas %d: expected 1 to %d", replicas,
+		    PROV_REPLICAS_MAX);
+		goto out;
+	}
+	for (k = 0; k < PROV_STREAM_KINDS; k++) {
 		if (provision_stream_expected((enum prov_stream_kind)k, space_name, &want[k], err,
 					      errlen) != 0)
 			goto out;
+		want[k].cfg.Replicas = replicas;
+	}
 	if (names_fit(want, space_name, err, errlen) != 0)
 		goto out;
 	if (js_context(nc, &js, err, errlen) != 0)

@@ -79,6 +79,14 @@ struct prov_consumer {
  */
 int space_provision(natsConnection *nc, const char *space_name, FILE *report, char *err,
 		    size_t errlen);
+/* The same with every stream and bucket on `replicas` servers of a cluster
+ * (1 to PROV_REPLICAS_MAX; space_provision: 1). A stream made here is waited
+ * for until it has a leader and every replica is current (the placement),
+ * at most PROV_PLACE_WAIT_MS. */
+#define PROV_REPLICAS_MAX 5
+#define PROV_PLACE_WAIT_MS 30000
+int space_provision_replicas(natsConnection *nc, const char *space_name, int replicas,
+			     FILE *report, char *err, size_t errlen);
 
 /*
  * Create the member's per-lifecycle DLV durable dlv_<o>-<a>-<uid> (durable

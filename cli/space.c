@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/provision.h"
@@ -14,6 +15,7 @@ int
 cmd_space_provision(int argc, char **argv)
 {
 	const char *root = NULL, *server = NULL, *space = NULL;
+	int replicas = 1;
 	char err[2048];
 	struct workspace ws;
 	struct creds c = { 0 };
@@ -25,11 +27,21 @@ cmd_space_provision(int argc, char **argv)
 			root = argv[++i];
 		else if (strcmp(argv[i], "--server") == 0 && i + 1 < argc)
 			server = argv[++i];
-		else if (argv[i][0] != '-' && space == NULL)
+		else if (strcmp(argv[i], "--replicas") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+			if (*argv[i] == '\0' || *end != '\0' || v < 1 || v > PROV_REPLICAS_MAX) {
+				log_errx("space provision: --replicas %s: expected 1 to %d (3 on a "
+				    "3-node cluster)", argv[i], PROV_REPLICAS_MAX);
+				return 1;
+			}
+			replicas = (int)v;
+		} else if (argv[i][0] != '-' && space == NULL)
 			space = argv[i];
 		else {
 			log_errx("space provision: unknown or incomplete argument \"%s\"", argv[i]);
-			fprintf(stderr, "usage: cotal space provision S [--root DIR] [--server URL]\n");
+			fprintf(stderr, "usage: cotal space provision S [--root DIR] [--server URL] "
+			    "[--replicas N]\n");
 			return 1;
 		}
 	}
@@ -42,7 +54,7 @@ cmd_space_provision(int argc, char **argv)
 		log_errx("space provision: %s", err);
 		return 1;
 	}
-	rc = space_provision(nc, space, stdout, err, sizeof(err));
+	rc = space_provision_replicas(nc, space, replicas, stdout, err, sizeof(err));
 	if (rc != 0)
 		log_errx("space provision: %s", err);
 	else

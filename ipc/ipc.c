@@ -213,9 +213,10 @@ check_config(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *
 	if (c.drop_privs > 1)
 		return refuse(err, errlen, "ipc: CONFIG drop_privs is %" PRIu32 ", expected 0 or 1",
 		    c.drop_privs);
-	if (c.broker_port > IPC_PORT_MAX)
-		return refuse(err, errlen, "ipc: CONFIG broker_port %" PRIu32 " is not a TCP port",
-		    c.broker_port);
+	for (i = 0; i < IPC_SERVERS_MAX; i++)
+		if (c.broker_ports[i] > IPC_PORT_MAX)
+			return refuse(err, errlen, "ipc: CONFIG broker_ports[%zu] %" PRIu32 " is not "
+			    "a TCP port", i, c.broker_ports[i]);
 	if ((c.features_off & ~IPC_OFF_REGISTER) != 0)
 		return refuse(err, errlen, "ipc: CONFIG features_off 0x%" PRIx32 " names an unknown "
 		    "feature", c.features_off);

@@ -72,7 +72,8 @@ const char *ipc_type_name(uint16_t type);
 
 #define IPC_ROLE_MAX 16
 #define IPC_SPACE_MAX 257       /* 256 bytes + NUL */
-#define IPC_URL_MAX 256
+#define IPC_SERVERS_MAX 8 /* CONN_SERVERS_MAX: every node of a cluster */
+#define IPC_URL_MAX 1024 /* a comma-separated list of IPC_SERVERS_MAX URLs */
 #define IPC_HOST_MAX 256
 #define IPC_INBOX_MAX 128 /* REPLY_INBOX_MAX */
 
@@ -81,11 +82,11 @@ const char *ipc_type_name(uint16_t type);
 struct ipc_config {
 	char role[IPC_ROLE_MAX];          /* "fanout" "reader" "registry" "timer" */
 	char space[IPC_SPACE_MAX];        /* space name */
-	char url[IPC_URL_MAX];            /* broker URL, IP literal host */
+	char url[IPC_URL_MAX];            /* broker URL(s), IP literal hosts, comma-separated */
 	char tls_host[IPC_HOST_MAX];      /* expected TLS hostname, "" = no TLS */
 	char inbox_prefix[IPC_INBOX_MAX]; /* from the credential's own sub.allow */
 	uint32_t seccomp_log;             /* 1: COTAL_SECCOMP=log (diagnosis only) */
-	uint32_t broker_port;             /* for the Landlock TCP connect rule */
+	uint32_t broker_ports[IPC_SERVERS_MAX]; /* the Landlock TCP connect rules; 0: unused */
 	uint32_t uid, gid;                /* the unprivileged user to drop to */
 	uint32_t drop_privs;              /* 1: drop to uid/gid (started as root) */
 	uint32_t features_off;            /* IPC_OFF_*: what the credential's grants leave out */

@@ -131,6 +131,32 @@ conn_tls_refusal(natsStatus s, const char *url, const char *tls_host, char *buf,
 	return false;
 }
 
+natsStatus
+conn_servers(natsOptions *opts, const char *url)
+{
+	char buf[CONN_SERVERS_MAX * 256], *save = NULL;
+	const char *servers[CONN_SERVERS_MAX];
+	int n = 0;
+	natsStatus s;
+
+	if (url == NULL || strlen(url) >= sizeof(buf))
+		return NATS_INVALID_ARG;
+	snprintf(buf, sizeof(buf), "%s", url);
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (n == CONN_SERVERS_MAX)
+			return NATS_INVALID_ARG;
+		servers[n++] = t;
+	}
+	if (n == 0)
+		return NATS_INVALID_ARG;
+	s = natsOptions_SetServers(opts, servers, n);
+	if (s == NATS_OK)
+		s = natsOptions_SetNoRandomize(opts, true);
+	if (s == NATS_OK)
+		s = natsOptions_SetIgnoreDiscoveredServers(opts, true);
+	return s;
+}
+
 int
 conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out,
 	  char *err, size_t errlen)
@@ -145,7 +171,7 @@ conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out
 
 	s = natsOptions_Create(&opts);
 	if (s == NATS_OK)
-		s = natsOptions_SetURL(opts, o->url);
+		s = conn_servers(opts, o->url);
 	if (s == NATS_OK && o->name != NULL)
 		s = natsOptions_SetName(opts, o->name);
 	if (s == NATS_OK)

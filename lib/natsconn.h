@@ -56,6 +56,16 @@ struct conn_opts {
 int conn_open(const struct conn_opts *o, const struct creds *c,
 	      natsConnection **out, char *err, size_t errlen);
 
+/*
+ * The brokers a connection may use: url is one nats:// URL or a
+ * comma-separated list of them (every node of a cluster). The connection
+ * tries them in the listed order and fails over across them, and only them:
+ * the servers a cluster advertises are ignored, so a confined worker never
+ * dials a port its Landlock rules do not allow. At most CONN_SERVERS_MAX.
+ */
+#define CONN_SERVERS_MAX 8
+natsStatus conn_servers(natsOptions *opts, const char *url);
+
 /* A fresh unique subject token of [A-Za-z0-9] (nats.c's inbox NUID), for
  * reply subjects and consumer names under the credential's own prefix.
  * 0, or -1 out of memory. */

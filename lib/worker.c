@@ -329,7 +329,7 @@ build_options(natsOptions **opts, const char *name)
 	natsStatus s = natsOptions_Create(opts);
 
 	if (s == NATS_OK)
-		s = natsOptions_SetURL(*opts, W.cfg.url);
+		s = conn_servers(*opts, W.cfg.url);
 	if (s == NATS_OK)
 		s = natsOptions_SetName(*opts, name);
 	if (s == NATS_OK)
@@ -553,7 +553,8 @@ worker_main(const char *role, const struct worker_role *const *roles)
 	so.uid = W.cfg.uid;
 	so.gid = W.cfg.gid;
 	so.drop = W.cfg.drop_privs != 0;
-	so.broker_port = (uint16_t)W.cfg.broker_port;
+	for (int i = 0; i < IPC_SERVERS_MAX && i < SANDBOX_PORTS_MAX; i++)
+		so.broker_ports[i] = (uint16_t)W.cfg.broker_ports[i];
 	so.seccomp_log = W.cfg.seccomp_log != 0;
 	if (sandbox_confine(&so, err, sizeof(err)) != 0)
 		fatalx("cannot confine the worker: %s", err);

@@ -149,7 +149,7 @@ ll_allow_path(int ruleset, const char *path, uint64_t access, char *err, size_t 
 }
 
 static int
-ll_rules(int ruleset, int abi, uint16_t broker_port, char *err, size_t errlen)
+ll_rules(int ruleset, int abi, const uint16_t *ports, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < sizeof(resolver_files) / sizeof(resolver_files[0]); i++)
 		if (ll_allow_path(ruleset, resolver_files[i], LANDLOCK_ACCESS_FS_READ_FILE,
@@ -167,21 +167,23 @@ ll_rules(int ruleset, int abi, uint16_t broker_port, char *err, size_t errlen)
 		return -1;
 #endif
 
-	if (abi >= LL_ABI_NET && broker_port != 0) {
+	for (int i = 0; abi >= LL_ABI_NET && i < SANDBOX_PORTS_MAX; i++) {
 		struct ll_net_port_attr np = {
 			.allowed_access = LANDLOCK_ACCESS_NET_CONNECT_TCP,
-			.port = broker_port,
+			.port = ports[i],
 		};
 
+		if (ports[i] == 0)
+			continue;
 		if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_NET_PORT, &np, 0) != 0)
 			return sandbox_refuse(err, errlen, "landlock: connect rule for port %u: %s",
-			    (unsigned)broker_port, strerror(errno));
+			    (unsigned)ports[i], strerror(errno));
 	}
 	return 0;
 }
 
 int
-sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen)
+sandbox_landlock(const uint16_t ports[SANDBOX_PORTS_MAX], int *abi, char *err, size_t errlen)
 {
 	struct ll_ruleset_attr attr = { 0 };
 	int ruleset;
@@ -202,7 +204,7 @@ sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen)
 	if (ruleset < 0)
 		return sandbox_refuse(err, errlen, "landlock: create ruleset (ABI %d): %s", *abi,
 		    strerror(errno));
-	if (ll_rules(ruleset, *abi, broker_port, err, errlen) != 0) {
+	if (ll_rules(ruleset, *abi, ports, err, errlen) != 0) {
 		close(ruleset);
 		return -1;
 	}

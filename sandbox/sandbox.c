@@ -179,7 +179,7 @@ sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		return sandbox_refuse(err, errlen, "no_new_privs: %s", strerror(errno));
-	if (sandbox_landlock(o->broker_port, &abi, err, errlen) != 0)
+	if (sandbox_landlock(o->broker_ports, &abi, err, errlen) != 0)
 		return -1;
 	if (abi == 0)
 		log_warnx("sandbox %s: the kernel has no Landlock; filesystem and "

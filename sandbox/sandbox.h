@@ -7,7 +7,7 @@
  *   2. rlimits: no core files, RLIMIT_FSIZE 0, bounded open files;
  *   3. PR_SET_NO_NEW_PRIVS;
  *   4. Landlock: no filesystem access beyond read-only resolver files, and
- *      (ABI >= 4) TCP connect only to the broker's port; logged once and
+ *      (ABI >= 4) TCP connect only to the brokers' ports; logged once and
  *      skipped when the kernel lacks Landlock;
  *   5. seccomp: a default-kill allow-list for the role.
  *
@@ -31,13 +31,16 @@ enum sandbox_role {
 };
 
 #define SANDBOX_MAX_OPEN_FILES 256
+#define SANDBOX_PORTS_MAX 8 /* every listed server of a cluster */
 
 struct sandbox_opts {
 	enum sandbox_role role;
 	uid_t uid;            /* target user when started as root */
 	gid_t gid;
 	bool drop;            /* drop to uid/gid (only meaningful as root) */
-	uint16_t broker_port; /* Landlock TCP connect rule; 0 = no rule */
+	/* Landlock TCP connect rules, one per listed server's port; 0: unused.
+	 * None at all: no TCP connect. */
+	uint16_t broker_ports[SANDBOX_PORTS_MAX];
 	bool seccomp_log;     /* COTAL_SECCOMP=log: log violations, do not kill */
 };
 
@@ -51,7 +54,7 @@ int sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen);
 /* The steps one by one (sandbox_confine calls them in order). */
 int sandbox_drop_privileges(uid_t uid, gid_t gid, char *err, size_t errlen);
 int sandbox_rlimits(char *err, size_t errlen);
-int sandbox_landlock(uint16_t broker_port, int *abi, char *err, size_t errlen);
+int sandbox_landlock(const uint16_t ports[SANDBOX_PORTS_MAX], int *abi, char *err, size_t errlen);
 int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t errlen);
 
 const char *sandbox_role_name(enum sandbox_role r);

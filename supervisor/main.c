@@ -115,6 +115,57 @@ bad:
 	return -1;
 }
 
+/*
+ * The server list: one nats:// URL, or every node of a cluster
+ * comma-separated, each resolved here. out gets the IP-literal list the
+ * connections dial, ports[] each one's port (for the workers' Landlock
+ * rules). 0, or -1 with err naming the URL that is wrong.
+ */
+static int
+resolve_servers(const char *list, char *out, size_t outlen, uint16_t *ports, char *err,
+		size_t errlen)
+{
+	char buf[IPC_URL_MAX], seen[IPC_SERVERS_MAX][IPC_URL_MAX / 4], *save = NULL;
+	size_t used = 0;
+	int n = 0;
+
+	if (strlen(list) >= sizeof(buf)) {
+		snprintf(err, errlen, "server list %.64s…: longer than %d bytes", list,
+		    IPC_URL_MAX - 1);
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", list);
+	out[0] = '\0';
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		if (n == IPC_SERVERS_MAX) {
+			snprintf(err, errlen, "server list %s: more than %d servers", list,
+			    IPC_SERVERS_MAX);
+			return -1;
+		}
+		char *one = seen[n];
+		if (resolve_url(t, one, sizeof(seen[n]), &ports[n], err, errlen) != 0)
+			return -1;
+		for (int k = 0; k < n; k++)
+			if (strcmp(seen[k], one) == 0) {
+				snprintf(err, errlen, "server list %s: %s is listed twice", list, t);
+				return -1;
+			}
+		int w = snprintf(out + used, outlen - used, "%s%s", n > 0 ? "," : "", one);
+		if (w < 0 || (size_t)w >= outlen - used) {
+			snprintf(err, errlen, "server list %.64s…: the resolved list is longer than "
+			    "%zu bytes", list, outlen - 1);
+			return -1;
+		}
+		used += (size_t)w;
+		n++;
+	}
+	if (n == 0) {
+		snprintf(err, errlen, "server list \"%s\": no server URL", list);
+		return -1;
+	}
+	return 0;
+}
+
 _Static_assert(TLS_CA_PEM_MAX <= IPC_MAX_PAYLOAD, "the CA travels in one IPC_TLS_CA frame");
 
 /*
@@ -147,8 +198,12 @@ transport(const char *why, const char *ca_opt, const char *url, char *err, size_
 		    "record); refusing to dial in plaintext", S.space, why);
 		return -1;
 	}
-	if (tls_url_host(url, S.tls_host, sizeof(S.tls_host)) != 0) {
-		snprintf(err, errlen, "server URL %s: no host name to verify the broker as", url);
+	/* [decision] One name for every node: the first listed URL's host
+	 * (a cluster's certificates carry it, e.g. as a shared SAN). */
+	char first[IPC_URL_MAX];
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(url, ","), url);
+	if (tls_url_host(first, S.tls_host, sizeof(S.tls_host)) != 0) {
+		snprintf(err, errlen, "server URL %s: no host name to verify the broker as", first);
 		return -1;
 	}
 	if (tls_ca_load(ca, &S.tls_ca, &ncerts, err, errlen) != 0)
@@ -467,7 +522,7 @@ main(int argc, char **argv)
 		log_errx("delivery: %s", err);
 		return 1;
 	}
-	if (resolve_url(url, S.url, sizeof(S.url), &S.port, err, sizeof(err)) != 0) {
+	if (resolve_servers(url, S.url, sizeof(S.url), S.ports, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
 		return 1;
 	}

@@ -64,8 +64,8 @@ struct sup {
 	char space[IPC_SPACE_MAX];
 	char token[IPC_SPACE_MAX];
 	char key[2 * IPC_SPACE_MAX];
-	char url[IPC_URL_MAX];        /* IP-literal URL the workers dial */
-	uint16_t port;
+	char url[IPC_URL_MAX];        /* IP-literal URL(s) every connection dials */
+	uint16_t ports[IPC_SERVERS_MAX]; /* theirs: the workers' Landlock rules */
 	/* TLS demanded (--tls, --tls-ca, the registry's tlsRequired): the name
 	 * the broker's certificate must carry ("" = plaintext) and the CA's
 	 * certificates, which workers get over IPC (IPC_TLS_CA). */

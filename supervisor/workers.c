@@ -422,7 +422,8 @@ worker_spawn(struct sup_worker *w)
 	snprintf(cfg.tls_host, sizeof(cfg.tls_host), "%s", s->tls_host);
 	snprintf(cfg.inbox_prefix, sizeof(cfg.inbox_prefix), "%s", s->creds.inbox);
 	cfg.seccomp_log = s->seccomp_log;
-	cfg.broker_port = s->port;
+	for (int i = 0; i < IPC_SERVERS_MAX; i++)
+		cfg.broker_ports[i] = s->ports[i];
 	cfg.uid = s->uid;
 	cfg.gid = s->gid;
 	cfg.drop_privs = s->drop;

@@ -106,7 +106,7 @@ sys_conn(enum ipc_sys which, char *err, size_t errlen)
 	snprintf(name, sizeof(name), "cotal-deliveryd registry ($SYS %s)", names[which]);
 	s = natsOptions_Create(&o);
 	if (s == NATS_OK)
-		s = natsOptions_SetURL(o, W.cfg.url);
+		s = conn_servers(o, W.cfg.url);
 	if (s == NATS_OK)
 		s = natsOptions_SetName(o, name);
 	if (s == NATS_OK)

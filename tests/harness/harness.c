@@ -64,6 +64,8 @@ h_broker_arg(int argc, char **argv)
 	return H_BROKER_210;
 }
 
+static int64_t now_ms(void);
+
 static void
 sleep_ms(int ms)
 {
@@ -356,57 +358,92 @@ h_cotal(struct mesh *m, char *out, size_t outlen, ...)
 	return run_capture(m, argv, out, outlen);
 }
 
-int
-h_broker_start(struct mesh *m)
+/* Start the broker of conf listening on port; its pid into *pidp. */
+static int
+broker_spawn(struct mesh *m, const char *conf, int port, const char *logname, pid_t *pidp)
 {
 	char logp[H_PATH_MAX + 32];
-	char *argv[] = { m->nats_bin, (char *)"-c", m->conf, NULL };
+	char *argv[] = { m->nats_bin, (char *)"-c", (char *)conf, NULL };
 	pid_t pid;
 
-	snprintf(logp, sizeof(logp), "%s/broker.log", m->dir);
+	snprintf(logp, sizeof(logp), "%s/%s", m->dir, logname);
 	if ((pid = spawn_logged(m, argv, logp)) < 0)
 		return -1;
 	track_broker(pid, true);
-	m->broker = pid;
+	*pidp = pid;
 	for (int waited = 0; waited < BROKER_WAIT_MS; waited += 20) {
 		int status;
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			track_broker(pid, false);
-			m->broker = 0;
-			fprintf(stderr, "✗ harness: %s exited at start (see %s/broker.log)\n",
-			    m->nats_bin, m->dir);
+			*pidp = 0;
+			fprintf(stderr, "✗ harness: %s exited at start (see %s)\n", m->nats_bin, logp);
 			return -1;
 		}
-		if (port_accepts(m->port))
+		if (port_accepts(port))
 			return 0;
 		sleep_ms(20);
 	}
-	fprintf(stderr, "✗ harness: broker did not listen on %d within %d ms\n", m->port,
+	fprintf(stderr, "✗ harness: broker did not listen on %d within %d ms\n", port,
 	    BROKER_WAIT_MS);
+	return -1;
+}
+
+int
+h_broker_start(struct mesh *m)
+{
+	return broker_spawn(m, m->conf, m->port, "broker.log", &m->broker);
+}
+
+static int
+pid_signal(pid_t *pidp, int sig)
+{
+	int status;
+
+	if (*pidp <= 0)
+		return 0;
+	kill(*pidp, sig);
+	for (int waited = 0; waited < STOP_WAIT_MS; waited += 20) {
+		if (waitpid(*pidp, &status, WNOHANG) == *pidp) {
+			track_broker(*pidp, false);
+			*pidp = 0;
+			return 0;
+		}
+		sleep_ms(20);
+	}
+	kill(*pidp, SIGKILL);
+	waitpid(*pidp, &status, 0);
+	track_broker(*pidp, false);
+	*pidp = 0;
 	return -1;
 }
 
 static int
 broker_signal(struct mesh *m, int sig)
 {
-	int status;
+	return pid_signal(&m->broker, sig);
+}
 
-	if (m->broker <= 0)
-		return 0;
-	kill(m->broker, sig);
-	for (int waited = 0; waited < STOP_WAIT_MS; waited += 20) {
-		if (waitpid(m->broker, &status, WNOHANG) == m->broker) {
-			track_broker(m->broker, false);
-			m->broker = 0;
-			return 0;
-		}
-		sleep_ms(20);
-	}
-	kill(m->broker, SIGKILL);
-	waitpid(m->broker, &status, 0);
-	track_broker(m->broker, false);
-	m->broker = 0;
-	return -1;
+int
+h_node_start(struct mesh *m, int i)
+{
+	char logname[32];
+
+	if (i < 0 || i >= m->nnodes)
+		return -1;
+	snprintf(logname, sizeof(logname), "broker-%d.log", i + 1);
+	return broker_spawn(m, m->nodes[i].conf, m->nodes[i].port, logname, &m->nodes[i].pid);
+}
+
+int
+h_node_kill(struct mesh *m, int i)
+{
+	return i >= 0 && i < m->nnodes ? pid_signal(&m->nodes[i].pid, SIGKILL) : -1;
+}
+
+int
+h_node_stop(struct mesh *m, int i)
+{
+	return i >= 0 && i < m->nnodes ? pid_signal(&m->nodes[i].pid, SIGTERM) : -1;
 }
 
 int
@@ -440,10 +477,10 @@ sync_interval(void)
 	return v != NULL && *v != '\0' ? v : "always";
 }
 
-int
-h_mesh_up(struct mesh *m, const char *space, bool provision)
+/* The temporary root of a new mesh for one space. */
+static int
+mesh_dir_make(struct mesh *m, const char *space)
 {
-	char out[H_OUT_MAX], port[16];
 	const char *tmp = getenv("TMPDIR");
 
 	memset(m, 0, sizeof(*m));
@@ -457,7 +494,36 @@ h_mesh_up(struct mesh *m, const char *space, bool provision)
 	space_token(space, m->token, sizeof(m->token));
 	snprintf(m->conf, sizeof(m->conf), "%s/.cotal/mesh/nats-server.conf", m->dir);
 	snprintf(m->nats_bin, sizeof(m->nats_bin), "%s", broker_binary());
+	return 0;
+}
 
+/* COTAL_TEST_GRANTS=FILE: the daemon's standing credentials carry the
+ * grants another Cotal toolchain mints (delivery-grants.json), not the
+ * project's own profiles. */
+static int
+mesh_foreign_grants(struct mesh *m)
+{
+	char out[H_OUT_MAX];
+	const char *grants = getenv("COTAL_TEST_GRANTS");
+	static const char *const foreign[] = { "delivery", "sys-observer", "sys-evictor" };
+
+	for (size_t i = 0; grants != NULL && i < sizeof(foreign) / sizeof(foreign[0]); i++)
+		if (h_cotal(m, out, sizeof(out), "creds", "mint", "--space", m->space, "--profile",
+		    foreign[i], "--grants", grants, "--force", NULL) != 0) {
+			fprintf(stderr, "✗ harness: cotal creds mint --grants %s failed:\n%s", grants,
+			    out);
+			return -1;
+		}
+	return 0;
+}
+
+int
+h_mesh_up(struct mesh *m, const char *space, bool provision)
+{
+	char out[H_OUT_MAX], port[16];
+
+	if (mesh_dir_make(m, space) != 0)
+		return -1;
 	for (int tries = 0; tries < PORT_TRIES; tries++) {
 		m->port = h_free_port();
 		snprintf(port, sizeof(port), "%d", m->port);
@@ -479,25 +545,99 @@ h_mesh_up(struct mesh *m, const char *space, bool provision)
 		fprintf(stderr, "✗ harness: cotal space provision failed:\n%s", out);
 		return -1;
 	}
-	/* COTAL_TEST_GRANTS=FILE: the daemon's standing credentials carry the
-	 * grants another Cotal toolchain mints (delivery-grants.json), not the
-	 * project's own profiles. */
-	const char *grants = getenv("COTAL_TEST_GRANTS");
-	static const char *const foreign[] = { "delivery", "sys-observer", "sys-evictor" };
-	for (size_t i = 0; grants != NULL && i < sizeof(foreign) / sizeof(foreign[0]); i++)
-		if (h_cotal(m, out, sizeof(out), "creds", "mint", "--space", space, "--profile",
-		    foreign[i], "--grants", grants, "--force", NULL) != 0) {
-			fprintf(stderr, "✗ harness: cotal creds mint --grants %s failed:\n%s", grants,
-			    out);
+	return mesh_foreign_grants(m);
+}
+
+/* n distinct free loopback ports into ports[]. */
+static int
+free_ports(int *ports, int n)
+{
+	for (int i = 0; i < n; i++) {
+		int again = 0;
+		do {
+			ports[i] = h_free_port();
+			again = 0;
+			for (int k = 0; k < i; k++)
+				again |= ports[k] == ports[i];
+		} while (again && ports[i] > 0);
+		if (ports[i] <= 0)
+			return -1;
+	}
+	return 0;
+}
+
+#define CLUSTER_READY_MS 60000 /* JetStream elects its meta leader, then places */
+
+int
+h_cluster_up(struct mesh *m, const char *space, int n, int replicas)
+{
+	char out[H_OUT_MAX], plist[H_NODES_MAX * 8], rlist[H_NODES_MAX * 8], reps[16];
+	int ports[2 * H_NODES_MAX];
+
+	if (n < 3 || n > H_NODES_MAX || mesh_dir_make(m, space) != 0)
+		return -1;
+	m->nnodes = n;
+	for (int tries = 0;; tries++) {
+		size_t pu = 0, ru = 0;
+		if (free_ports(ports, 2 * n) != 0)
+			return -1;
+		m->url[0] = '\0';
+		for (int i = 0; i < n; i++) {
+			struct node *nd = &m->nodes[i];
+			nd->port = ports[i];
+			nd->route_port = ports[n + i];
+			snprintf(nd->conf, sizeof(nd->conf), "%s/.cotal/mesh/nats-server-%d.conf",
+			    m->dir, i + 1);
+			snprintf(nd->url, sizeof(nd->url), "nats://127.0.0.1:%d", nd->port);
+			pu += (size_t)snprintf(plist + pu, sizeof(plist) - pu, "%s%d", i ? "," : "",
+			    nd->port);
+			ru += (size_t)snprintf(rlist + ru, sizeof(rlist) - ru, "%s%d", i ? "," : "",
+			    nd->route_port);
+			snprintf(m->url + strlen(m->url), sizeof(m->url) - strlen(m->url), "%s%s",
+			    i ? "," : "", nd->url);
+		}
+		snprintf(reps, sizeof(reps), "%d", n);
+		if (h_cotal(m, out, sizeof(out), "mesh", "init", "--dev", "--cluster", reps, "--port",
+		    plist, "--route-port", rlist, "--space", space, "--nats-server", m->nats_bin,
+		    "--sync-interval", sync_interval(), NULL) != 0) {
+			fprintf(stderr, "✗ harness: cotal mesh init --cluster failed:\n%s", out);
 			return -1;
 		}
-	return 0;
+		int up = 0;
+		for (int i = 0; i < n && h_node_start(m, i) == 0; i++)
+			up++;
+		if (up == n)
+			break;
+		for (int i = 0; i < n; i++)
+			h_node_kill(m, i);
+		if (tries + 1 == PORT_TRIES)
+			return -1;
+	}
+	m->port = m->nodes[0].port;
+	if (replicas > 0) {
+		/* The cluster answers JetStream requests once its meta leader is
+		 * elected: provision until then. */
+		snprintf(reps, sizeof(reps), "%d", replicas);
+		int64_t until = now_ms() + CLUSTER_READY_MS;
+		while (h_cotal(m, out, sizeof(out), "space", "provision", space, "--replicas", reps,
+		    NULL) != 0) {
+			if (now_ms() > until) {
+				fprintf(stderr, "✗ harness: cotal space provision --replicas %s failed "
+				    "for %d ms:\n%s", reps, CLUSTER_READY_MS, out);
+				return -1;
+			}
+			sleep_ms(500);
+		}
+	}
+	return mesh_foreign_grants(m);
 }
 
 void
 h_mesh_down(struct mesh *m)
 {
 	h_broker_kill(m);
+	for (int i = 0; i < m->nnodes; i++)
+		h_node_kill(m, i);
 }
 
 /* Find "word value" on a line of the CLI's output. */

@@ -26,16 +26,30 @@
 #define H_OUT_MAX (64 * 1024)
 #define H_VIOLATIONS_MAX 32
 
+#define H_NODES_MAX 5
+
+/* One broker of a cluster mesh (h_cluster_up). */
+struct node {
+	char conf[H_PATH_MAX];
+	char url[64];
+	int port, route_port;
+	pid_t pid;
+};
+
 struct mesh {
 	char dir[H_DIR_MAX];    /* temporary root, holds .cotal/ */
 	char home[H_PATH_MAX];  /* COTAL_HOME for the mesh registry */
 	char space[128];
 	char token[128];        /* space token */
 	char conf[H_PATH_MAX];
-	char url[64];
+	char url[H_NODES_MAX * 64]; /* a cluster's: every node's URL, comma-separated */
 	char nats_bin[H_PATH_MAX];
 	int port;
 	pid_t broker;
+	/* A cluster (h_cluster_up): its nodes; conf, port and broker above are
+	 * unused then. */
+	int nnodes;
+	struct node nodes[H_NODES_MAX];
 };
 
 /* Where a connection's asynchronous errors land. Sinks live in a static
@@ -107,6 +121,14 @@ int h_broker_start(struct mesh *m);
 int h_broker_stop(struct mesh *m);   /* SIGTERM, wait */
 int h_broker_kill(struct mesh *m);   /* SIGKILL, wait */
 int h_broker_restart(struct mesh *m);
+
+/* A dev mesh on a cluster of n nodes (`cotal mesh init --cluster n`), every
+ * node started, and the space provisioned with `replicas` replicas (0: not
+ * provisioned). m->url lists every node. 0 on success. */
+int h_cluster_up(struct mesh *m, const char *space, int n, int replicas);
+int h_node_start(struct mesh *m, int i);  /* node i (0-based) */
+int h_node_kill(struct mesh *m, int i);   /* SIGKILL, wait */
+int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
 
 /* Run the cotal CLI (root, COTAL_HOME set); stdout+stderr into out.
  * Returns its exit status, or -1 if it could not run. argv ends with NULL. */

@@ -99,7 +99,7 @@ url_port(const char *url)
 static int
 confine(uint16_t port)
 {
-	struct sandbox_opts o = { .role = SANDBOX_TEST, .broker_port = port };
+	struct sandbox_opts o = { .role = SANDBOX_TEST, .broker_ports = { port } };
 	char err[PROBE_ERR_MAX];
 	const char *mode = getenv("COTAL_SECCOMP");
 	long abi;

@@ -74,7 +74,7 @@ valid_config(struct ipc_config *cfg)
 	snprintf(cfg->space, sizeof(cfg->space), "demo");
 	snprintf(cfg->url, sizeof(cfg->url), "nats://127.0.0.1:4222");
 	snprintf(cfg->inbox_prefix, sizeof(cfg->inbox_prefix), "_INBOX_UABC");
-	cfg->broker_port = 4222;
+	cfg->broker_ports[0] = 4222;
 	cfg->uid = 1000;
 	cfg->gid = 1000;
 	cfg->drop_privs = 1;
@@ -494,9 +494,14 @@ test_config_malformed_values_refused(void **state)
 	expect_refused(c, c->wrk, IPC_TO_WORKER, "drop_privs is 7");
 
 	valid_config(&cfg);
-	cfg.broker_port = 65536;
+	cfg.broker_ports[0] = 65536;
 	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
-	expect_refused(c, c->wrk, IPC_TO_WORKER, "broker_port 65536 is not a TCP port");
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "broker_ports[0] 65536 is not a TCP port");
+
+	valid_config(&cfg);
+	cfg.broker_ports[IPC_SERVERS_MAX - 1] = 70000;
+	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "broker_ports[7] 70000 is not a TCP port");
 
 	valid_config(&cfg);
 	cfg.uid = UINT32_MAX;

@@ -1,0 +1,332 @@
+/*
+ * `cotal mesh start | stop`: run the dev mesh's brokers in the background
+ * and stop them. A cluster mesh (`mesh init --cluster N`) starts and stops
+ * every node, or the one --node names.
+ */
+#include "cli/cli.h"
+#include "cli/mesh.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+
+#define START_WAIT_MS 10000
+#define STOP_WAIT_MS 10000
+
+/* Node n's broker pid from its pid file, when that process still runs
+ * nats-server with node n's config. */
+static pid_t
+mesh_pid(const struct workspace *ws, int node)
+{
+	char path[WS_FILE_MAX], err[256], conf[WS_FILE_MAX], *text;
+	size_t len;
+	long pid;
+
+	mesh_node_file(ws->mesh, node, "pid", path, sizeof(path));
+	text = ws_read_file(path, 64, &len, err, sizeof(err));
+	if (text == NULL)
+		return 0;
+	pid = strtol(text, NULL, 10);
+	free(text);
+	/* The pid may have been reused: it must be a broker of this mesh. */
+	mesh_node_file(ws->mesh, node, "conf", conf, sizeof(conf));
+	return ws_pid_runs(pid, "nats-server", conf) != 0 ? (pid_t)pid : 0;
+}
+
+static int
+port_open(const char *host, int port)
+{
+	struct sockaddr_in6 a6 = { 0 };
+	struct sockaddr_in a4 = { 0 };
+	int fd, rc;
+
+	if (strchr(host, ':') != NULL) {
+		a6.sin6_family = AF_INET6;
+		a6.sin6_port = htons((uint16_t)port);
+		inet_pton(AF_INET6, host, &a6.sin6_addr);
+		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a6, sizeof(a6));
+	} else {
+		a4.sin_family = AF_INET;
+		a4.sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, strcmp(host, "localhost") == 0 ? "127.0.0.1" : host,
+		    &a4.sin_addr);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		rc = fd < 0 ? -1 : connect(fd, (struct sockaddr *)&a4, sizeof(a4));
+	}
+	if (fd >= 0)
+		close(fd);
+	return rc == 0;
+}
+
+/* The last line of the broker's log (a broker that refuses its config says
+ * why there, e.g. `unknown field "sync_interval"` from a 2.9 broker). */
+static bool
+log_last_line(const char *path, char *out, size_t outlen)
+{
+	char tail[4096], *nl;
+	size_t n = 0;
+	FILE *f;
+
+	out[0] = '\0';
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	if (fseek(f, -(long)(sizeof(tail) - 1), SEEK_END) != 0)
+		rewind(f);
+	n = fread(tail, 1, sizeof(tail) - 1, f);
+	fclose(f);
+	while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r'))
+		n--;
+	tail[n] = '\0';
+	const char *line = (nl = memrchr(tail, '\n', n)) != NULL ? nl + 1 : tail;
+	size_t len = strlen(line) < outlen ? strlen(line) : outlen - 1;
+	memcpy(out, line, len);
+	out[len] = '\0';
+	return len > 0;
+}
+
+static void
+sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* The nodes of the mesh: {0} for one broker, 1..N for a cluster, with
+ * their client ports. The count, or -1 with err. */
+static int
+mesh_nodes(json_t *mesh, int *nodes, int *ports, char *err, size_t errlen)
+{
+	json_t *jc = json_object_get(mesh, "cluster");
+	json_int_t n = json_integer_value(json_object_get(jc, "nodes"));
+	json_t *jp = json_object_get(jc, "ports");
+
+	if (jc == NULL) {
+		nodes[0] = 0;
+		ports[0] = (int)json_integer_value(json_object_get(mesh, "port"));
+		return ports[0] > 0 && ports[0] <= 65535 ? 1 : -1;
+	}
+	if (n < 3 || n > MESH_NODES_MAX || json_array_size(jp) != (size_t)n) {
+		snprintf(err, errlen, "dev-mesh.json: \"cluster\" needs nodes (3 to %d) and as "
+		    "many ports", MESH_NODES_MAX);
+		return -1;
+	}
+	for (int i = 0; i < (int)n; i++) {
+		nodes[i] = i + 1;
+		ports[i] = (int)json_integer_value(json_array_get(jp, (size_t)i));
+		if (ports[i] < 1 || ports[i] > 65535) {
+			snprintf(err, errlen, "dev-mesh.json: cluster.ports[%d] is not a port", i);
+			return -1;
+		}
+	}
+	return (int)n;
+}
+
+/* Start one node's broker, detached. 0, or 1 (logged). */
+static int
+node_start(const struct workspace *ws, const char *bin, const char *host, int node, int port)
+{
+	char conf[WS_FILE_MAX], logp[WS_FILE_MAX], name[32];
+	pid_t pid;
+
+	if (node == 0)
+		snprintf(name, sizeof(name), "broker");
+	else
+		snprintf(name, sizeof(name), "node %d", node);
+	if ((pid = mesh_pid(ws, node)) > 0) {
+		log_info("%s already running (pid %ld) at %s:%d", name, (long)pid, host, port);
+		return 0;
+	}
+	if (port_open(host, port)) {
+		log_errx("mesh start: %s: %s:%d is already in use by another program", name, host,
+		    port);
+		return 1;
+	}
+	mesh_node_file(ws->mesh, node, "conf", conf, sizeof(conf));
+	mesh_node_file(ws->mesh, node, "log", logp, sizeof(logp));
+
+	pid = fork();
+	if (pid < 0) {
+		log_warn("mesh start: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		/* Detach: own session, stdio onto the log, no inherited fds. */
+		setsid();
+		/* Above fd 2 first: with stdin closed, open() would hand out 0. */
+		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || nul < 0)
+			_exit(127);
+		fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		nul = fcntl(nul, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0 || nul < 0)
+			_exit(127);
+		dup2(nul, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		closefrom(3);
+		if (fork() != 0)
+			_exit(0);
+		execl(bin, bin, "-c", conf, (char *)NULL);
+		fprintf(stderr, "cotal mesh start: exec %s: %s\n", bin, strerror(errno));
+		_exit(127);
+	}
+	waitpid(pid, NULL, 0);
+	for (int waited = 0; waited < START_WAIT_MS; waited += 50) {
+		if (port_open(host, port) && mesh_pid(ws, node) > 0) {
+			log_ok("%s up at nats://%s:%d (pid %ld, log %s)", name, host, port,
+			    (long)mesh_pid(ws, node), logp);
+			return 0;
+		}
+		sleep_ms(50);
+	}
+	char last[512];
+	log_errx("mesh start: %s (%s) did not come up within %d ms%s%s; see %s", name, bin,
+	    START_WAIT_MS, log_last_line(logp, last, sizeof(last)) ? ": " : "", last, logp);
+	return 1;
+}
+
+/* "--node N": 0 (every node) or the node, -1 when not a node number. */
+static int
+parse_node(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *s != '\0' && *end == '\0' && v >= 1 && v <= MESH_NODES_MAX ? (int)v : -1;
+}
+
+/* The nodes one command acts on: all, or the one `--node` names. */
+static int
+pick_nodes(const char *cmd, int only, int *nodes, int *ports, int n)
+{
+	if (only == 0)
+		return n;
+	if (nodes[0] == 0 || only > n) {
+		log_errx("mesh %s: --node %d: %s", cmd, only, nodes[0] == 0 ?
+		    "this dev mesh has one broker, no cluster" : "no such node in this cluster");
+		return -1;
+	}
+	nodes[0] = only;
+	ports[0] = ports[only - 1];
+	return 1;
+}
+
+int
+cmd_mesh_start(int argc, char **argv)
+{
+	const char *root = NULL, *bin = NULL;
+	char err[1024], host[64];
+	int nodes[MESH_NODES_MAX], ports[MESH_NODES_MAX], n, only = 0, rc = 0;
+	struct workspace ws;
+	json_t *mesh;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
+			root = argv[++i];
+		else if (strcmp(argv[i], "--nats-server") == 0 && i + 1 < argc)
+			bin = argv[++i];
+		else if (strcmp(argv[i], "--node") == 0 && i + 1 < argc &&
+		    (only = parse_node(argv[i + 1])) > 0)
+			i++;
+		else {
+			log_errx("mesh start: unknown or incomplete argument \"%s\"", argv[i]);
+			fprintf(stderr, "usage: cotal mesh start [--root DIR] [--nats-server PATH] "
+			    "[--node N]\n");
+			return 1;
+		}
+	}
+	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
+	    (mesh = ws_dev_mesh(&ws, err, sizeof(err))) == NULL) {
+		log_errx("mesh start: %s", err);
+		return 1;
+	}
+	const char *listen = json_string_value(json_object_get(mesh, "listen"));
+	snprintf(host, sizeof(host), "%s", listen ? listen : "127.0.0.1");
+	n = mesh_nodes(mesh, nodes, ports, err, sizeof(err));
+	json_decref(mesh);
+	if (n < 0) {
+		log_errx("mesh start: %s", err);
+		return 1;
+	}
+	if ((n = pick_nodes("start", only, nodes, ports, n)) < 0)
+		return 1;
+	if (bin == NULL)
+		bin = cli_nats_server_path();
+	/* A cluster's JetStream waits for a quorum of routes: every node is
+	 * started before any is waited for long. */
+	for (int i = 0; i < n; i++)
+		rc |= node_start(&ws, bin, host, nodes[i], ports[i]);
+	return rc;
+}
+
+int
+cmd_mesh_stop(int argc, char **argv)
+{
+	const char *root = NULL;
+	char err[1024];
+	int nodes[MESH_NODES_MAX], ports[MESH_NODES_MAX], n, only = 0;
+	struct workspace ws;
+	json_t *mesh;
+
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
+			root = argv[++i];
+		else if (strcmp(argv[i], "--node") == 0 && i + 1 < argc &&
+		    (only = parse_node(argv[i + 1])) > 0)
+			i++;
+		else {
+			log_errx("mesh stop: unknown or incomplete argument \"%s\"", argv[i]);
+			return 1;
+		}
+	}
+	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
+	    (mesh = ws_dev_mesh(&ws, err, sizeof(err))) == NULL) {
+		log_errx("mesh stop: %s", err);
+		return 1;
+	}
+	n = mesh_nodes(mesh, nodes, ports, err, sizeof(err));
+	json_decref(mesh);
+	if (n < 0) {
+		log_errx("mesh stop: %s", err);
+		return 1;
+	}
+	if ((n = pick_nodes("stop", only, nodes, ports, n)) < 0)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		pid_t pid = mesh_pid(&ws, nodes[i]);
+		if (pid <= 0) {
+			if (nodes[i] == 0)
+				log_info("broker not running in %s", ws.root);
+			else
+				log_info("node %d not running in %s", nodes[i], ws.root);
+			continue;
+		}
+		kill(pid, SIGTERM);
+		int waited = 0;
+		while (waited < STOP_WAIT_MS && kill(pid, 0) == 0) {
+			sleep_ms(50);
+			waited += 50;
+		}
+		if (kill(pid, 0) == 0) {
+			log_warnx("broker pid %ld ignored SIGTERM for %d ms; sending SIGKILL",
+			    (long)pid, STOP_WAIT_MS);
+			kill(pid, SIGKILL);
+		} else {
+			log_ok("broker stopped (pid %ld)", (long)pid);
+		}
+	}
+	return 0;
+}
