@@ -371,6 +371,10 @@ connect_broker(void)
 		if (s == NATS_OK)
 			break;
 		W.nc = NULL;
+		/* The supervisor counts a worker that reaches no listed server
+		 * as the broker gone (its watchdog, the lease). */
+		set_state(IPC_STATE_DISCONNECTED);
+		send_status();
 		if (mono_ms() - last_log > 10000) {
 			if (W.cfg.tls_host[0] != '\0' &&
 			    conn_tls_refusal(s, W.cfg.url, W.cfg.tls_host, why, sizeof(why))) {

@@ -23,6 +23,7 @@
 #define LEASE_KEY "lease.0"
 #define LEASE_RENEW_MS 15000        /* renewed by CAS this often (TTL 30 s) */
 #define LEASE_RECHECK_RETRY_MS 1000 /* an unknown reading is tried again */
+#define STANDBY_POLL_MS 1000        /* a standby tries the claim this often */
 #define LEASE_QUIESCE_WAIT_MS 6000  /* workers report QUIESCED within this */
 #define LEASE_INCARNATION_MAX 48
 #define LEASE_BUCKET_MAX (SPACE_TOKEN_MAX + 24)

@@ -1,8 +1,8 @@
 /*
  * cotal-deliveryd: the delivery daemon of one Cotal space.
  *
- *   cotal-deliveryd --space S [--root DIR] [--server URL] [--creds FILE] [--user NAME]
- *                   [--tls] [--tls-ca FILE]
+ *   cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] [--creds FILE]
+ *                   [--user NAME] [--tls] [--tls-ca FILE] [--standby]
  *
  * This process is the supervisor: it alone reads the credential and keeps
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
@@ -55,8 +55,8 @@ sup_now_ms(void)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL] "
-	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE]\n");
+	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
+	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n");
 	exit(2);
 }
 
@@ -432,6 +432,23 @@ open_log(void)
 		log_tee(2);
 }
 
+/* The lease is ours (at start, or a standby's claim): the record, the
+ * workers. */
+static void
+serve_begin(struct sup *s)
+{
+	char err[WS_FILE_MAX + 256];
+
+	/* The record names this process only once it holds the lease: one that
+	 * loses it never overwrites the live holder's (seed). */
+	snprintf(s->pid_path, sizeof(s->pid_path), "%s/delivery.%s.pid", s->ws.cotal, s->key);
+	if (pidfile_write(s->pid_path, getpid(), err, sizeof(err)) != 0)
+		log_warnx("delivery: cannot write %s: %s", s->pid_path, err);
+	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
+	    s->space, (long)getpid(), s->url);
+	workers_start_all(s);
+}
+
 /* The roles `--worker` runs. */
 static const struct worker_role *const worker_roles[] = {
 	&fanout_role, &reader_role, &registry_role, &timer_role, NULL,
@@ -472,6 +489,8 @@ main(int argc, char **argv)
 			user = argv[++i];
 		else if (strcmp(argv[i], "--tls") == 0)
 			tls_opt = true;
+		else if (strcmp(argv[i], "--standby") == 0)
+			S.standby = true;
 		else if (strcmp(argv[i], "--tls-ca") == 0 && more)
 			tls_ca = argv[++i];
 		else {
@@ -571,17 +590,15 @@ main(int argc, char **argv)
 		event_base_free(S.base);
 		return 1;
 	}
-	if (shard_claim(&S) != 0) {
+	int claimed = shard_claim(&S);
+	if (claimed < 0 || (claimed == 1 && !S.standby)) {
+		if (claimed == 1)
+			shard_claim_refused(&S);
 		resident_close(&S);
 		event_base_free(S.base);
 		return 1;
 	}
 	reload_init(&S);
-	/* The record names this process only once it holds the lease: one that
-	 * loses it never overwrites the live holder's (seed). */
-	snprintf(S.pid_path, sizeof(S.pid_path), "%s/delivery.%s.pid", S.ws.cotal, S.key);
-	if (pidfile_write(S.pid_path, getpid(), err, sizeof(err)) != 0)
-		log_warnx("delivery: cannot write %s: %s", S.pid_path, err);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		S.ev_sig[i] = evsignal_new(S.base, sigs[i], on_signal, NULL);
 		event_add(S.ev_sig[i], NULL);
@@ -600,9 +617,11 @@ main(int argc, char **argv)
 	}
 
 	workers_init(&S);
-	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
-	    S.space, (long)getpid(), S.url);
-	workers_start_all(&S);
+	S.on_claimed = serve_begin;
+	if (claimed == 0)
+		serve_begin(&S);
+	else
+		standby_begin(&S);
 	event_base_dispatch(S.base);
 
 	/* Reap what is left; the kill timer made sure nothing lingers. */
@@ -619,8 +638,10 @@ main(int argc, char **argv)
 	/* The workers are gone: nothing acts on the shard any more. */
 	shard_release(&S);
 	shard_free(&S);
+	standby_free(&S);
 	reload_free(&S);
-	pidfile_remove_if_ours(S.pid_path, getpid());
+	if (S.pid_path[0] != '\0')
+		pidfile_remove_if_ours(S.pid_path, getpid());
 	if (ev_wd != NULL)
 		event_free(ev_wd);
 	resident_close(&S);

@@ -149,6 +149,29 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	sup_stop(s, 1);
 }
 
+void
+resident_workers_reach(struct sup *s)
+{
+	const char *cut = NULL;
+
+	for (int i = 0; i < SUP_WORKERS && cut == NULL; i++) {
+		const struct sup_worker *w = &s->workers[i];
+		if ((w->phase == WP_RUNNING || w->phase == WP_STARTING) && w->have_status &&
+		    w->status.state == IPC_STATE_DISCONNECTED)
+			cut = w->role;
+	}
+	bool was = (s->wd.sources & WATCHDOG_WORKERS) != 0;
+	if (cut != NULL && !was) {
+		watchdog_disconnected(&s->wd, WATCHDOG_WORKERS, mono_ms(), boot_ms());
+		log_warnx("delivery: worker %s reaches none of the listed servers (%s): not serving; "
+		    "the lease is not renewed (the watchdog allows %lld ms)", cut, s->url,
+		    (long long)s->wd.window_ms);
+	} else if (cut == NULL && was) {
+		watchdog_reconnected(&s->wd, WATCHDOG_WORKERS);
+		log_ok("delivery: every worker reaches the broker again");
+	}
+}
+
 /* A resident connection under the credential the supervisor holds now.
  * 0, -1 with err, or -2 when a demanded TLS was refused (conn_open). */
 static int
@@ -197,7 +220,7 @@ resident_swap(struct sup *s, char *err, size_t errlen)
 	current = next;
 	s->nc = nc;
 	s->js = js;
-	watchdog_reconnected(&s->wd);
+	watchdog_reconnected(&s->wd, WATCHDOG_RESIDENT);
 	jsCtx_Destroy(oldjs);
 	natsConnection_Destroy(old);
 	return 0;

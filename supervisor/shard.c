@@ -11,6 +11,11 @@
  *     taken   -> exit 1 without releasing
  *     unknown -> stay quiesced and read again
  *   on exit: re-read, and delete by CAS only if ours.
+ *
+ * With --standby a daemon refused by a live lease does not exit: it waits
+ * (SHARD_STANDBY), watching the row and trying the claim every second, and
+ * claims the lease the moment the row is deleted (the holder's release) or
+ * has expired (the holder died: the bucket's 30 s age).
  */
 #include "supervisor/supervisor.h"
 #include "supervisor/notify.h"
@@ -76,6 +81,7 @@ shard_claim(struct sup *s)
 	snprintf(s->lease.incarnation, sizeof(s->lease.incarnation), "%s", s->instance);
 	s->lease.ready = false;
 	s->shard = SHARD_CLAIMING;
+	pthread_mutex_init(&s->wmu, NULL);
 	clear_violation(s);
 #ifdef COTAL_TEST_HOOKS
 	/* A test build may be slow to claim: COTAL_TEST_CLAIM_DELAY_MS (the e2e
@@ -86,7 +92,12 @@ shard_claim(struct sup *s)
 		nanosleep(&ts, NULL);
 	}
 #endif
-	if (lease_claim(&s->lease, io_of(s), false, why, sizeof(why)) != LEASE_CLAIMED) {
+	switch (lease_claim(&s->lease, io_of(s), false, why, sizeof(why))) {
+	case LEASE_CLAIMED:
+		break;
+	case LEASE_LIVE_ELSEWHERE:
+		return 1;
+	default:
 		log_marked(why);
 		return -1;
 	}
@@ -96,6 +107,14 @@ shard_claim(struct sup *s)
 	    "binding the workers", s->lease.holder, s->lease.incarnation,
 	    (unsigned long long)s->lease.rev);
 	return 0;
+}
+
+void
+shard_claim_refused(struct sup *s)
+{
+	(void)s;
+	log_errx("delivery: a live lease already exists for shard 0 — another delivery daemon "
+	    "is running. Not binding.");
 }
 
 /* The watch's apply runs on the mirror's thread: it only flags and wakes
@@ -174,7 +193,6 @@ shard_workers_bound(struct sup *s)
 	s->ev_renew = evtimer_new(s->base, on_renew, s);
 	s->ev_recheck = evtimer_new(s->base, on_recheck, s);
 	arm(s->ev_renew, LEASE_RENEW_MS);
-	pthread_mutex_init(&s->wmu, NULL);
 	shard_watch(s);
 	/* The seed: start-up is finished once the lease watch is bound. */
 	s->startup_done = true;
@@ -244,7 +262,7 @@ recheck(struct sup *s)
 		return;
 	}
 	/* Nothing to read while the broker is away: the watchdog decides. */
-	if (s->wd.down) {
+	if (watchdog_resident_down(&s->wd)) {
 		arm(s->ev_recheck, LEASE_RECHECK_RETRY_MS);
 		return;
 	}
@@ -252,8 +270,18 @@ recheck(struct sup *s)
 	broker_call_done(s);
 	switch (reading) {
 	case LEASE_OURS:
-		log_ok("delivery: the lease of shard 0 is still ours (revision %llu); resuming",
-		    (unsigned long long)s->lease.rev);
+		/* A renewal that failed is written again now, before resuming:
+		 * a row left to its age would expire while we serve. */
+		if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
+			broker_call_done(s);
+			log_warnx("delivery: the lease of shard 0 is still ours, but renewing it "
+			    "failed (%s); staying quiesced and reading it again", why);
+			arm(s->ev_recheck, LEASE_RECHECK_RETRY_MS);
+			return;
+		}
+		broker_call_done(s);
+		log_ok("delivery: the lease of shard 0 is still ours; renewed it (revision %llu); "
+		    "resuming", (unsigned long long)s->lease.rev);
 		break;
 	case LEASE_GONE:
 		clear_violation(s);
@@ -308,8 +336,10 @@ on_renew(evutil_socket_t fd, short what, void *arg)
 	(void)fd, (void)what;
 	if (s->shard != SHARD_SERVING || s->stopping)
 		return;
-	/* While the broker is away there is nothing to renew with; the
-	 * watchdog decides, and a renewal after it returns finds out. */
+	/* While the broker is away, or the workers are cut off from it, the
+	 * lease is not renewed: a daemon that is not serving lets it run out
+	 * (a standby takes over). The watchdog decides on exiting; a renewal
+	 * once every connection is back finds out how the row stands. */
 	if (s->wd.down) {
 		arm(s->ev_renew, 1000);
 		return;
@@ -343,12 +373,12 @@ shard_on_event(struct sup *s, char ev)
 			reload_expired(s);
 			break;
 		}
-		watchdog_disconnected(&s->wd, mono_ms(), boot_ms());
+		watchdog_disconnected(&s->wd, WATCHDOG_RESIDENT, mono_ms(), boot_ms());
 		log_warnx("delivery: resident broker connection lost; reconnecting (the watchdog "
 		    "allows %lld ms)", (long long)s->wd.window_ms);
 		break;
 	case 'R':
-		watchdog_reconnected(&s->wd);
+		watchdog_reconnected(&s->wd, WATCHDOG_RESIDENT);
 		log_ok("delivery: resident broker connection back");
 		break;
 	case 'X':
@@ -374,9 +404,13 @@ shard_on_event(struct sup *s, char ev)
 		changed = s->watch_changed;
 		s->watch_changed = false;
 		pthread_mutex_unlock(&s->wmu);
+		if (changed && s->shard == SHARD_STANDBY) {
+			standby_event(s);
+			break;
+		}
 		/* Our own renewal reads back as ours; anything else is another
 		 * writer or a delete. */
-		if (changed && s->shard == SHARD_SERVING && !s->wd.down) {
+		if (changed && s->shard == SHARD_SERVING && !watchdog_resident_down(&s->wd)) {
 			struct lease_row row;
 			char why[512];
 			enum lease_reading r = lease_reread(&s->lease, io_of(s), &row, why, sizeof(why));
@@ -389,6 +423,79 @@ shard_on_event(struct sup *s, char ev)
 	}
 }
 
+/* ---- standby ---- */
+
+static void
+standby_try(struct sup *s)
+{
+	char why[2048];
+
+	if (s->shard != SHARD_STANDBY || s->stopping)
+		return;
+	enum lease_claim c = lease_claim(&s->lease, io_of(s), false, why, sizeof(why));
+	broker_call_done(s);
+	switch (c) {
+	case LEASE_CLAIMED:
+		break;
+	case LEASE_LIVE_ELSEWHERE:
+		arm(s->ev_standby, STANDBY_POLL_MS);
+		return;
+	case LEASE_DENIED:
+		log_marked(why);
+		sup_stop(s, 1);
+		return;
+	default:
+		/* The broker did not answer (a leader election, a node lost):
+		 * a standby keeps waiting; the watchdog decides on a broker gone. */
+		log_warnx("delivery: standby: cannot claim the lease of shard 0 yet: %s", why);
+		arm(s->ev_standby, STANDBY_POLL_MS);
+		return;
+	}
+	evtimer_del(s->ev_standby);
+	s->release_on_exit = true;
+	s->shard = SHARD_STARTING;
+	log_ok("delivery: standby: the lease of shard 0 was free; claimed it (%s, incarnation %s, "
+	    "revision %llu); taking over", s->lease.holder, s->lease.incarnation,
+	    (unsigned long long)s->lease.rev);
+	s->on_claimed(s);
+}
+
+static void
+on_standby(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	standby_try(arg);
+}
+
+void
+standby_begin(struct sup *s)
+{
+	s->shard = SHARD_STANDBY;
+	s->ev_standby = evtimer_new(s->base, on_standby, s);
+	shard_watch(s);
+	log_info("delivery: standby (--standby): another delivery daemon holds the lease of "
+	    "shard 0; watching %s.%s and taking over once it is released or expires",
+	    s->lease.bucket, LEASE_KEY);
+	notify_sendf("STATUS=standby for space %s (shard 0 held elsewhere)", s->space);
+	arm(s->ev_standby, STANDBY_POLL_MS);
+}
+
+void
+standby_event(struct sup *s)
+{
+	/* A change of the row (a release deletes it): try at once. */
+	evtimer_del(s->ev_standby);
+	standby_try(s);
+}
+
+void
+standby_free(struct sup *s)
+{
+	if (s->ev_standby != NULL)
+		event_free(s->ev_standby);
+	s->ev_standby = NULL;
+}
+
 void
 shard_release(struct sup *s)
 {
@@ -396,10 +503,10 @@ shard_release(struct sup *s)
 
 	/* Leaving because the broker is gone: close the connection first, so
 	 * the watch's teardown does not wait out its timeouts on it. */
-	if ((!s->release_on_exit || s->wd.down) && s->nc != NULL)
+	if ((!s->release_on_exit || watchdog_resident_down(&s->wd)) && s->nc != NULL)
 		natsConnection_Close(s->nc);
 	shard_unwatch(s);
-	if (!s->release_on_exit || s->nc == NULL || s->wd.down)
+	if (!s->release_on_exit || s->nc == NULL || watchdog_resident_down(&s->wd))
 		return;
 	if (lease_release(&s->lease, io_of(s), why, sizeof(why)) != 0)
 		log_warnx("delivery: could not release the lease of shard 0: %s (it expires within "

@@ -103,8 +103,11 @@ struct sup {
 
 	/* Serving the shard (shard.c). */
 	struct lease lease;
-	enum shard_state { SHARD_CLAIMING, SHARD_STARTING, SHARD_SERVING, SHARD_RECHECKING }
-	    shard;
+	enum shard_state { SHARD_CLAIMING, SHARD_STARTING, SHARD_SERVING, SHARD_RECHECKING,
+		SHARD_STANDBY } shard;
+	bool standby;                 /* --standby: wait for a held lease */
+	struct event *ev_standby;
+	void (*on_claimed)(struct sup *s); /* the standby claimed: start serving */
 	bool startup_done;            /* the lease watch is bound */
 	bool release_on_exit;         /* false: another daemon took the shard */
 	struct kvmirror lease_watch;
@@ -131,6 +134,9 @@ int resident_open(struct sup *s, char *err, size_t errlen);
 void resident_close(struct sup *s);
 /* Replace the resident connection by one under the credential held now. */
 int resident_swap(struct sup *s, char *err, size_t errlen);
+/* A worker's STATUS arrived: a worker cut off from every listed server
+ * is the watchdog's second source (WATCHDOG_WORKERS). */
+void resident_workers_reach(struct sup *s);
 /* Did the broker report a permissions violation naming subject? */
 bool resident_denied(const char *subject, char *text, size_t len);
 
@@ -150,9 +156,18 @@ bool reload_is_expired(const struct sup *s);
 int preflight(struct sup *s);
 
 /* shard.c: the lease through the daemon's life. */
-/* Claim the lease (ready:false) at start; -1 when the daemon must not bind
- * (the line is logged). */
+/* Claim the lease (ready:false) at start: 0 claimed; 1 another daemon
+ * holds it; -1 when the daemon must not bind. Every line but 1's is logged. */
 int shard_claim(struct sup *s);
+/* The "live lease elsewhere" line shard_claim leaves to its caller. */
+void shard_claim_refused(struct sup *s);
+
+/* --standby: a daemon refused by a live lease keeps running, watches the
+ * row and claims it once deleted or expired; then s->on_claimed starts
+ * serving. */
+void standby_begin(struct sup *s);
+void standby_event(struct sup *s);
+void standby_free(struct sup *s);
 /* Every worker reported READY for the first time: ready:true, the watch. */
 void shard_workers_bound(struct sup *s);
 /* A worker answered QUIESCED (or died while quiescing). */

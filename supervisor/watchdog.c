@@ -49,8 +49,9 @@ watchdog_init(struct watchdog *w, int64_t window_ms, int64_t backstop_ms)
 }
 
 void
-watchdog_disconnected(struct watchdog *w, int64_t mono, int64_t wall)
+watchdog_disconnected(struct watchdog *w, unsigned source, int64_t mono, int64_t wall)
 {
+	w->sources |= source;
 	if (w->down)
 		return;
 	w->down = true;
@@ -60,10 +61,19 @@ watchdog_disconnected(struct watchdog *w, int64_t mono, int64_t wall)
 }
 
 void
-watchdog_reconnected(struct watchdog *w)
+watchdog_reconnected(struct watchdog *w, unsigned source)
 {
+	w->sources &= ~source;
+	if (w->sources != 0)
+		return;
 	w->down = false;
 	w->stalled_ms = 0;
+}
+
+bool
+watchdog_resident_down(const struct watchdog *w)
+{
+	return (w->sources & WATCHDOG_RESIDENT) != 0;
 }
 
 void

@@ -5,6 +5,12 @@
  * disconnects and reconnects and a tick of its event loop, and asks for a
  * verdict; unit-tested.
  *
+ * Issue 15: serving means the delivery workers reach the broker too, so the
+ * workers' connections are a second source. The broker counts as gone
+ * while either source is down: a daemon whose workers are cut off from
+ * every listed server (while the supervisor still reaches one) stops
+ * renewing its lease and exits on the same window.
+ *
  * A disconnect starts a clock and a reconnect stops it. The daemon exits
  * when the time since the disconnect, less the time its own event loop was
  * stalled meanwhile, reaches the window; and, however long it was stalled,
@@ -30,9 +36,15 @@
 #define WATCHDOG_LINE_BACKSTOP "✗ delivery: broker connection unavailable past backstop " \
 	"(broker unreachable), exiting (coupled to the broker)"
 
+enum watchdog_source {
+	WATCHDOG_RESIDENT = 1, /* the supervisor's resident connection */
+	WATCHDOG_WORKERS = 2,  /* a worker's connection */
+};
+
 struct watchdog {
 	int64_t window_ms, backstop_ms;
-	bool down;
+	bool down;            /* any source down */
+	unsigned sources;     /* enum watchdog_source bits that are down */
 	int64_t down_at;      /* monotonic ms of the disconnect */
 	int64_t down_wall;    /* wall ms of the disconnect (the backstop's clock) */
 	int64_t stalled_ms;   /* event-loop stall since the disconnect */
@@ -49,8 +61,12 @@ enum watchdog_verdict { WATCHDOG_OK = 0, WATCHDOG_GONE, WATCHDOG_BACKSTOP };
 int watchdog_config(const char *window_env, const char *backstop_env, int64_t *window,
 		    int64_t *backstop, char *err, size_t errlen);
 void watchdog_init(struct watchdog *w, int64_t window_ms, int64_t backstop_ms);
-void watchdog_disconnected(struct watchdog *w, int64_t mono, int64_t wall);
-void watchdog_reconnected(struct watchdog *w);
+/* A source went down (the clock starts with the first) or came back (it
+ * stops with the last). */
+void watchdog_disconnected(struct watchdog *w, unsigned source, int64_t mono, int64_t wall);
+void watchdog_reconnected(struct watchdog *w, unsigned source);
+/* Is the resident connection itself down? */
+bool watchdog_resident_down(const struct watchdog *w);
 /* The loop was busy waiting for the broker until mono: that is no stall
  * of the daemon's own. */
 void watchdog_busy(struct watchdog *w, int64_t mono);

@@ -190,6 +190,7 @@ on_main(evutil_socket_t fd, short what, void *arg)
 		memcpy(&w->status, m.payload, sizeof(w->status));
 		w->have_status = true;
 		w->sup->status_dirty = true;
+		resident_workers_reach(w->sup);
 		break;
 	case IPC_QUIESCED:
 		log_debug("worker %s quiesced", w->role);
@@ -562,6 +563,7 @@ workers_reap(struct sup *s)
 		w->pid = 0;
 		w->have_status = false;
 		s->status_dirty = true;
+		resident_workers_reach(s);
 		if (s->stopping) {
 			w->phase = WP_DOWN;
 			if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0)

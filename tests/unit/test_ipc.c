@@ -228,7 +228,7 @@ static void
 test_every_type_round_trips(void **state)
 {
 	struct chan *c = *state;
-	uint8_t p[1024];
+	uint8_t p[4096];
 	enum ipc_dir dir;
 	int from, to;
 
@@ -544,7 +544,7 @@ static void
 test_registry_messages_malformed_refused(void **state)
 {
 	struct chan *c = *state;
-	uint8_t p[1024];
+	uint8_t p[4096];
 	size_t n;
 
 	n = valid_payload(IPC_SYS_CREDS, p, sizeof(p));
@@ -640,7 +640,7 @@ test_interleaved_frames_arrive_one_per_recv(void **state)
 	const uint16_t order[] = { IPC_CONFIG, IPC_JWT, IPC_QUIESCE, IPC_SIGN_REP, IPC_RESUME,
 		IPC_JWT, IPC_RECONNECT, IPC_STOP };
 	const size_t n = sizeof(order) / sizeof(order[0]);
-	uint8_t p[1024];
+	uint8_t p[4096];
 	size_t len;
 
 	/* A non-blocking receiver: a frame too many would show as EAGAIN. */

@@ -216,7 +216,7 @@ ticks_ok(struct watchdog *w, int64_t until)
 static void
 disconnect(struct watchdog *w, int64_t mono)
 {
-	watchdog_disconnected(w, mono, mono + OFFSET);
+	watchdog_disconnected(w, WATCHDOG_RESIDENT, mono, mono + OFFSET);
 }
 
 /* The watchdog knows nothing of the broker but the connection's events:
@@ -304,7 +304,7 @@ test_reconnect_stops_the_clock(void **state)
 	ticks_ok(&w, down);
 	disconnect(&w, down);
 	ticks_ok(&w, down + 2750);
-	watchdog_reconnected(&w);
+	watchdog_reconnected(&w, WATCHDOG_RESIDENT);
 	assert_false(w.down);
 	/* Long past the window and the backstop: nothing. */
 	ticks_ok(&w, down + 60000);
@@ -322,7 +322,7 @@ test_next_disconnect_starts_a_fresh_clock(void **state)
 	ticks_ok(&w, down);
 	disconnect(&w, down);
 	ticks_ok(&w, down + 2750);
-	watchdog_reconnected(&w);
+	watchdog_reconnected(&w, WATCHDOG_RESIDENT);
 	again = ticks_ok(&w, down + 5000);
 	disconnect(&w, again);
 	ticks_ok(&w, again + 2750);
@@ -457,7 +457,7 @@ test_reconnect_forgets_the_stall(void **state)
 	ticks_ok(&w, down);
 	disconnect(&w, down);
 	assert_int_equal(tick(&w, down + 10250), WATCHDOG_OK); /* stalled 10 s */
-	watchdog_reconnected(&w);
+	watchdog_reconnected(&w, WATCHDOG_RESIDENT);
 	assert_int_equal(w.stalled_ms, 0);
 	again = ticks_ok(&w, down + 12000);
 	disconnect(&w, again);
@@ -533,7 +533,7 @@ test_reconnect_stops_the_backstop(void **state)
 	ticks_ok(&w, down);
 	disconnect(&w, down);
 	assert_int_equal(tick(&w, down + 11000), WATCHDOG_OK);
-	watchdog_reconnected(&w);
+	watchdog_reconnected(&w, WATCHDOG_RESIDENT);
 	assert_int_equal(tick(&w, down + 12000), WATCHDOG_OK);
 	assert_int_equal(tick(&w, down + 3600 * 1000), WATCHDOG_OK);
 }
@@ -547,6 +547,50 @@ test_lines_are_the_seeds(void **state)
 	    "(broker unreachable), exiting (coupled to the broker)");
 	assert_string_equal(WATCHDOG_LINE_BACKSTOP, "✗ delivery: broker connection unavailable "
 	    "past backstop (broker unreachable), exiting (coupled to the broker)");
+}
+
+/*
+ * Issue 15: "A daemon whose delivery workers cannot reach any listed server
+ * is not serving ... the seed's broker-gone window and backstop apply to
+ * it." The workers are a second source: the clock starts with the first
+ * source down, keeps running while the other goes and comes back, and
+ * stops only when neither is down.
+ */
+static void
+test_workers_are_a_second_source(void **state)
+{
+	struct watchdog w;
+	int64_t down = T0 + 500, t;
+
+	(void)state;
+	started(&w, 3000, 12000);
+	ticks_ok(&w, down);
+	watchdog_disconnected(&w, WATCHDOG_WORKERS, down, down + OFFSET);
+	assert_true(w.down);
+	assert_false(watchdog_resident_down(&w));
+	t = ticks_ok(&w, down + 1000);
+	/* The resident connection drops too, then comes back: the workers'
+	 * clock runs on from their disconnect. */
+	watchdog_disconnected(&w, WATCHDOG_RESIDENT, t, t + OFFSET);
+	assert_true(watchdog_resident_down(&w));
+	t = ticks_ok(&w, down + 2000);
+	watchdog_reconnected(&w, WATCHDOG_RESIDENT);
+	assert_true(w.down);
+	assert_false(watchdog_resident_down(&w));
+	ticks_ok(&w, down + 2750);
+	assert_int_equal(tick(&w, down + 3000), WATCHDOG_GONE);
+
+	/* Both down, the workers come back first: still down until the
+	 * resident connection is back too. */
+	started(&w, 3000, 12000);
+	ticks_ok(&w, down);
+	disconnect(&w, down);
+	watchdog_disconnected(&w, WATCHDOG_WORKERS, down, down + OFFSET);
+	watchdog_reconnected(&w, WATCHDOG_WORKERS);
+	assert_true(w.down);
+	watchdog_reconnected(&w, WATCHDOG_RESIDENT);
+	assert_false(w.down);
+	ticks_ok(&w, down + 60000);
 }
 
 int
@@ -576,6 +620,7 @@ main(void)
 		cmocka_unit_test(test_reconnect_stops_the_backstop),
 		cmocka_unit_test(test_lines_are_the_seeds),
 		cmocka_unit_test(test_waiting_for_the_broker_is_no_stall),
+		cmocka_unit_test(test_workers_are_a_second_source),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
