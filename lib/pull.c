@@ -2,6 +2,7 @@
 #include "lib/pull.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,8 @@ pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
 	memset(p, 0, sizeof(*p));
 	p->nc = nc;
 	snprintf(p->next, sizeof(p->next), "$JS.API.CONSUMER.MSG.NEXT.%s.%s", stream, consumer);
+	snprintf(p->info, sizeof(p->info), "$JS.API.CONSUMER.INFO.%s.%s", stream, consumer);
+	snprintf(p->ack, sizeof(p->ack), "$JS.ACK.%s.%s", stream, consumer);
 	/* Under the credential's own reply prefix. */
 	char u[64];
 	if (conn_unique_token(u, sizeof(u)) != 0) {
@@ -274,11 +277,55 @@ pull_term(struct puller *p, natsMsg *m)
 	ack_with(p, m, "+TERM");
 }
 
+/* A non-negative integer field of a JSON object, or -1. */
+static int64_t
+count_of(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return json_is_integer(v) && json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
+}
+
+int
+pull_recover(struct puller *p)
+{
+	natsMsg *r = NULL;
+	json_t *doc;
+	int sent = 0;
+
+	if (natsConnection_Request(&r, p->nc, p->info, "", 0, PULL_ANSWER_MS) != NATS_OK)
+		return -1;
+	doc = json_loadb(natsMsg_GetData(r), (size_t)natsMsg_GetDataLength(r), 0, NULL);
+	natsMsg_Destroy(r);
+	json_t *dl = json_object_get(doc, "delivered"), *fl = json_object_get(doc, "ack_floor");
+	int64_t pending = count_of(doc, "num_ack_pending");
+	int64_t last = count_of(dl, "stream_seq"), dseq = count_of(dl, "consumer_seq");
+	int64_t floor = count_of(fl, "stream_seq"), dfloor = count_of(fl, "consumer_seq");
+	if (pending < 0 || last < 0 || dseq < 0 || floor < 0 || dfloor < 0) {
+		json_decref(doc);
+		return -1;
+	}
+	json_decref(doc);
+	if (pending == 0 || dseq <= dfloor)
+		return 0;
+	for (int64_t s = floor + 1; s <= last && sent < PULL_RECOVER_MAX; s++) {
+		char subj[640];
+		snprintf(subj, sizeof(subj), "%s.1.%" PRId64 ".%" PRId64 ".0.0", p->ack, s, dseq);
+		if (natsConnection_PublishString(p->nc, subj, "-NAK") != NATS_OK)
+			break;
+		sent++;
+	}
+	natsConnection_FlushTimeout(p->nc, PULL_ANSWER_MS);
+	return sent;
+}
+
 void
 pull_loop_run(const struct pull_loop *l)
 {
 	char err[1024];
 	natsMsgList list;
+	uint64_t reconnects = worker_reconnects();
+	bool doubt = false;
 
 	while (worker_serving()) {
 		if (l->setup(err, sizeof(err)) == 0)
@@ -297,10 +344,28 @@ pull_loop_run(const struct pull_loop *l)
 	}
 	log_ok("%s bound to %s", l->what, l->bound);
 	worker_bound();
-	while (worker_wait_open() && (l->may_fetch == NULL || l->may_fetch())) {
+	while (worker_wait_open()) {
+		/* After a reconnect or a failed fetch, before anything else:
+		 * what a lost node was carrying to us is asked back (the
+		 * reader's ack floor paces the fan-out's may_fetch). */
+		if (worker_reconnects() != reconnects)
+			doubt = true;
+		if (doubt) {
+			reconnects = worker_reconnects();
+			int n = pull_recover(l->pull);
+			if (n > 0)
+				log_warnx("%s: asked the broker to redeliver at once what it still "
+				    "counts as delivered (%d sequences from the ack floor): a lost "
+				    "connection or fetch may have dropped them in flight", l->what, n);
+			if (n >= 0)
+				doubt = false;
+		}
+		if (l->may_fetch != NULL && !l->may_fetch())
+			break;
 		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
+			doubt = true;
 			worker_nap(PULL_ERROR_NAP_MS);
 			continue;
 		}

@@ -24,10 +24,14 @@
 #define PULL_SETUP_RETRY_MS 2000
 #define PULL_ERROR_NAP_MS 200
 
+#define PULL_RECOVER_MAX 2000 /* in-flight deliveries a recovery asks back */
+
 struct puller {
 	natsConnection *nc;
 	natsSubscription *sub;   /* our own reply subject, synchronous */
 	char next[512];          /* $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> */
+	char info[512];          /* $JS.API.CONSUMER.INFO.<stream>.<consumer> */
+	char ack[512];           /* $JS.ACK.<stream>.<consumer> */
 	char reply[128];
 };
 
@@ -50,6 +54,24 @@ void pull_close(struct puller *p);
  * list->Count possibly 0 on a quiet consumer; another status on failure.
  */
 natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list);
+
+/*
+ * Issue 15: deliveries lost in flight. When a broker node dies, the
+ * messages it was carrying to us (a pull's answer) never arrive, yet the
+ * consumer counts them delivered: they would come back only after the ack
+ * wait (60 s, WIRE.md §3), and the reader's ack floor, which paces the
+ * fan-out, would hold copying up that long. Called between batches, when
+ * the worker holds no message of this consumer, after its connection came
+ * back or a fetch failed: every message still pending for us is lost, so
+ * each one is NAKed (redelivered at once). The pending ones are those
+ * between the ack floor and the last delivered (at most PULL_RECOVER_MAX,
+ * the ones holding the floor first); a NAK of one already acked is ignored
+ * by the broker. The NAKs carry the ack reply subject's first form
+ * ($JS.ACK.<stream>.<consumer>.<n>.<stream seq>.<consumer seq>.<ts>.<left>),
+ * which every broker from 2.9 to 2.14 reads. The count of NAKs sent, 0
+ * when nothing was pending, -1 when the consumer did not answer.
+ */
+int pull_recover(struct puller *p);
 
 /* Acks of a fetched message (explicit ack policy). */
 void pull_ack(struct puller *p, natsMsg *m);

@@ -327,6 +327,25 @@ ws_registry_path(const char *space, char *out, size_t outlen, char *err, size_t 
 	return set_path(out, outlen, err, errlen, "%s/meshes/space.%s.json", home, key);
 }
 
+/* Is every URL of the comma-separated list `some` one of `all`'s? */
+static bool
+servers_among(const char *some, const char *all)
+{
+	for (const char *p = some; *p != '\0';) {
+		size_t n = strcspn(p, ",");
+		bool found = false;
+		for (const char *q = all; *q != '\0' && !found;) {
+			size_t m = strcspn(q, ",");
+			found = m == n && n > 0 && strncmp(p, q, n) == 0;
+			q += m + (q[m] == ',');
+		}
+		if (!found)
+			return false;
+		p += n + (p[n] == ',');
+	}
+	return *some != '\0';
+}
+
 int
 ws_server_url(const struct workspace *ws, const char *space, const char *server_opt,
 	      char *out, size_t outlen, bool *tls_required, char *err, size_t errlen)
@@ -358,12 +377,16 @@ ws_server_url(const struct workspace *ws, const char *space, const char *server_
 		}
 		if (tls_required != NULL)
 			*tls_required = json_is_true(tls);
-		if (server_opt != NULL && strcmp(server_opt, url) != 0) {
+		/* A cluster's record lists every node: --server may name some
+		 * of them (a daemon kept to the nodes of its own host). */
+		if (server_opt != NULL && !servers_among(server_opt, url)) {
 			snprintf(err, errlen, "--server %s differs from %s recorded for space "
 			    "\"%s\" in %s; refusing to dial", server_opt, url, space, reg);
 			json_decref(doc);
 			return -1;
 		}
+		if (server_opt != NULL)
+			url = server_opt;
 	} else if (server_opt != NULL) {
 		url = server_opt;
 	} else if (ws != NULL) {

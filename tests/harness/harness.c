@@ -743,12 +743,10 @@ on_async_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *
 	pthread_mutex_unlock(&k->mu);
 }
 
-int
-h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err, size_t errlen)
+static int
+connect_opts(struct conn_opts o, const char *creds_path, struct conn *c, char *err,
+	     size_t errlen)
 {
-	struct conn_opts o = { .url = m->url, .name = "cotal-e2e", .timeout_ms = 5000,
-		.on_error = on_async_error };
-
 	memset(c, 0, sizeof(*c));
 	c->sink = sink_open();
 	o.on_error_arg = c->sink;
@@ -764,6 +762,26 @@ h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err, siz
 fail:
 	h_close(c);
 	return -1;
+}
+
+int
+h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err, size_t errlen)
+{
+	struct conn_opts o = { .url = m->url, .name = "cotal-e2e", .timeout_ms = 5000,
+		.on_error = on_async_error };
+
+	return connect_opts(o, creds_path, c, err, errlen);
+}
+
+int
+h_connect_url(struct mesh *m, const char *url, const char *creds_path, struct conn *c,
+	      char *err, size_t errlen)
+{
+	struct conn_opts o = { .url = url != NULL ? url : m->url, .name = "cotal-e2e",
+		.timeout_ms = 5000, .on_error = on_async_error, .max_reconnect = -1,
+		.reconnect_wait_ms = 250 };
+
+	return connect_opts(o, creds_path, c, err, errlen);
 }
 
 int
@@ -821,10 +839,28 @@ now_ms(void)
 	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+static int post_with(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+		     const char *id, const char *text, uint64_t *seq, bool dedup);
+
 int
 h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
        const char *id, const char *text, uint64_t *seq)
 {
+	return post_with(c, m, a, channel, id, text, seq, false);
+}
+
+int
+h_post_dedup(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+	     const char *id, const char *text, uint64_t *seq)
+{
+	return post_with(c, m, a, channel, id, text, seq, true);
+}
+
+static int
+post_with(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+	  const char *id, const char *text, uint64_t *seq, bool dedup)
+{
+	jsPubOptions po;
 	char subj[1024], from[256];
 	jsPubAck *pa = NULL;
 	jsErrCode jerr = 0;
@@ -840,7 +876,12 @@ h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channe
 	    "parts", "kind", "text", "text", text, "channel", channel);
 	body = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
-	s = js_Publish(&pa, c->js, subj, body, (int)strlen(body), NULL, &jerr);
+	jsPubOptions_Init(&po);
+	if (dedup) {
+		po.MsgId = id;
+		po.MaxWait = 3000;
+	}
+	s = js_Publish(&pa, c->js, subj, body, (int)strlen(body), dedup ? &po : NULL, &jerr);
 	free(body);
 	if (s != NATS_OK)
 		return -1;

@@ -144,6 +144,10 @@ int h_mint(struct mesh *m, const char *profile, const char *file, const char *ex
 int h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err,
 	      size_t errlen);
 /* A space's standing credential (delivery, provisioner, supervisor, ...). */
+/* The same on url (NULL: m->url), reconnecting and failing over across the
+ * listed servers for as long as it lives (cluster tests). */
+int h_connect_url(struct mesh *m, const char *url, const char *creds_path, struct conn *c,
+		  char *err, size_t errlen);
 int h_connect_profile(struct mesh *m, const char *profile, struct conn *c, char *err,
 		      size_t errlen);
 void h_close(struct conn *c);
@@ -154,6 +158,10 @@ bool h_violation(struct conn *c, const char *needle, int ms);
  * returned). id may be "" (no dedup key). */
 int h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
 	   const char *id, const char *text, uint64_t *seq);
+/* The same with the post's id as its Nats-Msg-Id: published again after a
+ * lost acknowledgement, CHAT keeps it once (cluster tests). */
+int h_post_dedup(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+		 const char *id, const char *text, uint64_t *seq);
 /* Fetch up to one message from the agent's dlv_ durable (bind only) within
  * ms; *msg is NULL on timeout. Acks it when ack. */
 int h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,

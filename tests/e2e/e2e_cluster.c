@@ -1,0 +1,612 @@
+/*
+ * Issue 15: the daemon on a NATS JetStream cluster. Three nodes on
+ * loopback (`cotal mesh init --dev --cluster 3`), every stream and bucket
+ * with 3 replicas (`cotal space provision --replicas 3`), the daemon given
+ * every node's URL.
+ *
+ *   - it serves across the cluster: members on three nodes, one post, one
+ *     copy each;
+ *   - kill -9 of the node it is connected to, kept down, under load: every
+ *     member surfaces every post, none twice, copying resumes within 10 s;
+ *     the same with that node leading CHAT, INBOX, DLV and the lease bucket;
+ *   - a daemon given only the killed node's URL stops claiming the lease
+ *     and a standby on the other nodes takes over;
+ *   - a standby (--standby) runs while refused, takes over within 35 s of
+ *     the holder's SIGKILL and within 5 s of its SIGTERM, and a post made
+ *     right after the kill is delivered.
+ *
+ * Every connection of the test reconnects and fails over like the daemon's
+ * (h_connect_url); posts carry their id as Nats-Msg-Id and are published
+ * again until acknowledged, so a post counts once it is in CHAT.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+#define NODES 3
+#define MEMBERS 10
+#define POSTS 240
+#define KILL_AT 80          /* posts acknowledged before the kill */
+#define RESUME_MAX_MS 10000 /* the issue: copying resumes within 10 s */
+#define POST_TRY_MS 60000   /* a post is published again until acked, this long */
+#define DRAIN_MS 90000
+#define QUIET_MS 10000 /* a frame later than this is a stall, not a pause */
+#define STANDBY_KILL_MAX_MS 35000 /* the lease's 30 s age, plus seconds */
+#define STANDBY_TERM_MAX_MS 5000
+
+static struct mesh mesh;
+static struct conn prov;   /* the provisioner: rows, leaders, stream state */
+static char prov_creds[H_PATH_MAX * 2];
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+nap(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int
+setup(void **state)
+{
+	char err[1024], key[512];
+
+	(void)state;
+	if (h_cluster_up(&mesh, "cluster", NODES, 3) != 0)
+		return -1;
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(prov_creds, sizeof(prov_creds), "%s/.cotal/space.%s/provisioner.creds", mesh.dir,
+	    key);
+	if (h_connect_url(&mesh, NULL, prov_creds, &prov, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ provisioner: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	h_close(&prov);
+	h_mesh_down(&mesh);
+	return 0;
+}
+
+/* ---- members ---- */
+
+struct member {
+	struct agent a;
+	struct conn c;
+};
+
+static void
+member_add(struct member *mb, const char *name, const char *channel, const char *url)
+{
+	char err[1024], allow[128];
+	uint64_t last = 0;
+
+	snprintf(allow, sizeof(allow), "%s", channel);
+	assert_int_equal(h_agent_add(&mesh, name, allow, &mb->a), 0);
+	if (h_connect_url(&mesh, url, mb->a.creds, &mb->c, err, sizeof(err)) != 0)
+		fail_msg("connect %s: %s", name, err);
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &last), 0);
+	if (h_member_put(&prov, &mesh, &mb->a, channel, last, 0, 1, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+}
+
+static void
+members_close(struct member *m, int n)
+{
+	for (int i = 0; i < n; i++)
+		h_close(&m[i].c);
+}
+
+/* Publish until acknowledged (the same Nats-Msg-Id every time). */
+static void
+post_acked(struct member *mb, const char *channel, const char *id)
+{
+	int64_t until = now_ms() + POST_TRY_MS;
+
+	while (h_post_dedup(&mb->c, &mesh, &mb->a, channel, id, id, NULL) != 0) {
+		if (now_ms() > until)
+			fail_msg("post %s got no acknowledgement within %d ms", id, POST_TRY_MS);
+		nap(200);
+	}
+}
+
+static const char *
+frame_id(json_t *frame)
+{
+	return json_string_value(json_object_get(json_object_get(frame, "msg"), "id"));
+}
+
+/*
+ * Every post of ids[0..n) surfaced exactly once at member mb (its own posts
+ * never). Returns the frames' count.
+ */
+static void
+expect_each_once(struct member *mb, char ids[][32], const int *from, int n, int self)
+{
+	char err[1024];
+	bool hdr = false;
+	json_t *frames = h_dlv_drain(&mb->c, &mesh, &mb->a, DRAIN_MS, QUIET_MS, &hdr, err,
+	    sizeof(err));
+	int lost = 0, twice = 0, want = 0;
+	char first_lost[32] = "", first_twice[32] = "";
+
+	if (frames == NULL)
+		fail_msg("%s: %s", mb->a.name, err);
+	for (int k = 0; k < n; k++) {
+		int seen = 0;
+		size_t i;
+		json_t *f;
+		if (from[k] == self)
+			continue;
+		want++;
+		json_array_foreach(frames, i, f)
+			seen += frame_id(f) != NULL && strcmp(frame_id(f), ids[k]) == 0;
+		if (seen == 0 && lost++ == 0)
+			snprintf(first_lost, sizeof(first_lost), "%s", ids[k]);
+		if (seen > 1 && twice++ == 0)
+			snprintf(first_twice, sizeof(first_twice), "%s", ids[k]);
+	}
+	if (lost != 0 || twice != 0 || json_array_size(frames) != (size_t)want)
+		fail_msg("%s: %zu frames for %d posts: %d lost (first %s), %d twice (first %s)",
+		    mb->a.name, json_array_size(frames), want, lost, first_lost, twice, first_twice);
+	json_decref(frames);
+}
+
+/* ---- the cluster ---- */
+
+static const char *
+node_name(int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "cotal_dev_%d", i + 1);
+	return buf;
+}
+
+/* The leader of a stream now ("" when none). */
+static void
+stream_leader(const char *stream, char *out, size_t len)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+
+	out[0] = '\0';
+	if (js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr) == NATS_OK && si->Cluster != NULL &&
+	    si->Cluster->Leader != NULL)
+		snprintf(out, len, "%s", si->Cluster->Leader);
+	jsStreamInfo_Destroy(si);
+}
+
+/* Step the stream's leader down until node i leads it. */
+static void
+lead_on(const char *stream, int i)
+{
+	char want[32], have[64], subj[256];
+
+	node_name(i, want, sizeof(want));
+	snprintf(subj, sizeof(subj), "$JS.API.STREAM.LEADER.STEPDOWN.%s", stream);
+	for (int tries = 0; tries < 40; tries++) {
+		stream_leader(stream, have, sizeof(have));
+		if (strcmp(have, want) == 0)
+			return;
+		if (have[0] != '\0') {
+			natsMsg *r = NULL;
+			natsConnection_Request(&r, prov.nc, subj, "", 0, 5000);
+			natsMsg_Destroy(r);
+		}
+		nap(500);
+	}
+	fail_msg("%s: could not move its leader to %s (leader %s)", stream, want, have);
+}
+
+/* Every replica of the stream current again (a node back from a kill). */
+static void
+stream_healed(const char *stream)
+{
+	for (int waited = 0; waited < 60000; waited += 250) {
+		jsStreamInfo *si = NULL;
+		jsErrCode jerr = 0;
+		bool ok = false;
+		if (js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr) == NATS_OK &&
+		    si->Cluster != NULL && si->Cluster->Leader != NULL &&
+		    si->Cluster->ReplicasLen == NODES - 1) {
+			ok = true;
+			for (int k = 0; k < si->Cluster->ReplicasLen; k++)
+				ok = ok && si->Cluster->Replicas[k]->Current &&
+				    !si->Cluster->Replicas[k]->Offline;
+		}
+		jsStreamInfo_Destroy(si);
+		if (ok)
+			return;
+		nap(250);
+	}
+	fail_msg("%s: its replicas did not catch up within 60 s", stream);
+}
+
+static void
+streams_named(char names[4][160])
+{
+	snprintf(names[0], 160, "CHAT_%s", mesh.token);
+	snprintf(names[1], 160, "INBOX_%s", mesh.token);
+	snprintf(names[2], 160, "DLV_%s", mesh.token);
+	snprintf(names[3], 160, "KV_cotal_delivery_%s", mesh.token);
+}
+
+/* Node i back, and every stream the daemon uses current on all three. */
+static void
+node_back(int i)
+{
+	char names[4][160];
+
+	assert_int_equal(h_node_start(&mesh, i), 0);
+	streams_named(names);
+	for (int k = 0; k < 4; k++)
+		stream_healed(names[k]);
+}
+
+/* Before each test: every node up and current (a test that failed may
+ * have left one down). */
+static int
+nodes_up(void **state)
+{
+	char names[4][160];
+
+	(void)state;
+	for (int i = 0; i < NODES; i++)
+		if (mesh.nodes[i].pid <= 0 && h_node_start(&mesh, i) != 0)
+			return -1;
+	streams_named(names);
+	for (int k = 0; k < 4; k++)
+		stream_healed(names[k]);
+	return 0;
+}
+
+/* ---- daemons ---- */
+
+/*
+ * A host of the space: its own root holding the space's credentials (a
+ * copy), so its daemon has its own log, status and pid files; the mesh
+ * registry (COTAL_HOME) is the same. Every daemon of the suite runs on a
+ * host of its own, its log kept for the record.
+ */
+static void
+host_make(const char *name, struct mesh *host)
+{
+	char key[512], cmd[H_PATH_MAX * 4];
+
+	*host = mesh;
+	snprintf(host->dir, sizeof(host->dir), "%s/%s", mesh.dir, name);
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/.cotal' && cp -a '%s/.cotal/space.%s' '%s/.cotal/'",
+	    host->dir, mesh.dir, key, host->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* The daemons a test started: stopped after it, passed or failed, so the
+ * next one finds the lease free. */
+static struct daemon *started[4];
+
+static void
+daemon_start(struct mesh *host, struct daemon *d, const char *a1, const char *a2,
+	     const char *a3)
+{
+	assert_int_equal(h_daemon_start(host, d, a1, a2, a3, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		if (started[i] == NULL) {
+			started[i] = d;
+			break;
+		}
+}
+
+static void
+daemon_serving(struct daemon *d)
+{
+	if (!h_log_has(d->log, "delivery daemon up", 30000) ||
+	    !h_log_has(d->log, "fan-out bound", 30000) || !h_log_has(d->log, "reader bound", 30000))
+		fail_msg("the daemon is not serving; see %s", d->log);
+}
+
+static void
+daemon_term(struct daemon *d)
+{
+	if (d->pid > 0) {
+		kill(d->pid, SIGTERM);
+		h_daemon_wait_exit(d, 10000);
+	}
+	h_daemon_kill(d);
+	d->pid = 0;
+}
+
+static int
+daemons_stop(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		if (started[i] != NULL) {
+			daemon_term(started[i]);
+			started[i] = NULL;
+		}
+	return 0;
+}
+
+/* ---- the tests ---- */
+
+/* "Given every node's URL, the daemon serves across the cluster": members
+ * connected to nodes 1, 2 and 3, a post from the one on node 2 reaches the
+ * others once each. */
+static void
+test_serves_across_the_cluster(void **state)
+{
+	static struct daemon d;
+	struct mesh host;
+	struct member m[NODES];
+	char ids[1][32] = { "x-1" };
+	int from[1] = { 1 };
+
+	(void)state;
+	host_make("across", &host);
+	daemon_start(&host, &d, NULL, NULL, NULL);
+	daemon_serving(&d);
+	for (int i = 0; i < NODES; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "node%d", i + 1);
+		member_add(&m[i], name, "across", mesh.nodes[i].url);
+	}
+	post_acked(&m[1], "across", ids[0]);
+	for (int i = 0; i < NODES; i++)
+		expect_each_once(&m[i], ids, from, 1, i);
+	members_close(m, NODES);
+	daemon_term(&d);
+}
+
+/*
+ * Under load (POSTS posts × MEMBERS members), kill -9 the node the daemon
+ * is connected to (the first listed: every connection tries the list in
+ * order) and keep it down: every member surfaces every post once, and a
+ * post made right after the kill is copied within RESUME_MAX_MS.
+ */
+static void
+node_killed_under_load(bool leaders_on_it, const char *tag)
+{
+	static char ids[POSTS][32];
+	static int from[POSTS];
+	static struct daemon d;
+	struct mesh host;
+	struct member m[MEMBERS], probe[2];
+	char channel[32], pchannel[32], pid[32], names[4][160];
+	int64_t t_kill = 0, t_seen = 0;
+
+	snprintf(channel, sizeof(channel), "load-%s", tag);
+	snprintf(pchannel, sizeof(pchannel), "probe-%s", tag);
+	host_make(channel, &host);
+	daemon_start(&host, &d, NULL, NULL, NULL);
+	daemon_serving(&d);
+	for (int i = 0; i < MEMBERS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "%s%d", tag, i);
+		member_add(&m[i], name, channel, NULL);
+	}
+	/* Two members of their own channel: the probe of copying resumed. */
+	member_add(&probe[0], tag[0] == 'l' ? "lprobe0" : "fprobe0", pchannel, NULL);
+	member_add(&probe[1], tag[0] == 'l' ? "lprobe1" : "fprobe1", pchannel, NULL);
+	if (leaders_on_it) {
+		streams_named(names);
+		for (int k = 0; k < 4; k++)
+			lead_on(names[k], 0);
+	}
+	for (int n = 0; n < POSTS; n++) {
+		snprintf(ids[n], sizeof(ids[n]), "%s-%d", tag, n);
+		from[n] = n % MEMBERS;
+		if (n == KILL_AT) {
+			assert_int_equal(h_node_kill(&mesh, 0), 0);
+			t_kill = now_ms();
+			/* The probe: one post right after the kill, timed until a
+			 * member surfaces it. */
+			snprintf(pid, sizeof(pid), "%s-probe", tag);
+			post_acked(&probe[0], pchannel, pid);
+			for (int64_t until = t_kill + 3 * RESUME_MAX_MS; now_ms() < until;) {
+				natsMsg *msg = NULL;
+				char err[512];
+				if (h_dlv_fetch(&probe[1].c, &mesh, &probe[1].a, 1000, true, &msg, err,
+				    sizeof(err)) == 0 && msg != NULL) {
+					t_seen = now_ms();
+					natsMsg_Destroy(msg);
+					break;
+				}
+			}
+			printf("• %s: node 1 killed; the post made right after was copied %lld ms "
+			    "after the kill\n", tag, t_seen ? (long long)(t_seen - t_kill) : -1LL);
+		}
+		post_acked(&m[from[n]], channel, ids[n]);
+	}
+	if (!h_log_has(d.log, "resident broker connection lost", 1000))
+		fail_msg("the daemon was not connected to node 1; see %s", d.log);
+	assert_true(t_seen != 0);
+	assert_true(t_seen - t_kill <= RESUME_MAX_MS);
+	for (int i = 0; i < MEMBERS; i++)
+		expect_each_once(&m[i], ids, from, POSTS, i);
+	/* The daemon served on: never exited, no worker died. */
+	assert_int_equal(kill(d.pid, 0), 0);
+	members_close(m, MEMBERS);
+	members_close(probe, 2);
+	daemon_term(&d);
+	node_back(0);
+}
+
+static void
+test_node_killed_under_load(void **state)
+{
+	(void)state;
+	node_killed_under_load(false, "f");
+}
+
+static void
+test_node_killed_leading_every_stream(void **state)
+{
+	(void)state;
+	node_killed_under_load(true, "l");
+}
+
+/*
+ * "A daemon given only the killed node's URL: it stops claiming the lease
+ * within its window and a standby on another node takes over." The daemon
+ * on node 1 only; a standby on another host given nodes 2 and 3.
+ */
+static void
+test_cut_off_daemon_gives_way_to_the_standby(void **state)
+{
+	static struct daemon a, b;
+	struct mesh host1, host2;
+	struct member m[2];
+	char others[256], ids[1][32] = { "c-1" };
+	int from[1] = { 0 };
+
+	(void)state;
+	snprintf(others, sizeof(others), "%s,%s", mesh.nodes[1].url, mesh.nodes[2].url);
+	host_make("cut-a", &host1);
+	host_make("cut-b", &host2);
+	daemon_start(&host1, &a, "--server", mesh.nodes[0].url, NULL);
+	daemon_serving(&a);
+	daemon_start(&host2, &b, "--server", others, "--standby");
+	if (!h_log_has(b.log, "standby (--standby)", 20000))
+		fail_msg("no standby; see %s", b.log);
+	member_add(&m[0], "cut0", "cut", others);
+	member_add(&m[1], "cut1", "cut", others);
+
+	assert_int_equal(h_node_kill(&mesh, 0), 0);
+	int64_t t_kill = now_ms();
+	post_acked(&m[0], "cut", ids[0]);
+	/* The cut-off daemon exits on its broker-gone window, not renewing. */
+	int st = h_daemon_wait_exit(&a, 30000);
+	int64_t t_exit = now_ms();
+	assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	assert_true(h_log_has(a.log, "broker connection unavailable (broker unreachable)", 0));
+	if (!h_log_has(b.log, "claimed it", 45000))
+		fail_msg("the standby did not take over; see %s", b.log);
+	int64_t t_claim = now_ms();
+	daemon_serving(&b);
+	printf("• cut-off daemon exited %lld ms after the kill; the standby claimed the lease "
+	    "%lld ms after it\n", (long long)(t_exit - t_kill), (long long)(t_claim - t_kill));
+	expect_each_once(&m[1], ids, from, 1, 1);
+	members_close(m, 2);
+	daemon_term(&b);
+	node_back(0);
+}
+
+/*
+ * "Standby: running while refused; takes over within 35 s of the holder's
+ * SIGKILL, within 5 s of its SIGTERM; a post made right after the kill is
+ * delivered." Three daemons on three hosts, every node's URL each.
+ */
+static void
+test_standby_takes_over(void **state)
+{
+	static struct daemon d[3];
+	struct mesh hosts[3];
+	struct member m[2];
+	char ids[2][32] = { "s-1", "s-2" };
+	int from[2] = { 0, 0 };
+
+	(void)state;
+	host_make("standby-a", &hosts[0]);
+	host_make("standby-b", &hosts[1]);
+	host_make("standby-c", &hosts[2]);
+	daemon_start(&hosts[0], &d[0], NULL, NULL, NULL);
+	daemon_serving(&d[0]);
+	for (int i = 1; i < 3; i++) {
+		daemon_start(&hosts[i], &d[i], "--standby", NULL, NULL);
+		if (!h_log_has(d[i].log, "standby (--standby)", 20000))
+			fail_msg("no standby; see %s", d[i].log);
+	}
+	member_add(&m[0], "sb0", "sb", NULL);
+	member_add(&m[1], "sb1", "sb", NULL);
+	nap(2000);
+	/* Running while refused. */
+	assert_int_equal(kill(d[1].pid, 0), 0);
+	assert_int_equal(kill(d[2].pid, 0), 0);
+
+	kill(d[0].pid, SIGKILL);
+	int64_t t_kill = now_ms();
+	h_daemon_wait_exit(&d[0], 5000);
+	post_acked(&m[0], "sb", ids[0]);
+	int next = -1;
+	while (next < 0 && now_ms() - t_kill < STANDBY_KILL_MAX_MS + 5000) {
+		for (int i = 1; i < 3 && next < 0; i++)
+			if (h_log_has(d[i].log, "claimed it", 0))
+				next = i;
+		nap(100);
+	}
+	int64_t t_claim = now_ms();
+	if (next < 0)
+		fail_msg("no standby took over within %d ms; see %s and %s", STANDBY_KILL_MAX_MS + 5000,
+		    d[1].log, d[2].log);
+	printf("• SIGKILL of the holder: standby %d claimed the lease %lld ms later\n", next + 1,
+	    (long long)(t_claim - t_kill));
+	assert_true(t_claim - t_kill <= STANDBY_KILL_MAX_MS);
+	daemon_serving(&d[next]);
+	expect_each_once(&m[1], ids, from, 1, 1);
+
+	/* SIGTERM of the new holder: it releases, the last standby claims. */
+	int last = 3 - next;
+	kill(d[next].pid, SIGTERM);
+	int64_t t_term = now_ms();
+	while (!h_log_has(d[last].log, "claimed it", 0) &&
+	    now_ms() - t_term < STANDBY_TERM_MAX_MS + 10000)
+		nap(50);
+	int64_t t_claim2 = now_ms();
+	printf("• SIGTERM of the holder: standby %d claimed the lease %lld ms later\n", last + 1,
+	    (long long)(t_claim2 - t_term));
+	assert_true(h_log_has(d[last].log, "claimed it", 0));
+	assert_true(t_claim2 - t_term <= STANDBY_TERM_MAX_MS);
+	daemon_serving(&d[last]);
+	post_acked(&m[0], "sb", ids[1]);
+	char one[1][32];
+	snprintf(one[0], sizeof(one[0]), "%s", ids[1]);
+	expect_each_once(&m[1], one, from, 1, 1);
+	members_close(m, 2);
+	for (int i = 0; i < 3; i++)
+		daemon_term(&d[i]);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_serves_across_the_cluster, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_standby_takes_over, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_cut_off_daemon_gives_way_to_the_standby, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_node_killed_under_load, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_node_killed_leading_every_stream, nodes_up, daemons_stop),
+	};
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	h_use_broker(h_broker_arg(argc, argv));
+	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+}
