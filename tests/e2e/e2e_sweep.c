@@ -27,6 +27,7 @@
 
 #include "lib/creds.h"
 #include "lib/jwt.h"
+#include "lib/perms.h"
 #include "lib/tokens.h"
 #include "tests/harness/harness.h"
 #include "worker-registry/sweep.h"
@@ -39,6 +40,7 @@ static struct mesh mesh;
 static struct agent alice, bob, carol, dave, erin;
 static struct conn observer, evictor;
 static char account[64];
+static char observer_inbox[SWEEP_INBOX_MAX]; /* its credential's own reply prefix */
 
 static void
 sleep_ms(int ms)
@@ -107,6 +109,8 @@ connect_sys(struct mesh *m, struct conn *obs, struct conn *ev)
 static int
 setup(void **state)
 {
+	char err[256];
+
 	(void)state;
 	if (h_mesh_up(&mesh, "sweep", true) != 0 ||
 	    h_agent_add(&mesh, "alice", "general", &alice) != 0 ||
@@ -115,7 +119,9 @@ setup(void **state)
 	    h_agent_add(&mesh, "dave", "general", &dave) != 0 ||
 	    h_agent_add(&mesh, "erin", "general", &erin) != 0 ||
 	    space_account(&mesh, account, sizeof(account)) != 0 ||
-	    connect_sys(&mesh, &observer, &evictor) != 0)
+	    connect_sys(&mesh, &observer, &evictor) != 0 ||
+	    jwt_reply_inbox(observer.creds.jwt, observer_inbox, sizeof(observer_inbox), err,
+	    sizeof(err)) != 0)
 		return -1;
 	return 0;
 }
@@ -136,6 +142,9 @@ sweeper_of(natsConnection *obs, natsConnection *ev, const char *acct)
 	struct sweeper s = { .observer = obs, .evictor = ev };
 
 	snprintf(s.account, sizeof(s.account), "%s", acct);
+	/* The space's observer replies under its own prefix (the plain
+	 * broker of the scripted tests lets any prefix through). */
+	snprintf(s.inbox, sizeof(s.inbox), "%s", observer_inbox);
 	return s;
 }
 
@@ -416,6 +425,9 @@ test_broker_29_has_no_kick(void **state)
 	if (h_connect(&m29, a.creds, &c, err, sizeof(err)) != 0)
 		fail_msg("connect: %s", err);
 	s = sweeper_of(obs.nc, ev.nc, acct);
+	/* This mesh's observer has its own reply prefix. */
+	if (jwt_reply_inbox(obs.creds.jwt, s.inbox, sizeof(s.inbox), err, sizeof(err)) != 0)
+		fail_msg("observer inbox: %s", err);
 	evict1(&s, a.principal, &r);
 	if (r.kicked > 0) {
 		fprintf(stderr, "! %s kicks: not a 2.9 broker, skipped\n", m29.nats_bin);
@@ -768,12 +780,23 @@ test_a_bad_page_leaves_nothing_verified(void **state)
 	    PRINCIPAL_UNKNOWN);
 	assert_false(complete);
 	assert_non_null(strstr(note, "data.total"));
-	/* A clustered broker's reply covers one server. */
+	/* A server of a cluster answers for itself only: when the daemon was
+	 * given three servers and the other two are silent, nothing is
+	 * verified (issue 15: "verifiedGone only when every server
+	 * answered"). */
 	fake_reset(10, NULL, NULL, 0);
 	fake.cluster = true;
+	s.expect = 3;
 	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
 	    PRINCIPAL_UNKNOWN);
-	assert_non_null(strstr(note, "clustered"));
+	assert_false(complete);
+	assert_non_null(strstr(note, "scan incomplete: 2 of the 3 expected servers did not "
+	    "answer CONNZ"));
+	/* Given that one server only, its complete answer is the scan. */
+	s.expect = 1;
+	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+	    PRINCIPAL_GONE);
+	assert_true(complete);
 	natsConnection_Destroy(obs);
 	natsConnection_Destroy(ev);
 }
