@@ -12,7 +12,6 @@
  * the promises the sweep relies on, and enters a roster.
  */
 
-#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +22,19 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A broken promise ends the run (whatever NDEBUG says). */
+#define CHECK(cond) do { if (!(cond)) abort(); } while (0)
+
 static void
 check_entry(const json_t *e)
 {
 	char p[PRINCIPAL_MAX + 1];
 
 	if (connz_entry_principal(e, p, sizeof(p)) == 0) {
-		assert(connz_principal_valid(p));
-		assert(connz_entry_names(e, p));
+		CHECK(connz_principal_valid(p));
+		CHECK(connz_entry_names(e, p));
 	}
-	assert(!connz_entry_names(e, NULL));
+	CHECK(!connz_entry_names(e, NULL));
 }
 
 static void
@@ -46,22 +48,22 @@ check_page(const struct connz_page *pg, long long offset)
 	size_t i;
 	const json_t *e;
 
-	assert(connz_server_id_valid(pg->server_id, strlen(pg->server_id)));
-	assert(strlen(pg->server_name) <= SWEEP_SERVER_NAME_MAX);
-	assert(pg->offset == offset && pg->total >= 0 && pg->n <= SWEEP_PAGE);
-	assert(pg->n == 0 || json_array_size(pg->conns) == pg->n);
+	CHECK(connz_server_id_valid(pg->server_id, strlen(pg->server_id)));
+	CHECK(strlen(pg->server_name) <= SWEEP_SERVER_NAME_MAX);
+	CHECK(pg->offset == offset && pg->total >= 0 && pg->n <= SWEEP_PAGE);
+	CHECK(pg->n == 0 || json_array_size(pg->conns) == pg->n);
 	json_array_foreach(pg->conns, i, e) {
 		long long cid = (long long)json_integer_value(json_object_get(e, "cid"));
-		assert(json_is_object(e) && cid > prev);
+		CHECK(json_is_object(e) && cid > prev);
 		prev = cid;
 		check_entry(e);
 	}
 	roster_init(&r, 2);
-	assert(roster_add(&r, pg, &added) == 0 && added);
-	assert(roster_add(&r, pg, &added) == 0 && !added);
-	assert(!roster_complete(&r));
+	CHECK(roster_add(&r, pg, &added) == 0 && added);
+	CHECK(roster_add(&r, pg, &added) == 0 && !added);
+	CHECK(!roster_complete(&r));
 	roster_missing(&r, &seen, note, sizeof(note));
-	assert(note[0] != '\0');
+	CHECK(note[0] != '\0');
 	roster_remember(&r, &seen);
 }
 
@@ -86,7 +88,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (connz_page_parse(r, offset, &pg, why, sizeof(why)) == 0)
 		check_page(&pg, offset);
 	else
-		assert(why[0] != '\0');
+		CHECK(why[0] != '\0');
 	check_entry(r);
 	json_decref(r);
 	return 0;
