@@ -175,16 +175,18 @@ test_sweep_delay(const char *first)
  * the admin rail's thread). */
 static struct roster_seen sweep_seen;
 
-/* How many servers the daemon was given: the URLs of its list, every one
- * of which must answer a sweep. */
+/* How many servers the daemon was given: the URLs of its list (the
+ * non-empty items, as conn_servers reads it), every one of which must
+ * answer a sweep. */
 static int
 servers_given(const char *url)
 {
-	int n = 1;
+	int n = 0;
 
 	for (const char *c = url; c != NULL && *c != '\0'; c++)
-		n += *c == ',';
-	return n;
+		if (*c != ',' && (c == url || c[-1] == ','))
+			n++;
+	return n > 0 ? n : 1;
 }
 
 /* The sweeper of a request: 0, or -1 with the refusal. An absent evictor

@@ -59,7 +59,7 @@ struct eviction_result {
 	int kicked;          /* KICKs the broker accepted */
 	int remaining;       /* connections of the principal still seen by the last scan */
 	bool verified_gone;  /* scan complete and nothing remaining */
-	bool scan_complete;  /* every CONNZ page of the last scan was read */
+	bool scan_complete;  /* every server answered the last scan, and all its pages were read */
 	char note[SWEEP_NOTE_MAX]; /* "" or why it is not verified */
 };
 
