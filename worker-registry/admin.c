@@ -171,6 +171,24 @@ test_sweep_delay(const char *first)
 #endif
 }
 
+/* The servers earlier sweeps heard, by name (sweeps run one at a time, on
+ * the admin rail's thread). */
+static struct roster_seen sweep_seen;
+
+/* How many servers the daemon was given: the URLs of its list (the
+ * non-empty items, as conn_servers reads it), every one of which must
+ * answer a sweep. */
+static int
+servers_given(const char *url)
+{
+	int n = 0;
+
+	for (const char *c = url; c != NULL && *c != '\0'; c++)
+		if (*c != ',' && (c == url || c[-1] == ','))
+			n++;
+	return n > 0 ? n : 1;
+}
+
 /* The sweeper of a request: 0, or -1 with the refusal. An absent evictor
  * is only reported when eviction is asked for. */
 static int
@@ -184,6 +202,9 @@ sweeper_for(struct sweeper *sw, bool evict, char *why, size_t whylen)
 		return -1;
 	}
 	snprintf(sw->account, sizeof(sw->account), "%s", sys[IPC_SYS_OBSERVER].h.account);
+	snprintf(sw->inbox, sizeof(sw->inbox), "%s", sys[IPC_SYS_OBSERVER].h.inbox_prefix);
+	sw->expect = servers_given(W.cfg.url);
+	sw->seen = &sweep_seen;
 	if (evict && (sw->evictor = sys_conn(IPC_SYS_EVICTOR, err, sizeof(err))) == NULL) {
 		snprintf(why, whylen, "delivery: eviction is unavailable: %s (deny-new-only posture "
 		    "until it is provisioned)", err);

@@ -3,7 +3,10 @@
  * per request (WIRE.md §5 ctl.delivery-admin; the seed: "the daemon answers
  * each request with one shared sweep of the broker").
  *
- * A scan pages through CONNZ of the space account. Connections come sorted
+ * A scan asks every server for CONNZ of the space account with one request
+ * and reads the answers that come (roster.h: which servers must answer),
+ * then pages each server on its own: connection ids are one server's.
+ * Within a server, connections come sorted
  * by cid (the broker's default, checked), and connections that close
  * between two pages shift the later ones to lower offsets, so a naive next
  * offset could skip one. Each page therefore starts on the last entry of
@@ -13,385 +16,26 @@
  * fails anywhere makes the scan incomplete, and an incomplete scan never
  * verifies anything.
  *
- * Everything in a CONNZ or KICK reply is network input: every field the
- * sweep uses is type-checked, and every loop is bounded (pages, entries per
- * page, matching connections, principals).
+ * A connection is KICKed on the server that holds it, and the verify scan
+ * asks every server again.
+ *
+ * Everything in a CONNZ or KICK reply is network input, checked by connz.c
+ * before it is used; every loop is bounded (servers, replies per request,
+ * pages, entries per page, matching connections, principals).
  */
 #include "worker-registry/sweep.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "lib/tokens.h"
-
-#define PRINCIPAL_TAG "principal:"
+#include "lib/clock.h"
+#include "lib/natsconn.h"
 #define BACKOFF_FIRST 64   /* entries a scan steps back when contiguity is lost */
 #define KICK_NOT_FOUND "no such client"
 #define NOTE_NO_EVICTOR "eviction is unavailable: no $SYS evictor credential is provisioned"
 #define NOTE_NO_KICK "the broker does not support KICK (nats-server 2.10 or newer)"
-
-/* ---- pure helpers ------------------------------------------------------ */
-
-static void __attribute__((format(printf, 3, 4)))
-say(char *buf, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (buf == NULL || len == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, len, fmt, ap);
-	va_end(ap);
-}
-
-/* Append "; "-separated text to a note (truncated to fit). */
-static void __attribute__((format(printf, 3, 4)))
-note_add(char *note, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(note);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	if (used > 0) {
-		snprintf(note + used, len - used, "; ");
-		used = strlen(note);
-		if (used + 1 >= len)
-			return;
-	}
-	va_start(ap, fmt);
-	vsnprintf(note + used, len - used, fmt, ap);
-	va_end(ap);
-}
-
-/* "<o><sep><a>" with a principal owner and an identity-token actor, n bytes
- * of s, written as "<o>.<a>" into out. */
-static bool
-principal_from(const char *s, size_t n, char sep, char *out, size_t outlen)
-{
-	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
-	const char *mid = memchr(s, sep, n);
-	size_t olen, alen;
-
-	if (mid == NULL || memchr(s, '\0', n) != NULL)
-		return false;
-	olen = (size_t)(mid - s);
-	alen = n - olen - 1;
-	if (olen == 0 || olen > IDENT_MAX || alen == 0 || alen > IDENT_MAX)
-		return false;
-	memcpy(owner, s, olen);
-	owner[olen] = '\0';
-	memcpy(actor, mid + 1, alen);
-	actor[alen] = '\0';
-	if (!principal_owner_valid(owner) || !identity_token_valid(actor))
-		return false;
-	return principal_format(owner, actor, out, outlen);
-}
-
-/*
- * Each principal an entry names, handed to fn (which returns true to
- * stop): every valid "principal:<o>.<a>" tag (tags that name none are
- * ignored), else, when no tag names one, its authorized_user "<o>-<a>".
- * An entry that is not an object, and fields of another type, name
- * nothing. Returns how many were handed over.
- */
-static size_t
-entry_each(const json_t *conn, bool (*fn)(const char *principal, void *arg), void *arg)
-{
-	char p[PRINCIPAL_MAX + 1];
-	const json_t *tags, *t, *user;
-	size_t n = 0, i, tl = strlen(PRINCIPAL_TAG);
-
-	if (!json_is_object(conn))
-		return 0;
-	tags = json_object_get(conn, "tags");
-	if (json_is_array(tags)) {
-		json_array_foreach(tags, i, t) {
-			const char *v = json_string_value(t);
-			if (i >= SWEEP_PAGE)
-				break;
-			if (v == NULL || strncmp(v, PRINCIPAL_TAG, tl) != 0 ||
-			    !principal_from(v + tl, json_string_length(t) - tl, '.', p, sizeof(p)))
-				continue;
-			n++;
-			if (fn(p, arg))
-				return n;
-		}
-	}
-	if (n > 0)
-		return n;
-	user = json_object_get(conn, "authorized_user");
-	if (json_is_string(user) &&
-	    principal_from(json_string_value(user), json_string_length(user), '-', p, sizeof(p))) {
-		fn(p, arg);
-		return 1;
-	}
-	return 0;
-}
-
-struct first_arg {
-	char *out;
-	size_t outlen;
-	bool ok;
-};
-
-static bool
-take_first(const char *p, void *arg)
-{
-	struct first_arg *a = arg;
-
-	if (strlen(p) < a->outlen) {
-		strcpy(a->out, p);
-		a->ok = true;
-	}
-	return true;
-}
-
-int
-connz_entry_principal(const json_t *conn, char *out, size_t outlen)
-{
-	struct first_arg a = { out, outlen, false };
-
-	entry_each(conn, take_first, &a);
-	return a.ok ? 0 : -1;
-}
-
-struct names_arg {
-	const char *principal;
-	bool found;
-};
-
-static bool
-is_it(const char *p, void *arg)
-{
-	struct names_arg *a = arg;
-
-	a->found = strcmp(p, a->principal) == 0;
-	return a->found;
-}
-
-bool
-connz_entry_names(const json_t *conn, const char *principal)
-{
-	struct names_arg a = { principal, false };
-
-	if (principal == NULL)
-		return false;
-	entry_each(conn, is_it, &a);
-	return a.found;
-}
-
-/* A server id we may put in a subject: one token of [A-Za-z0-9_-]. */
-static bool
-server_id_valid(const char *s, size_t n)
-{
-	if (n == 0 || n > SWEEP_SERVER_ID_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '_' || c == '-'))
-			return false;
-	}
-	return true;
-}
-
-/* An integer field >= 0 (JSON integers only; a real is refused). */
-static bool
-get_count(const json_t *obj, const char *key, long long *out)
-{
-	const json_t *v = json_object_get(obj, key);
-
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return false;
-	*out = (long long)json_integer_value(v);
-	return true;
-}
-
-/* {"error":{"code","description"}} as "<code> <description>" (bounded). */
-static void
-broker_error(const json_t *err, char *why, size_t whylen)
-{
-	const json_t *code = json_object_get(err, "code");
-	const json_t *desc = json_object_get(err, "description");
-
-	say(why, whylen, "%lld %.160s", json_is_integer(code) ? (long long)json_integer_value(code) : 0LL,
-	    json_is_string(desc) ? json_string_value(desc) : "(no description)");
-}
-
-/* One entry: an object with an integer cid, and tags (an array of strings),
- * authorized_user and account (strings) when present. */
-static bool
-entry_valid(const json_t *e, char *why, size_t whylen, size_t idx)
-{
-	const json_t *tags, *t, *v;
-	size_t i;
-
-	if (!json_is_object(e)) {
-		say(why, whylen, "connections[%zu] is not an object", idx);
-		return false;
-	}
-	v = json_object_get(e, "cid");
-	if (!json_is_integer(v) || json_integer_value(v) < 0) {
-		say(why, whylen, "connections[%zu].cid is missing or not a non-negative integer", idx);
-		return false;
-	}
-	tags = json_object_get(e, "tags");
-	if (tags != NULL) {
-		if (!json_is_array(tags) || json_array_size(tags) > SWEEP_PAGE) {
-			say(why, whylen, "connections[%zu].tags is not an array of at most %d strings",
-			    idx, SWEEP_PAGE);
-			return false;
-		}
-		json_array_foreach(tags, i, t)
-			if (!json_is_string(t)) {
-				say(why, whylen, "connections[%zu].tags[%zu] is not a string", idx, i);
-				return false;
-			}
-	}
-	v = json_object_get(e, "authorized_user");
-	if (v != NULL && !json_is_string(v)) {
-		say(why, whylen, "connections[%zu].authorized_user is not a string", idx);
-		return false;
-	}
-	v = json_object_get(e, "account");
-	if (v != NULL && !json_is_string(v)) {
-		say(why, whylen, "connections[%zu].account is not a string", idx);
-		return false;
-	}
-	return true;
-}
-
-int
-connz_page_parse(const json_t *reply, long long offset, struct connz_page *p, char *why,
-		 size_t whylen)
-{
-	const json_t *server, *data, *v, *conns, *e;
-	long long num, prev = -1;
-	size_t i;
-
-	memset(p, 0, sizeof(*p));
-	if (!json_is_object(reply)) {
-		say(why, whylen, "the reply is not a JSON object");
-		return -1;
-	}
-	v = json_object_get(reply, "error");
-	if (v != NULL) {
-		char text[200];
-		if (!json_is_object(v)) {
-			say(why, whylen, "the reply's error is not an object");
-			return -1;
-		}
-		broker_error(v, text, sizeof(text));
-		say(why, whylen, "the broker refused CONNZ: %s", text);
-		return -1;
-	}
-	server = json_object_get(reply, "server");
-	if (!json_is_object(server)) {
-		say(why, whylen, "server is missing or not an object");
-		return -1;
-	}
-	v = json_object_get(server, "ver");
-	if (json_is_string(v) && json_string_length(v) < sizeof(p->version))
-		snprintf(p->version, sizeof(p->version), "%s", json_string_value(v));
-	/* A clustered broker answers with one server's connections: the other
-	 * servers' are not in the reply, so it proves nothing about them. */
-	v = json_object_get(server, "cluster");
-	if (v != NULL && (!json_is_string(v) || json_string_length(v) > 0)) {
-		say(why, whylen, "the broker is clustered (cluster \"%.64s\"): a CONNZ reply covers "
-		    "one server only", json_is_string(v) ? json_string_value(v) : "?");
-		return -1;
-	}
-	data = json_object_get(reply, "data");
-	if (!json_is_object(data)) {
-		say(why, whylen, "data is missing or not an object");
-		return -1;
-	}
-	v = json_object_get(data, "server_id");
-	if (!json_is_string(v) || !server_id_valid(json_string_value(v), json_string_length(v))) {
-		say(why, whylen, "data.server_id is missing or not a server id");
-		return -1;
-	}
-	memcpy(p->server_id, json_string_value(v), json_string_length(v) + 1);
-	if (!get_count(data, "total", &p->total) || !get_count(data, "offset", &p->offset) ||
-	    !get_count(data, "num_connections", &num)) {
-		say(why, whylen, "data.total, data.offset or data.num_connections is missing or "
-		    "not a non-negative integer");
-		return -1;
-	}
-	if (p->offset != offset) {
-		say(why, whylen, "data.offset is %lld, %lld was asked for", p->offset, offset);
-		return -1;
-	}
-	conns = json_object_get(data, "connections");
-	if (!json_is_array(conns)) {
-		/* The broker omits an empty list. */
-		if (conns != NULL || num != 0) {
-			say(why, whylen, "data.connections is missing or not an array");
-			return -1;
-		}
-	} else if ((long long)json_array_size(conns) != num) {
-		say(why, whylen, "data.num_connections is %lld but %zu connections are listed", num,
-		    json_array_size(conns));
-		return -1;
-	}
-	if (num > SWEEP_PAGE) {
-		say(why, whylen, "%lld connections in one page, at most %d were asked for", num,
-		    SWEEP_PAGE);
-		return -1;
-	}
-	json_array_foreach(conns, i, e) {
-		if (!entry_valid(e, why, whylen, i))
-			return -1;
-		long long cid = (long long)json_integer_value(json_object_get(e, "cid"));
-		if (cid <= prev) {
-			say(why, whylen, "connections are not sorted by cid (%lld after %lld)", cid,
-			    prev);
-			return -1;
-		}
-		prev = cid;
-	}
-	p->n = (size_t)num;
-	p->conns = conns;
-	return 0;
-}
-
-int
-kick_reply_parse(const char *data, size_t len, char *why, size_t whylen)
-{
-	json_t *r, *err;
-	int rc;
-
-	say(why, whylen, "%s", "");
-	if (data == NULL || len > 64 * 1024 ||
-	    (r = json_loadb(data, len, 0, NULL)) == NULL) {
-		say(why, whylen, "the KICK reply is not JSON");
-		return -1;
-	}
-	err = json_object_get(r, "error");
-	if (!json_is_object(r)) {
-		say(why, whylen, "the KICK reply is not a JSON object");
-		rc = -1;
-	} else if (err != NULL) {
-		if (json_is_object(err)) {
-			broker_error(err, why, whylen);
-			rc = 0;
-		} else {
-			say(why, whylen, "the KICK reply's error is not an object");
-			rc = -1;
-		}
-	} else if (!json_is_object(json_object_get(r, "server"))) {
-		say(why, whylen, "the KICK reply names no server");
-		rc = -1;
-	} else {
-		rc = 1;
-	}
-	json_decref(r);
-	return rc;
-}
 
 json_t *
 eviction_result_json(const struct eviction_result *r)
@@ -425,22 +69,21 @@ principal_state_name(enum principal_state s)
 
 struct hit {
 	long long cid;
-	int who;  /* index into the sweep's distinct principals */
-	char server[SWEEP_SERVER_ID_MAX + 1];
+	int who;     /* index into the sweep's distinct principals */
+	int server;  /* index into the scan's roster: the server that holds it */
 };
 
 struct scan {
 	bool complete;
 	char note[SWEEP_NOTE_MAX];
-	char server_id[SWEEP_SERVER_ID_MAX + 1]; /* every page's: one server */
-	char version[32];
+	struct roster roster;
 	struct hit *hits;
 	size_t nhits, cap;
 	int *count;  /* connections seen per principal */
 };
 
 static int
-hit_add(struct scan *sc, long long cid, int who, const char *server)
+hit_add(struct scan *sc, long long cid, int who, int server)
 {
 	if (sc->nhits == sc->cap) {
 		size_t cap = sc->cap ? sc->cap * 2 : 16;
@@ -456,55 +99,170 @@ hit_add(struct scan *sc, long long cid, int who, const char *server)
 	}
 	sc->hits[sc->nhits].cid = cid;
 	sc->hits[sc->nhits].who = who;
-	snprintf(sc->hits[sc->nhits].server, sizeof(sc->hits[0].server), "%s", server);
+	sc->hits[sc->nhits].server = server;
 	sc->nhits++;
 	sc->count[who]++;
 	return 0;
 }
 
 static void
-scan_reset(struct scan *sc, int nnames)
+scan_reset(struct scan *sc, int nnames, int expect)
 {
 	sc->complete = false;
 	sc->note[0] = '\0';
-	sc->server_id[0] = '\0';
-	sc->version[0] = '\0';
+	roster_init(&sc->roster, expect);
 	sc->nhits = 0;
 	memset(sc->count, 0, (size_t)nnames * sizeof(*sc->count));
 }
 
-/* One CONNZ request: the parsed reply, or NULL with why. */
-static json_t *
-connz_request(struct sweeper *s, long long offset, char *why, size_t whylen)
+/*
+ * Send one CONNZ request: to every server of the account (to NULL), or to
+ * one server, named by server_name with exact_match (nats-server 2.14;
+ * older servers match the name as a substring and ignore exact_match, so
+ * the replies of other servers are told apart by id when they are read).
+ * Replies come to a fresh subject under the observer's own inbox prefix.
+ */
+static int
+connz_send(struct sweeper *s, long long offset, const struct roster_server *to,
+	   natsSubscription **sub, char *why, size_t whylen)
 {
-	char subject[128], body[96];
+	char subject[128], inbox[SWEEP_INBOX_MAX + 64], token[64];
+	json_t *body = json_pack("{s:b, s:I, s:i}", "auth", 1, "offset", (json_int_t)offset,
+	    "limit", SWEEP_PAGE);
+	char *text = NULL;
+	natsStatus st;
+
+	*sub = NULL;
+	if (body != NULL && to != NULL && to->name[0] != '\0' &&
+	    (json_object_set_new(body, "server_name", json_string(to->name)) != 0 ||
+	    json_object_set_new(body, "exact_match", json_true()) != 0)) {
+		json_decref(body);
+		body = NULL;
+	}
+	if (body == NULL || (text = json_dumps(body, JSON_COMPACT)) == NULL ||
+	    conn_unique_token(token, sizeof(token)) != 0) {
+		json_decref(body);
+		free(text);
+		note_say(why, whylen, "out of memory");
+		return -1;
+	}
+	json_decref(body);
+	snprintf(subject, sizeof(subject), "$SYS.REQ.ACCOUNT.%s.CONNZ", s->account);
+	snprintf(inbox, sizeof(inbox), "%s.%s", s->inbox[0] ? s->inbox : "_INBOX", token);
+	st = natsConnection_SubscribeSync(sub, s->observer, inbox);
+	if (st == NATS_OK) {
+		s->connz_requests++;
+		st = natsConnection_PublishRequestString(s->observer, subject, inbox, text);
+	}
+	free(text);
+	if (st != NATS_OK) {
+		note_say(why, whylen, "%s", natsStatus_GetText(st));
+		natsSubscription_Destroy(*sub);
+		*sub = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+enum next { NEXT_REPLY, NEXT_TIMEOUT, NEXT_BAD, NEXT_NONE };
+
+/*
+ * The next reply to a CONNZ request before deadline (mono_ms): NEXT_REPLY
+ * with *r, NEXT_TIMEOUT, NEXT_BAD (a reply that is no JSON: why), or
+ * NEXT_NONE (nobody serves the subject, or the connection failed: why).
+ */
+static enum next
+connz_next(natsSubscription *sub, int64_t deadline, json_t **r, char *why, size_t whylen)
+{
+	int64_t left = deadline - mono_ms();
+	json_error_t jerr;
 	natsMsg *m = NULL;
 	natsStatus st;
-	json_t *r;
-	json_error_t jerr;
 	int len;
 
-	snprintf(subject, sizeof(subject), "$SYS.REQ.ACCOUNT.%s.CONNZ", s->account);
-	snprintf(body, sizeof(body), "{\"auth\":true,\"offset\":%lld,\"limit\":%d}", offset,
-	    SWEEP_PAGE);
-	s->connz_requests++;
-	st = natsConnection_RequestString(&m, s->observer, subject, body, SWEEP_REQUEST_MS);
+	*r = NULL;
+	if (left <= 0)
+		return NEXT_TIMEOUT;
+	st = natsSubscription_NextMsg(&m, sub, left);
+	if (st == NATS_TIMEOUT)
+		return NEXT_TIMEOUT;
 	if (st != NATS_OK) {
-		say(why, whylen, "%s", st == NATS_TIMEOUT ? "no answer within the request timeout" :
-		    st == NATS_NO_RESPONDERS ? "no responders (is the observer a $SYS user?)" :
-		    natsStatus_GetText(st));
-		return NULL;
+		note_say(why, whylen, "%s", natsStatus_GetText(st));
+		return NEXT_NONE;
+	}
+	if (natsMsg_IsNoResponders(m)) {
+		natsMsg_Destroy(m);
+		note_say(why, whylen, "no responders (is the observer a $SYS user?)");
+		return NEXT_NONE;
 	}
 	len = natsMsg_GetDataLength(m);
 	if (len <= 0 || len > SWEEP_REPLY_MAX) {
-		say(why, whylen, "a reply of %d bytes", len);
+		note_say(why, whylen, "a reply of %d bytes", len);
 		natsMsg_Destroy(m);
-		return NULL;
+		return NEXT_BAD;
 	}
-	r = json_loadb(natsMsg_GetData(m), (size_t)len, 0, &jerr);
+	*r = json_loadb(natsMsg_GetData(m), (size_t)len, 0, &jerr);
 	natsMsg_Destroy(m);
-	if (r == NULL)
-		say(why, whylen, "the reply is not JSON: %.100s", jerr.text);
+	if (*r == NULL) {
+		note_say(why, whylen, "the reply is not JSON: %.100s", jerr.text);
+		return NEXT_BAD;
+	}
+	return NEXT_REPLY;
+}
+
+#define NO_ANSWER "no answer within the request timeout"
+
+/* The reply's server.id, or "" (a reply we check in full later). */
+static const char *
+reply_server_id(const json_t *r)
+{
+	const char *id = json_string_value(json_object_get(json_object_get(r, "server"), "id"));
+
+	return id != NULL ? id : "";
+}
+
+/*
+ * One page of one server: the reply whose server is srv, or NULL with why.
+ * Replies of other servers that a name filter let through are skipped; a
+ * reply from srv's name under another id means the server restarted, and
+ * its connection ids started over.
+ */
+static json_t *
+connz_page_of(struct sweeper *s, const struct roster_server *srv, long long offset, char *why,
+	      size_t whylen)
+{
+	natsSubscription *sub;
+	int64_t deadline = mono_ms() + SWEEP_REQUEST_MS;
+	json_t *r = NULL;
+
+	if (connz_send(s, offset, srv, &sub, why, whylen) != 0)
+		return NULL;
+	note_say(why, whylen, NO_ANSWER);
+	for (int n = 0; n < SWEEP_REPLIES_MAX; n++) {
+		enum next nx = connz_next(sub, deadline, &r, why, whylen);
+		if (nx != NEXT_REPLY) {
+			if (nx == NEXT_BAD)
+				continue;
+			if (nx == NEXT_TIMEOUT)
+				note_say(why, whylen, NO_ANSWER);
+			break;
+		}
+		const char *id = reply_server_id(r);
+		if (strcmp(id, srv->id) == 0)
+			break;
+		const char *name = json_string_value(json_object_get(json_object_get(r, "server"),
+		    "name"));
+		if (srv->name[0] != '\0' && name != NULL && strcmp(name, srv->name) == 0) {
+			note_say(why, whylen, "the server changed during the scan (%.60s, then %.60s)",
+			    srv->id, id);
+			json_decref(r);
+			r = NULL;
+			break;
+		}
+		json_decref(r);
+		r = NULL;
+	}
+	natsSubscription_Destroy(sub);
 	return r;
 }
 
@@ -543,53 +301,55 @@ entry_match(const json_t *e, const char *account, const char *const *names, int 
 	/* CONNZ of the account lists that account only; another one is not ours. */
 	if (acct != NULL && strcmp(acct, account) != 0)
 		return 0;
-	entry_each(e, match_one, &a);
+	connz_entry_each(e, match_one, &a);
 	return a.n;
 }
 
+/* A page that failed, into the scan's note: which server, when there are
+ * several. */
+static void
+scan_fail(struct scan *sc, int server, long long offset, const char *why)
+{
+	const struct roster_server *srv = server >= 0 ? &sc->roster.s[server] : NULL;
+
+	if (srv == NULL || (sc->roster.n == 1 && sc->roster.expect == 1))
+		note_add(sc->note, sizeof(sc->note), "CONNZ at offset %lld: %s", offset, why);
+	else
+		note_add(sc->note, sizeof(sc->note), "CONNZ of server %s at offset %lld: %s",
+		    srv->name[0] ? srv->name : srv->id, offset, why);
+}
+
 /*
- * Scan the account's connections once, recording those of names[]. On
- * return sc->complete says whether every connection was seen.
+ * Read every page of one server's connections, starting from its answer
+ * to the first request (first, taken over), recording those of names[].
+ * Marks the server complete when every connection was seen.
  */
 static void
-scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *sc)
+server_read(struct sweeper *s, const char *const *names, int nnames, struct scan *sc, int idx,
+	    json_t *first)
 {
+	struct roster_server *srv = &sc->roster.s[idx];
 	long long offset = 0, last = -1, step = 0;
-	int pages = 0;
+	json_t *reply = first;
 
-	scan_reset(sc, nnames);
-	if (s->observer == NULL) {
-		say(sc->note, sizeof(sc->note), "no $SYS observer connection");
-		return;
-	}
-	if (!server_id_valid(s->account, strlen(s->account))) {
-		say(sc->note, sizeof(sc->note), "no space account to scan");
-		return;
-	}
-	for (;;) {
+	for (int pages = 1;; pages++) {
 		char why[SWEEP_NOTE_MAX - 48];
 		struct connz_page pg;
-		json_t *reply, *e;
+		json_t *e;
 		size_t i;
 
-		if (pages++ == SWEEP_PAGES_MAX) {
-			say(sc->note, sizeof(sc->note), "the scan needs more than %d CONNZ pages",
-			    SWEEP_PAGES_MAX);
-			return;
+		if (reply == NULL) {
+			if (pages > SWEEP_PAGES_MAX) {
+				scan_fail(sc, idx, offset, "the scan needs more CONNZ pages than allowed");
+				return;
+			}
+			if ((reply = connz_page_of(s, srv, offset, why, sizeof(why))) == NULL) {
+				scan_fail(sc, idx, offset, why);
+				return;
+			}
 		}
-		if ((reply = connz_request(s, offset, why, sizeof(why))) == NULL ||
-		    connz_page_parse(reply, offset, &pg, why, sizeof(why)) != 0) {
-			say(sc->note, sizeof(sc->note), "CONNZ at offset %lld: %s", offset, why);
-			json_decref(reply);
-			return;
-		}
-		/* cids are one server's: a restart in between starts them over. */
-		if (sc->server_id[0] == '\0') {
-			memcpy(sc->server_id, pg.server_id, sizeof(sc->server_id));
-			memcpy(sc->version, pg.version, sizeof(sc->version));
-		} else if (strcmp(sc->server_id, pg.server_id) != 0) {
-			say(sc->note, sizeof(sc->note), "CONNZ at offset %lld: the server changed "
-			    "during the scan (%.60s, then %.60s)", offset, sc->server_id, pg.server_id);
+		if (connz_page_parse(reply, offset, &pg, why, sizeof(why)) != 0) {
+			scan_fail(sc, idx, offset, why);
 			json_decref(reply);
 			return;
 		}
@@ -600,6 +360,7 @@ scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *s
 			step = step > 0 ? step * 2 : BACKOFF_FIRST;
 			offset = offset > step ? offset - step : 0;
 			json_decref(reply);
+			reply = NULL;
 			continue;
 		}
 		step = 0;
@@ -612,9 +373,9 @@ scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *s
 				continue;  /* seen on the page before */
 			nw = entry_match(e, s->account, names, nnames, who);
 			for (size_t k = 0; k < nw; k++)
-				if (hit_add(sc, cid, who[k], pg.server_id) != 0) {
-					say(sc->note, sizeof(sc->note), "more than %d connections of the "
-					    "named principals", SWEEP_MATCHES_MAX);
+				if (hit_add(sc, cid, who[k], idx) != 0) {
+					note_add(sc->note, sizeof(sc->note), "more than %d connections of "
+					    "the named principals", SWEEP_MATCHES_MAX);
 					json_decref(reply);
 					return;
 				}
@@ -622,18 +383,125 @@ scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *s
 		}
 		if (offset + (long long)pg.n >= pg.total) {
 			json_decref(reply);
-			sc->complete = true;
+			srv->complete = true;
 			return;
 		}
 		if (pg.n < 2) {
-			say(sc->note, sizeof(sc->note), "CONNZ at offset %lld: %zu of %lld connections "
-			    "in a page", offset, pg.n, pg.total);
+			snprintf(why, sizeof(why), "%zu of %lld connections in a page", pg.n, pg.total);
+			scan_fail(sc, idx, offset, why);
 			json_decref(reply);
 			return;
 		}
 		offset += (long long)pg.n - 1;
 		json_decref(reply);
+		reply = NULL;
 	}
+}
+
+/*
+ * The first page of every server: one request that every server of the
+ * account answers, read until the servers the sweeper expects have
+ * answered (and, on a cluster, SWEEP_GRACE_MS more for any other) or the
+ * request timeout. Each server's reply lands in first[] by roster index.
+ * A reply that does not check is noted (the scan is then incomplete).
+ */
+static void
+scan_gather(struct sweeper *s, struct scan *sc, json_t **first, bool *bad)
+{
+	char why[SWEEP_NOTE_MAX - 48] = NO_ANSWER;
+	natsSubscription *sub;
+	int64_t deadline = mono_ms() + SWEEP_REQUEST_MS;
+	bool grace = false, none = false;
+
+	if (connz_send(s, 0, NULL, &sub, why, sizeof(why)) != 0) {
+		scan_fail(sc, -1, 0, why);
+		*bad = true;
+		return;
+	}
+	for (int n = 0; n < SWEEP_REPLIES_MAX; n++) {
+		char whyr[SWEEP_NOTE_MAX - 48];
+		struct connz_page pg;
+		json_t *r;
+		bool added;
+		int idx;
+		enum next nx = connz_next(sub, deadline, &r, whyr, sizeof(whyr));
+
+		if (nx == NEXT_TIMEOUT)
+			break;
+		if (nx == NEXT_NONE) {
+			snprintf(why, sizeof(why), "%s", whyr);
+			none = true;
+			break;
+		}
+		if (nx == NEXT_BAD || connz_page_parse(r, 0, &pg, whyr, sizeof(whyr)) != 0) {
+			/* Its server (when it says which) answered, and is not read. */
+			if (nx == NEXT_REPLY && pg.server_id[0] != '\0')
+				idx = roster_add(&sc->roster, &pg, &added);
+			else
+				idx = -1;
+			scan_fail(sc, idx, 0, whyr);
+			*bad = true;
+			json_decref(r);
+		} else if ((idx = roster_add(&sc->roster, &pg, &added)) >= 0 && added) {
+			first[idx] = r;
+		} else {
+			json_decref(r);  /* a second answer of one server, or one too many */
+		}
+		switch (roster_waiting(&sc->roster)) {
+		case ROSTER_WAIT:
+			continue;
+		case ROSTER_GRACE:
+			if (!grace && deadline > mono_ms() + SWEEP_GRACE_MS)
+				deadline = mono_ms() + SWEEP_GRACE_MS;
+			grace = true;
+			continue;
+		case ROSTER_DONE:
+			break;
+		}
+		break;
+	}
+	natsSubscription_Destroy(sub);
+	if (sc->roster.n == 0 && !*bad) {
+		scan_fail(sc, -1, 0, why);
+		*bad = true;
+	} else if (none) {
+		scan_fail(sc, -1, 0, why);
+		*bad = true;
+	}
+}
+
+/*
+ * Scan the account's connections once, on every server, recording those
+ * of names[]. On return sc->complete says whether every connection of
+ * every server was seen.
+ */
+static void
+scan_run(struct sweeper *s, const char *const *names, int nnames, struct scan *sc)
+{
+	json_t *first[SWEEP_SERVERS_MAX] = { NULL };
+	char missing[SWEEP_NOTE_MAX];
+	bool bad = false;
+
+	scan_reset(sc, nnames, s->expect);
+	if (s->observer == NULL) {
+		note_say(sc->note, sizeof(sc->note), "no $SYS observer connection");
+		return;
+	}
+	if (!connz_server_id_valid(s->account, strlen(s->account))) {
+		note_say(sc->note, sizeof(sc->note), "no space account to scan");
+		return;
+	}
+	scan_gather(s, sc, first, &bad);
+	for (int i = 0; i < sc->roster.n; i++)
+		if (first[i] != NULL)
+			server_read(s, names, nnames, sc, i, first[i]);
+	if (sc->roster.n > 0) {
+		roster_missing(&sc->roster, s->seen, missing, sizeof(missing));
+		if (missing[0] != '\0')
+			note_add(sc->note, sizeof(sc->note), "%s", missing);
+	}
+	roster_remember(&sc->roster, s->seen);
+	sc->complete = !bad && roster_complete(&sc->roster);
 }
 
 /* ---- eviction ---------------------------------------------------------- */
@@ -654,16 +522,16 @@ struct evict_state {
 };
 
 static bool
-kicked_before(const struct evict_state *es, const struct hit *h)
+kicked_before(const struct evict_state *es, long long cid, const char *server)
 {
 	for (size_t i = 0; i < es->ndone; i++)
-		if (es->done[i].cid == h->cid && strcmp(es->done[i].server, h->server) == 0)
+		if (es->done[i].cid == cid && strcmp(es->done[i].server, server) == 0)
 			return true;
 	return false;
 }
 
 static void
-kicked_record(struct evict_state *es, const struct hit *h)
+kicked_record(struct evict_state *es, long long cid, const char *server)
 {
 	if (es->ndone == es->capdone) {
 		size_t cap = es->capdone ? es->capdone * 2 : 16;
@@ -674,26 +542,17 @@ kicked_record(struct evict_state *es, const struct hit *h)
 		es->done = k;
 		es->capdone = cap;
 	}
-	es->done[es->ndone].cid = h->cid;
-	snprintf(es->done[es->ndone].server, sizeof(es->done[0].server), "%s", h->server);
+	es->done[es->ndone].cid = cid;
+	snprintf(es->done[es->ndone].server, sizeof(es->done[0].server), "%s", server);
 	es->ndone++;
 }
 
-/* A server version that has KICK: 2.10 or newer ("2.10.27", "2.11.0-RC.1"). */
-static bool
-version_has_kick(const char *ver)
-{
-	int major, minor;
-
-	if (sscanf(ver, "%d.%d", &major, &minor) != 2)
-		return false;
-	return major > 2 || (major == 2 && minor >= 10);
-}
-
-/* KICK one connection; has_kick: its server says it is 2.10 or newer. */
+/* KICK one connection on the server that holds it. */
 static void
-kick_one(struct sweeper *s, const struct hit *h, bool has_kick, struct evict_state *es)
+kick_one(struct sweeper *s, const struct hit *h, const struct roster_server *srv,
+	 struct evict_state *es)
 {
+	bool has_kick = connz_version_has_kick(srv->version);
 	char subject[SWEEP_SERVER_ID_MAX + 32], body[64], why[160];
 	char *problem = es->problem[h->who];
 	size_t plen = sizeof(es->problem[0]);
@@ -701,7 +560,7 @@ kick_one(struct sweeper *s, const struct hit *h, bool has_kick, struct evict_sta
 	natsStatus st;
 	int rc;
 
-	snprintf(subject, sizeof(subject), "$SYS.REQ.SERVER.%s.KICK", h->server);
+	snprintf(subject, sizeof(subject), "$SYS.REQ.SERVER.%s.KICK", srv->id);
 	snprintf(body, sizeof(body), "{\"cid\":%lld}", h->cid);
 	s->kick_requests++;
 	st = natsConnection_RequestString(&m, s->evictor, subject, body, SWEEP_REQUEST_MS);
@@ -711,8 +570,8 @@ kick_one(struct sweeper *s, const struct hit *h, bool has_kick, struct evict_sta
 		if (!has_kick)
 			es->unsupported = true;
 		else if (problem[0] == '\0')
-			say(problem, plen, "KICK of connection %lld: no responders on server %.60s",
-			    h->cid, h->server);
+			note_say(problem, plen, "KICK of connection %lld: no responders on server %.60s",
+			    h->cid, srv->id);
 		return;
 	}
 	if (st != NATS_OK) {
@@ -720,7 +579,7 @@ kick_one(struct sweeper *s, const struct hit *h, bool has_kick, struct evict_sta
 		 * rail waits behind this sweep: one is enough to stop kicking. */
 		es->stalled = true;
 		if (problem[0] == '\0')
-			say(problem, plen, "KICK of connection %lld: %s; no further KICK was sent",
+			note_say(problem, plen, "KICK of connection %lld: %s; no further KICK was sent",
 			    h->cid, st == NATS_TIMEOUT ? "no answer within the request timeout" :
 			    natsStatus_GetText(st));
 		return;
@@ -731,14 +590,14 @@ kick_one(struct sweeper *s, const struct hit *h, bool has_kick, struct evict_sta
 	if (rc == 1 || (rc == 0 && strstr(why, KICK_NOT_FOUND) != NULL))
 		es->moved = true;
 	if (rc == 1) {
-		if (!kicked_before(es, h)) {
+		if (!kicked_before(es, h->cid, srv->id)) {
 			es->kicked[h->who]++;
-			kicked_record(es, h);
+			kicked_record(es, h->cid, srv->id);
 		}
 	} else if (rc == 0 && strstr(why, KICK_NOT_FOUND) != NULL) {
 		/* It closed between the scan and the KICK: the re-scan tells. */
 	} else if (problem[0] == '\0') {
-		say(problem, plen, "KICK of connection %lld %s: %.100s", h->cid,
+		note_say(problem, plen, "KICK of connection %lld %s: %.100s", h->cid,
 		    rc == 0 ? "refused" : "unreadable", why);
 	}
 }
@@ -751,16 +610,6 @@ settle(int round)
 	struct timespec ts = { 0, 10L * 1000 * 1000 << (round < 4 ? round : 4) };
 
 	nanosleep(&ts, NULL);
-}
-
-static bool
-principal_valid(const char *p)
-{
-	char out[PRINCIPAL_MAX + 1];
-	size_t n;
-
-	return p != NULL && (n = strlen(p)) <= PRINCIPAL_MAX &&
-	    principal_from(p, n, '.', out, sizeof(out)) && strcmp(out, p) == 0;
 }
 
 void
@@ -783,13 +632,13 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 		snprintf(out[i].principal, sizeof(out[i].principal), "%s",
 		    principals[i] ? principals[i] : "");
 		if (i >= SWEEP_PRINCIPALS_MAX) {
-			say(out[i].note, sizeof(out[i].note), "more than %d principals in one "
+			note_say(out[i].note, sizeof(out[i].note), "more than %d principals in one "
 			    "request: not swept", SWEEP_PRINCIPALS_MAX);
 			continue;
 		}
 		map[i] = -1;
-		if (!principal_valid(principals[i])) {
-			say(out[i].note, sizeof(out[i].note), "not a principal (\"<o>.<a>\" with a "
+		if (!connz_principal_valid(principals[i])) {
+			note_say(out[i].note, sizeof(out[i].note), "not a principal (\"<o>.<a>\" with a "
 			    "principal owner): not swept");
 			continue;
 		}
@@ -812,7 +661,7 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 			break;
 		es.moved = false;
 		for (size_t h = 0; h < sc.nhits && !es.unsupported && !es.stalled; h++)
-			kick_one(s, &sc.hits[h], version_has_kick(sc.version), &es);
+			kick_one(s, &sc.hits[h], &sc.roster.s[sc.hits[h].server], &es);
 		rounds++;
 		if (!es.moved)
 			break;  /* no KICK changed anything: the scan in hand still holds */
@@ -861,11 +710,11 @@ sweep_liveness(struct sweeper *s, const char *principal, bool *complete, char *n
 	struct scan sc = { .count = count };
 	enum principal_state st;
 
-	say(note, notelen, "%s", "");
+	note_say(note, notelen, "%s", "");
 	if (complete != NULL)
 		*complete = false;
-	if (!principal_valid(principal)) {
-		say(note, notelen, "not a principal (\"<o>.<a>\" with a principal owner)");
+	if (!connz_principal_valid(principal)) {
+		note_say(note, notelen, "not a principal (\"<o>.<a>\" with a principal owner)");
 		return PRINCIPAL_UNKNOWN;
 	}
 	scan_run(s, names, 1, &sc);
@@ -879,6 +728,6 @@ sweep_liveness(struct sweeper *s, const char *principal, bool *complete, char *n
 	else
 		st = PRINCIPAL_UNKNOWN;
 	if (!sc.complete)
-		say(note, notelen, "scan incomplete: %s", sc.note);
+		note_say(note, notelen, "scan incomplete: %s", sc.note);
 	return st;
 }

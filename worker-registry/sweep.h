@@ -6,6 +6,11 @@
  * re-scanned up to SWEEP_ROUNDS times. An incomplete scan never reports
  * verifiedGone.
  *
+ * On a cluster each server answers CONNZ for its own connections: a scan
+ * gathers every server's answer, pages each server on its own, and KICKs
+ * each connection on the server that holds it (roster.h says which
+ * servers a scan must hear from). The replies' checks are in connz.h.
+ *
  * The caller (the registry worker) owns the two connections: they are
  * opened under the observer's and the evictor's JWTs, with nonces signed by
  * the supervisor. evictor may be NULL: eviction is then unavailable, and
@@ -20,21 +25,29 @@
 #include <stddef.h>
 
 #include "lib/records.h"
+#include "worker-registry/connz.h"
+#include "worker-registry/roster.h"
 
 #define SWEEP_PRINCIPALS_MAX 256   /* principals in one evictPrincipals request */
 #define SWEEP_ROUNDS 3             /* verify rounds after the first scan */
-#define SWEEP_PAGE 1024            /* CONNZ limit per page */
-#define SWEEP_PAGES_MAX 256        /* pages of one scan: past that it is incomplete */
+#define SWEEP_PAGES_MAX 256        /* pages of one server in a scan: past that it is incomplete */
 #define SWEEP_REQUEST_MS 3000      /* one CONNZ or KICK request */
+#define SWEEP_GRACE_MS 100         /* after the expected servers, for a cluster's others */
+#define SWEEP_REPLIES_MAX (4 * SWEEP_SERVERS_MAX) /* replies one CONNZ request reads */
 #define SWEEP_NOTE_MAX 256
 #define SWEEP_MATCHES_MAX 4096     /* connections of the named principals one scan keeps */
 #define SWEEP_REPLY_MAX (64 * 1024 * 1024) /* a CONNZ reply we decode */
-#define SWEEP_SERVER_ID_MAX 64
+#define SWEEP_INBOX_MAX 128        /* REPLY_INBOX_MAX */
 
 struct sweeper {
 	natsConnection *observer;  /* $SYS observer: $SYS.REQ.ACCOUNT.<account>.CONNZ */
 	natsConnection *evictor;   /* $SYS evictor: $SYS.REQ.SERVER.*.KICK; NULL: none */
 	char account[64];          /* the space account's public key */
+	/* The observer's reply-inbox prefix (its credential's own sub.allow);
+	 * "" is nats.c's default "_INBOX". */
+	char inbox[SWEEP_INBOX_MAX];
+	int expect;                /* servers that must answer: the daemon's URLs (0: 1) */
+	struct roster_seen *seen;  /* servers heard before, kept across sweeps; may be NULL */
 	/* Requests sent so far (logs and tests; start them at zero). */
 	unsigned long connz_requests;
 	unsigned long kick_requests;
@@ -46,7 +59,7 @@ struct eviction_result {
 	int kicked;          /* KICKs the broker accepted */
 	int remaining;       /* connections of the principal still seen by the last scan */
 	bool verified_gone;  /* scan complete and nothing remaining */
-	bool scan_complete;  /* every CONNZ page of the last scan was read */
+	bool scan_complete;  /* every server answered the last scan, and all its pages were read */
 	char note[SWEEP_NOTE_MAX]; /* "" or why it is not verified */
 };
 
@@ -71,41 +84,5 @@ enum principal_state sweep_liveness(struct sweeper *s, const char *principal, bo
 /* EvictionResult as JSON (WIRE.md §5): {principal, kicked, remaining,
  * verifiedGone, scanComplete, note?}. */
 json_t *eviction_result_json(const struct eviction_result *r);
-
-/*
- * The principal a CONNZ connection entry belongs to: its JWT tag
- * "principal:<o>.<a>", else its authorized_user "<o>-<a>" (dash-form)
- * turned into "<o>.<a>"; the owner must be a principal owner. 0 with the
- * principal in out, -1 when the entry names none. Pure: unit-tested.
- */
-int connz_entry_principal(const json_t *conn, char *out, size_t outlen);
-/* Does the entry name this principal (any of its principal tags, else its
- * authorized_user)? Pure. */
-bool connz_entry_names(const json_t *conn, const char *principal);
-
-/*
- * One CONNZ reply page (network input), checked for everything the sweep
- * relies on: {"server":{"id", "cluster"?}, "data":{"server_id",
- * "num_connections", "total", "offset" (= the offset asked for),
- * "connections":[{"cid", "tags"?, "authorized_user"?, "account"?}, ...]}}
- * with num_connections the array's length (at most SWEEP_PAGE), cids
- * strictly ascending, tags an array of strings. A broker error
- * {"error":{"code","description"}}, a clustered broker (a reply covers one
- * server) or a missing or mistyped field: -1 with why. Pure.
- */
-struct connz_page {
-	char server_id[SWEEP_SERVER_ID_MAX + 1];
-	char version[32];        /* server.ver, "" when absent or not a short string */
-	long long total;
-	long long offset;
-	size_t n;                /* entries */
-	const json_t *conns;     /* data.connections, borrowed from the reply */
-};
-int connz_page_parse(const json_t *reply, long long offset, struct connz_page *p, char *why,
-		     size_t whylen);
-
-/* A KICK reply: 1 accepted ({"server":{...}} and no "error"), 0 refused
- * (why has the broker's code and words), -1 undecodable. Pure. */
-int kick_reply_parse(const char *data, size_t len, char *why, size_t whylen);
 
 #endif

@@ -2,9 +2,9 @@
  * Verified eviction and principal liveness (worker-registry/sweep.h)
  * against a real broker in operator mode, driven with the space's $SYS
  * observer and evictor credentials exactly as the registry worker holds
- * them; the paging, refusal and missing-KICK paths against a scripted
- * CONNZ/KICK responder on a plain broker; and a 2.9 broker, which has no
- * KICK.
+ * them; the paging, refusal and missing-KICK paths, and two servers of a
+ * cluster, against scripted CONNZ/KICK responders on a plain broker; and
+ * a 2.9 broker, which has no KICK.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -27,6 +27,7 @@
 
 #include "lib/creds.h"
 #include "lib/jwt.h"
+#include "lib/perms.h"
 #include "lib/tokens.h"
 #include "tests/harness/harness.h"
 #include "worker-registry/sweep.h"
@@ -39,6 +40,7 @@ static struct mesh mesh;
 static struct agent alice, bob, carol, dave, erin;
 static struct conn observer, evictor;
 static char account[64];
+static char observer_inbox[SWEEP_INBOX_MAX]; /* its credential's own reply prefix */
 
 static void
 sleep_ms(int ms)
@@ -107,6 +109,8 @@ connect_sys(struct mesh *m, struct conn *obs, struct conn *ev)
 static int
 setup(void **state)
 {
+	char err[256];
+
 	(void)state;
 	if (h_mesh_up(&mesh, "sweep", true) != 0 ||
 	    h_agent_add(&mesh, "alice", "general", &alice) != 0 ||
@@ -115,7 +119,9 @@ setup(void **state)
 	    h_agent_add(&mesh, "dave", "general", &dave) != 0 ||
 	    h_agent_add(&mesh, "erin", "general", &erin) != 0 ||
 	    space_account(&mesh, account, sizeof(account)) != 0 ||
-	    connect_sys(&mesh, &observer, &evictor) != 0)
+	    connect_sys(&mesh, &observer, &evictor) != 0 ||
+	    jwt_reply_inbox(observer.creds.jwt, observer_inbox, sizeof(observer_inbox), err,
+	    sizeof(err)) != 0)
 		return -1;
 	return 0;
 }
@@ -136,6 +142,9 @@ sweeper_of(natsConnection *obs, natsConnection *ev, const char *acct)
 	struct sweeper s = { .observer = obs, .evictor = ev };
 
 	snprintf(s.account, sizeof(s.account), "%s", acct);
+	/* The space's observer replies under its own prefix (the plain
+	 * broker of the scripted tests lets any prefix through). */
+	snprintf(s.inbox, sizeof(s.inbox), "%s", observer_inbox);
 	return s;
 }
 
@@ -416,6 +425,9 @@ test_broker_29_has_no_kick(void **state)
 	if (h_connect(&m29, a.creds, &c, err, sizeof(err)) != 0)
 		fail_msg("connect: %s", err);
 	s = sweeper_of(obs.nc, ev.nc, acct);
+	/* This mesh's observer has its own reply prefix. */
+	if (jwt_reply_inbox(obs.creds.jwt, s.inbox, sizeof(s.inbox), err, sizeof(err)) != 0)
+		fail_msg("observer inbox: %s", err);
 	evict1(&s, a.principal, &r);
 	if (r.kicked > 0) {
 		fprintf(stderr, "! %s kicks: not a 2.9 broker, skipped\n", m29.nats_bin);
@@ -437,6 +449,7 @@ test_broker_29_has_no_kick(void **state)
 
 #define FAKE_ACCT "AFAKEACCOUNTAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 #define FAKE_SID "NFAKESERVERAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+#define FAKE_SID10 "NFAKESERVERTENAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 #define FAKE_MAX 4000
 
 struct fake {
@@ -449,14 +462,19 @@ struct fake {
 	bool cluster;
 	bool kick_silent;         /* KICKs are received and never answered */
 	const char *version;      /* server.ver */
-	int requests, kicks;
+	const char *name, *sid;   /* server.name, server.id */
+	bool by_name;             /* answers only a request its name matches */
+	int requests, kicks, filtered;
 };
 
-static struct fake fake = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static struct fake fake = { .mu = PTHREAD_MUTEX_INITIALIZER, .name = "fake", .sid = FAKE_SID };
+/* A second server of the same cluster, whose name holds the first's. */
+static struct fake fake10 = { .mu = PTHREAD_MUTEX_INITIALIZER, .name = "fake10",
+	.sid = FAKE_SID10, .by_name = true };
 static pid_t plain_pid;
 static char plain_url[64];
 static natsConnection *responder;
-static natsSubscription *connz_sub, *kick_sub;
+static natsSubscription *connz_sub, *kick_sub, *connz10_sub, *kick10_sub;
 
 static void
 plain_stop(void)
@@ -503,11 +521,11 @@ plain_start(void)
 }
 
 static json_t *
-fake_server(void)
+fake_server(const struct fake *f)
 {
-	json_t *s = json_pack("{s:s, s:s, s:s}", "name", "fake", "id", FAKE_SID, "ver", fake.version);
+	json_t *s = json_pack("{s:s, s:s, s:s}", "name", f->name, "id", f->sid, "ver", f->version);
 
-	if (fake.cluster)
+	if (f->cluster)
 		json_object_set_new(s, "cluster", json_string("c1"));
 	return s;
 }
@@ -528,41 +546,51 @@ on_connz(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
 	json_t *req = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
 	long long offset = json_integer_value(json_object_get(req, "offset"));
 	long long limit = json_integer_value(json_object_get(req, "limit"));
-	json_t *conns = json_array(), *data;
+	const char *name = json_string_value(json_object_get(req, "server_name"));
+	struct fake *f = arg;
+	json_t *conns, *data;
 
 	(void)sub;
-	(void)arg;
-	pthread_mutex_lock(&fake.mu);
-	fake.requests++;
+	/* nats-server 2.10 filters by server name as a substring. */
+	if (f->by_name && name != NULL && strstr(f->name, name) == NULL) {
+		json_decref(req);
+		natsMsg_Destroy(m);
+		return;
+	}
+	conns = json_array();
+	pthread_mutex_lock(&f->mu);
+	f->requests++;
+	if (name != NULL)
+		f->filtered++;
 	/* Connections close between pages: those below the offset shift the
 	 * rest down (only non-principal ones, so every principal stays). */
-	for (int d = 0, i = (int)(offset < fake.n ? offset : fake.n) - 1;
-	     offset > 0 && d < fake.drop && i >= 0; i--)
-		if (fake.who[i][0] == '\0') {
-			memmove(&fake.cid[i], &fake.cid[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.cid[0]));
-			memmove(&fake.who[i], &fake.who[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.who[0]));
-			fake.n--;
+	for (int d = 0, i = (int)(offset < f->n ? offset : f->n) - 1;
+	     offset > 0 && d < f->drop && i >= 0; i--)
+		if (f->who[i][0] == '\0') {
+			memmove(&f->cid[i], &f->cid[i + 1], (size_t)(f->n - i - 1) * sizeof(f->cid[0]));
+			memmove(&f->who[i], &f->who[i + 1], (size_t)(f->n - i - 1) * sizeof(f->who[0]));
+			f->n--;
 			d++;
 		}
-	for (long long i = offset; i < fake.n && i < offset + limit; i++) {
+	for (long long i = offset; i < f->n && i < offset + limit; i++) {
 		json_t *tags = json_array();
 		char tag[64];
-		if (fake.who[i][0] != '\0') {
-			snprintf(tag, sizeof(tag), "principal:%s", fake.who[i]);
+		if (f->who[i][0] != '\0') {
+			snprintf(tag, sizeof(tag), "principal:%s", f->who[i]);
 			json_array_append_new(tags, json_string(tag));
 		}
 		json_array_append_new(tags, json_string("cotal-profile:agent"));
 		json_array_append_new(conns, json_pack("{s:I, s:s, s:s, s:s, s:o}", "cid",
-		    (json_int_t)fake.cid[i], "kind", "Client", "authorized_user", "UFAKEUSER",
+		    (json_int_t)f->cid[i], "kind", "Client", "authorized_user", "UFAKEUSER",
 		    "account", FAKE_ACCT, "tags", tags));
 	}
-	data = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "server_id", FAKE_SID,
-	    "num_connections", (json_int_t)json_array_size(conns), "total", (json_int_t)fake.n,
+	data = json_pack("{s:s, s:I, s:I, s:I, s:I, s:o}", "server_id", f->sid,
+	    "num_connections", (json_int_t)json_array_size(conns), "total", (json_int_t)f->n,
 	    "offset", (json_int_t)offset, "limit", (json_int_t)limit, "connections", conns);
-	if (fake.bad_later_pages && offset > 0)
+	if (f->bad_later_pages && offset > 0)
 		json_object_set_new(data, "total", json_string("many"));
-	pthread_mutex_unlock(&fake.mu);
-	reply_json(nc, m, json_pack("{s:o, s:o}", "server", fake_server(), "data", data));
+	pthread_mutex_unlock(&f->mu);
+	reply_json(nc, m, json_pack("{s:o, s:o}", "server", fake_server(f), "data", data));
 	json_decref(req);
 	natsMsg_Destroy(m);
 }
@@ -572,55 +600,63 @@ on_kick(natsConnection *nc, natsSubscription *sub, natsMsg *m, void *arg)
 {
 	json_t *req = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
 	long long cid = json_integer_value(json_object_get(req, "cid"));
+	struct fake *f = arg;
 	bool found = false;
 
 	(void)sub;
-	(void)arg;
-	pthread_mutex_lock(&fake.mu);
-	fake.kicks++;
-	if (fake.kick_silent) {
-		pthread_mutex_unlock(&fake.mu);
+	pthread_mutex_lock(&f->mu);
+	f->kicks++;
+	if (f->kick_silent) {
+		pthread_mutex_unlock(&f->mu);
 		json_decref(req);
 		natsMsg_Destroy(m);
 		return;
 	}
-	for (int i = 0; i < fake.n && !found; i++)
-		if (fake.cid[i] == cid) {
-			memmove(&fake.cid[i], &fake.cid[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.cid[0]));
-			memmove(&fake.who[i], &fake.who[i + 1], (size_t)(fake.n - i - 1) * sizeof(fake.who[0]));
-			fake.n--;
+	for (int i = 0; i < f->n && !found; i++)
+		if (f->cid[i] == cid) {
+			memmove(&f->cid[i], &f->cid[i + 1], (size_t)(f->n - i - 1) * sizeof(f->cid[0]));
+			memmove(&f->who[i], &f->who[i + 1], (size_t)(f->n - i - 1) * sizeof(f->who[0]));
+			f->n--;
 			found = true;
 		}
-	pthread_mutex_unlock(&fake.mu);
+	pthread_mutex_unlock(&f->mu);
 	if (found)
-		reply_json(nc, m, json_pack("{s:o}", "server", fake_server()));
+		reply_json(nc, m, json_pack("{s:o}", "server", fake_server(f)));
 	else
-		reply_json(nc, m, json_pack("{s:o, s:{s:i, s:s}}", "server", fake_server(), "error",
+		reply_json(nc, m, json_pack("{s:o, s:{s:i, s:s}}", "server", fake_server(f), "error",
 		    "code", 500, "description", "no such client or leafnode id"));
 	json_decref(req);
 	natsMsg_Destroy(m);
 }
 
-/* n connections with cids 100, 103, 106, ...; principals at positions. */
+/* n connections of server f with cids 100, 103, 106, ...; principals at
+ * positions. */
+static void
+fake_reset_of(struct fake *f, int n, const int *pos, const char *const *who, int npos)
+{
+	pthread_mutex_lock(&f->mu);
+	f->n = n;
+	for (int i = 0; i < n; i++) {
+		f->cid[i] = 100 + 3LL * i;
+		f->who[i][0] = '\0';
+	}
+	for (int k = 0; k < npos; k++)
+		snprintf(f->who[pos[k]], sizeof(f->who[0]), "%s", who[k]);
+	f->drop = 0;
+	f->bad_later_pages = false;
+	f->cluster = false;
+	f->kick_silent = false;
+	f->version = "2.10.27";
+	f->requests = 0;
+	f->kicks = 0;
+	f->filtered = 0;
+	pthread_mutex_unlock(&f->mu);
+}
+
 static void
 fake_reset(int n, const int *pos, const char *const *who, int npos)
 {
-	pthread_mutex_lock(&fake.mu);
-	fake.n = n;
-	for (int i = 0; i < n; i++) {
-		fake.cid[i] = 100 + 3LL * i;
-		fake.who[i][0] = '\0';
-	}
-	for (int k = 0; k < npos; k++)
-		snprintf(fake.who[pos[k]], sizeof(fake.who[0]), "%s", who[k]);
-	fake.drop = 0;
-	fake.bad_later_pages = false;
-	fake.cluster = false;
-	fake.kick_silent = false;
-	fake.version = "2.10.27";
-	fake.requests = 0;
-	fake.kicks = 0;
-	pthread_mutex_unlock(&fake.mu);
+	fake_reset_of(&fake, n, pos, who, npos);
 }
 
 static int
@@ -631,9 +667,9 @@ fake_setup(void **state)
 		return -1;
 	if (natsConnection_ConnectTo(&responder, plain_url) != NATS_OK ||
 	    natsConnection_Subscribe(&connz_sub, responder, "$SYS.REQ.ACCOUNT." FAKE_ACCT ".CONNZ",
-	    on_connz, NULL) != NATS_OK ||
+	    on_connz, &fake) != NATS_OK ||
 	    natsConnection_Subscribe(&kick_sub, responder, "$SYS.REQ.SERVER." FAKE_SID ".KICK",
-	    on_kick, NULL) != NATS_OK ||
+	    on_kick, &fake) != NATS_OK ||
 	    natsConnection_Flush(responder) != NATS_OK)
 		return -1;
 	return 0;
@@ -645,7 +681,9 @@ fake_teardown(void **state)
 	(void)state;
 	natsSubscription_Destroy(connz_sub);
 	natsSubscription_Destroy(kick_sub);
-	connz_sub = kick_sub = NULL;
+	natsSubscription_Destroy(connz10_sub);
+	natsSubscription_Destroy(kick10_sub);
+	connz_sub = kick_sub = connz10_sub = kick10_sub = NULL;
 	natsConnection_Destroy(responder);
 	responder = NULL;
 	return 0;
@@ -768,12 +806,106 @@ test_a_bad_page_leaves_nothing_verified(void **state)
 	    PRINCIPAL_UNKNOWN);
 	assert_false(complete);
 	assert_non_null(strstr(note, "data.total"));
-	/* A clustered broker's reply covers one server. */
+	/* A server of a cluster answers for itself only: when the daemon was
+	 * given three servers and the other two are silent, nothing is
+	 * verified (issue 15: "verifiedGone only when every server
+	 * answered"). */
 	fake_reset(10, NULL, NULL, 0);
 	fake.cluster = true;
+	s.expect = 3;
 	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
 	    PRINCIPAL_UNKNOWN);
-	assert_non_null(strstr(note, "clustered"));
+	assert_false(complete);
+	assert_non_null(strstr(note, "scan incomplete: 2 of the 3 expected servers did not "
+	    "answer CONNZ"));
+	/* Given that one server only, its complete answer is the scan. */
+	s.expect = 1;
+	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+	    PRINCIPAL_GONE);
+	assert_true(complete);
+	natsConnection_Destroy(obs);
+	natsConnection_Destroy(ev);
+}
+
+/*
+ * Issue 15: on a cluster every server answers CONNZ for its own
+ * connections. Two servers whose connection ids overlap, each past one
+ * page, the second's name holding the first's (nats-server 2.10 matches a
+ * server_name filter as a substring): each server is paged on its own,
+ * each connection is KICKed on the server that holds it, and the verify
+ * scan reads both. A server that goes silent is named, and nothing is
+ * verified.
+ */
+static void
+test_two_servers_are_paged_and_kicked_apart(void **state)
+{
+	static const int pos1[] = { 10, 1200 }, pos2[] = { 5, 2050 };
+	static const char *const who1[] = { "local.y", "local.x" };
+	static const char *const who2[] = { "local.z", "local.x" };
+	static const int kicked[] = { 2, 1, 1, 0 };
+	const char *ps[] = { "local.x", "local.y", "local.z", "local.nobody" };
+	struct roster_seen seen = { .n = 0 };
+	struct eviction_result out[4];
+	natsConnection *obs, *ev;
+	char note[SWEEP_NOTE_MAX];
+	bool complete = false;
+
+	(void)state;
+	plain_connect(&obs);
+	plain_connect(&ev);
+	struct sweeper s = sweeper_of(obs, ev, FAKE_ACCT);
+	s.expect = 2;
+	s.seen = &seen;
+	assert_int_equal(natsConnection_Subscribe(&connz10_sub, responder, "$SYS.REQ.ACCOUNT."
+	    FAKE_ACCT ".CONNZ", on_connz, &fake10), NATS_OK);
+	assert_int_equal(natsConnection_Subscribe(&kick10_sub, responder, "$SYS.REQ.SERVER."
+	    FAKE_SID10 ".KICK", on_kick, &fake10), NATS_OK);
+	assert_int_equal(natsConnection_Flush(responder), NATS_OK);
+	fake_reset(1500, pos1, who1, 2);
+	fake.cluster = true;
+	fake_reset_of(&fake10, 2100, pos2, who2, 2);
+	fake10.cluster = true;
+
+	for (int k = 0; k < 3; k++)
+		if (sweep_liveness(&s, ps[k], &complete, note, sizeof(note)) != PRINCIPAL_LIVE ||
+		    !complete)
+			fail_msg("%s not seen live on a complete scan: %s", ps[k], note);
+	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+	    PRINCIPAL_GONE);
+	assert_true(complete);
+
+	s.connz_requests = s.kick_requests = 0;
+	sweep_evict(&s, ps, 4, out);
+	for (int k = 0; k < 4; k++)
+		if (!out[k].verified_gone || !out[k].scan_complete || out[k].kicked != kicked[k] ||
+		    out[k].note[0] != '\0')
+			fail_msg("%s: kicked %d (want %d), remaining %d, complete %d: %s", ps[k],
+			    out[k].kicked, kicked[k], out[k].remaining, out[k].scan_complete,
+			    out[k].note);
+	/* Each KICK went to the server holding the connection. */
+	assert_int_equal(fake.kicks, 2);
+	assert_int_equal(fake10.kicks, 2);
+	assert_int_equal(s.kick_requests, 4);
+	for (struct fake *f = &fake; f != NULL; f = f == &fake ? &fake10 : NULL) {
+		pthread_mutex_lock(&f->mu);
+		for (int i = 0; i < f->n; i++)
+			assert_string_equal(f->who[i], "");
+		pthread_mutex_unlock(&f->mu);
+	}
+	/* Pages past the first were asked of one server by name, and the
+	 * answers of the other server were not taken for them. */
+	assert_true(fake.filtered > 0);
+	assert_true(fake10.filtered > 0);
+
+	/* The second server goes silent. */
+	natsSubscription_Unsubscribe(connz10_sub);
+	natsConnection_Flush(responder);
+	assert_int_equal(sweep_liveness(&s, "local.nobody", &complete, note, sizeof(note)),
+	    PRINCIPAL_UNKNOWN);
+	assert_false(complete);
+	if (strstr(note, "scan incomplete: server fake10 did not answer CONNZ (1 of the 2 "
+	    "expected answered)") == NULL)
+		fail_msg("note: %s", note);
 	natsConnection_Destroy(obs);
 	natsConnection_Destroy(ev);
 }
@@ -876,6 +1008,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest scripted[] = {
 		cmocka_unit_test(test_paging_sees_every_connection_while_others_close),
 		cmocka_unit_test(test_a_bad_page_leaves_nothing_verified),
+		cmocka_unit_test(test_two_servers_are_paged_and_kicked_apart),
 		cmocka_unit_test(test_unanswered_kick_stops_eviction),
 		cmocka_unit_test(test_no_kick_responder),
 	};

@@ -1,8 +1,10 @@
 /*
- * The pure parts of the eviction sweep (worker-registry/sweep.h): which
- * principal a CONNZ entry belongs to, the checks on CONNZ and KICK replies
- * (network input), EvictionResult as JSON (WIRE.md §5), and what a sweep
- * without a broker reports.
+ * The pure parts of the eviction sweep (worker-registry/connz.h,
+ * roster.h, sweep.h): which principal a CONNZ entry belongs to, the checks
+ * on CONNZ and KICK replies (network input) and on the server that sent
+ * them, which servers a scan must hear from (a cluster answers once per
+ * server), EvictionResult as JSON (WIRE.md §5), and what a sweep without a
+ * broker reports.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -313,14 +315,16 @@ test_page_shapes(void **state)
 	    "\"total\":0,\"offset\":0,\"connections\":[]}}", 0, &p, why, sizeof(why)), -1);
 	assert_int_equal(page("{" SERVER ",\"data\":{\"server_id\":\"" SID "\",\"num_connections\":0,"
 	    "\"total\":0,\"offset\":0,\"connections\":{}}}", 0, &p, why, sizeof(why)), -1);
-	/* A clustered broker: the reply covers one server only. */
+	/* A server of a cluster: its reply covers that server's connections,
+	 * and says it is clustered (issue 15: every server is read). */
 	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"cluster\":\"c1\"},\"data\":{"
 	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0,"
-	    "\"connections\":[]}}", 0, &p, why, sizeof(why)), -1);
-	assert_non_null(strstr(why, "clustered"));
+	    "\"connections\":[]}}", 0, &p, why, sizeof(why)), 0);
+	assert_true(p.clustered);
 	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"cluster\":7},\"data\":{"
 	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0}}", 0, &p, why,
 	    sizeof(why)), -1);
+	assert_non_null(strstr(why, "server.cluster"));
 	/* A version that is not a string is no version. */
 	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"ver\":2.1},\"data\":{"
 	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0}}", 0, &p, why,
@@ -330,6 +334,7 @@ test_page_shapes(void **state)
 	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\",\"cluster\":\"\"},\"data\":{"
 	    "\"server_id\":\"" SID "\",\"num_connections\":0,\"total\":0,\"offset\":0}}", 0, &p, why,
 	    sizeof(why)), 0);
+	assert_false(p.clustered);
 	assert_int_equal(connz_page_parse(NULL, 0, &p, why, sizeof(why)), -1);
 }
 
@@ -352,6 +357,251 @@ test_page_too_many(void **state)
 	assert_non_null(strstr(why, "at most"));
 	free(t);
 	free(conns);
+}
+
+/* ---- the server of a page (issue 15: every server of a cluster) -------- */
+
+#define SID2 "NB2LQPEWIRPT7TJ4TMGZRGSS2JE3GVFSJJ3WLBHPODTRI5YMCNT6KOLQ"
+#define EMPTY_DATA(id) "\"data\":{\"server_id\":\"" id "\",\"num_connections\":0,\"total\":0," \
+	"\"offset\":0}"
+
+static void
+test_page_server_envelope(void **state)
+{
+	struct connz_page p;
+	char why[256], text[512], name[SWEEP_SERVER_NAME_MAX + 2];
+
+	(void)state;
+	/* As a node of a 2.10 cluster answers: name, id, cluster. */
+	assert_int_equal(page("{\"server\":{\"name\":\"n2\",\"id\":\"" SID "\",\"cluster\":\"c\","
+	    "\"ver\":\"2.10.27\"}," EMPTY_DATA(SID) "}", 0, &p, why, sizeof(why)), 0);
+	assert_string_equal(p.server_id, SID);
+	assert_string_equal(p.server_name, "n2");
+	assert_true(p.clustered);
+	/* No name: "" (the sweep then pages that server unfiltered). */
+	assert_int_equal(page("{\"server\":{\"id\":\"" SID "\"}," EMPTY_DATA(SID) "}", 0, &p, why,
+	    sizeof(why)), 0);
+	assert_string_equal(p.server_name, "");
+	/* A name the sweep could not quote or page by. */
+	static const char *const bad_names[] = { "7", "\"\"", "\"n\\u0001\"", "\"n\\u0000x\"",
+		"\"a\\nb\"", "[]" };
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		snprintf(text, sizeof(text), "{\"server\":{\"id\":\"" SID "\",\"name\":%s},"
+		    EMPTY_DATA(SID) "}", bad_names[i]);
+		if (page(text, 0, &p, why, sizeof(why)) != -1 || strstr(why, "server.name") == NULL)
+			fail_msg("name %s accepted (%s)", bad_names[i], why);
+	}
+	memset(name, 'n', sizeof(name) - 1);
+	name[SWEEP_SERVER_NAME_MAX] = '\0';
+	snprintf(text, sizeof(text), "{\"server\":{\"id\":\"" SID "\",\"name\":\"%s\"},"
+	    EMPTY_DATA(SID) "}", name);
+	assert_int_equal(page(text, 0, &p, why, sizeof(why)), 0);
+	name[SWEEP_SERVER_NAME_MAX] = 'n';
+	name[SWEEP_SERVER_NAME_MAX + 1] = '\0';
+	snprintf(text, sizeof(text), "{\"server\":{\"id\":\"" SID "\",\"name\":\"%s\"},"
+	    EMPTY_DATA(SID) "}", name);
+	assert_int_equal(page(text, 0, &p, why, sizeof(why)), -1);
+	/* The envelope's id: present, a server id, and the data's. */
+	assert_int_equal(page("{\"server\":{\"name\":\"n1\"}," EMPTY_DATA(SID) "}", 0, &p, why,
+	    sizeof(why)), -1);
+	assert_non_null(strstr(why, "server.id"));
+	assert_int_equal(page("{\"server\":{\"id\":\"N.>\"}," EMPTY_DATA(SID) "}", 0, &p, why,
+	    sizeof(why)), -1);
+	assert_non_null(strstr(why, "server.id"));
+	assert_int_equal(page("{\"server\":{\"id\":\"" SID2 "\"}," EMPTY_DATA(SID) "}", 0, &p, why,
+	    sizeof(why)), -1);
+	assert_non_null(strstr(why, "not the answering server's"));
+	/* A server that does not know the account: an empty page, no id. */
+	assert_int_equal(page("{\"server\":{\"id\":\"" SID2 "\"},\"data\":{\"num_connections\":0,"
+	    "\"total\":0,\"offset\":0}}", 0, &p, why, sizeof(why)), 0);
+	assert_string_equal(p.server_id, SID2);
+	assert_int_equal(page("{\"server\":{\"id\":\"" SID2 "\"},\"data\":{\"num_connections\":0,"
+	    "\"total\":2,\"offset\":0}}", 0, &p, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "data.server_id"));
+	/* A refusal still says which server refused. */
+	assert_int_equal(page("{\"server\":{\"id\":\"" SID2 "\",\"name\":\"n3\"},\"error\":{"
+	    "\"code\":500,\"description\":\"x\"}}", 0, &p, why, sizeof(why)), -1);
+	assert_string_equal(p.server_id, SID2);
+	assert_string_equal(p.server_name, "n3");
+	assert_non_null(strstr(why, "refused CONNZ: 500 x"));
+}
+
+static void
+test_helpers(void **state)
+{
+	(void)state;
+	assert_true(connz_version_has_kick("2.10.27"));
+	assert_true(connz_version_has_kick("2.11.0-RC.1"));
+	assert_true(connz_version_has_kick("2.14.0"));
+	assert_true(connz_version_has_kick("3.0.0"));
+	assert_false(connz_version_has_kick("2.9.10"));
+	assert_false(connz_version_has_kick(""));
+	assert_false(connz_version_has_kick("x"));
+	assert_false(connz_version_has_kick(NULL));
+	assert_true(connz_principal_valid("local.alice"));
+	assert_true(connz_principal_valid(U_OWNER ".bob"));
+	assert_false(connz_principal_valid("local-alice"));
+	assert_false(connz_principal_valid("nobody.alice"));
+	assert_false(connz_principal_valid(NULL));
+	assert_true(connz_server_id_valid(SID, strlen(SID)));
+	assert_false(connz_server_id_valid("N.*", 3));
+	assert_false(connz_server_id_valid("", 0));
+}
+
+/* ---- the roster: which servers a scan must hear from ------------------- */
+
+static struct connz_page
+page_of(const char *id, const char *name, bool clustered)
+{
+	struct connz_page p;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.server_id, sizeof(p.server_id), "%s", id);
+	snprintf(p.server_name, sizeof(p.server_name), "%s", name);
+	snprintf(p.version, sizeof(p.version), "2.10.27");
+	p.clustered = clustered;
+	return p;
+}
+
+/* Issue 15: "verifiedGone only when every server answered". */
+static void
+test_roster_expected_servers(void **state)
+{
+	struct roster r;
+	struct connz_page a = page_of("NA", "n1", true), b = page_of("NB", "n2", true),
+	    c = page_of("NC", "n3", true);
+	bool added;
+
+	(void)state;
+	roster_init(&r, 0);
+	assert_int_equal(r.expect, 1);
+	roster_init(&r, 1000);
+	assert_int_equal(r.expect, SWEEP_SERVERS_MAX);
+
+	roster_init(&r, 3);
+	assert_int_equal(roster_waiting(&r), ROSTER_WAIT);
+	assert_int_equal(roster_add(&r, &a, &added), 0);
+	assert_true(added);
+	assert_int_equal(roster_add(&r, &a, &added), 0); /* the same server twice */
+	assert_false(added);
+	assert_int_equal(roster_add(&r, &b, &added), 1);
+	assert_int_equal(roster_waiting(&r), ROSTER_WAIT);
+	assert_false(roster_complete(&r));
+	r.s[0].complete = r.s[1].complete = true;
+	assert_false(roster_complete(&r)); /* the third has not answered */
+	assert_int_equal(roster_add(&r, &c, &added), 2);
+	/* All three: a clustered server's peers may not all be listed. */
+	assert_int_equal(roster_waiting(&r), ROSTER_GRACE);
+	assert_false(roster_complete(&r));
+	r.s[2].complete = true;
+	assert_true(roster_complete(&r));
+	assert_int_equal(roster_find(&r, "NB"), 1);
+	assert_int_equal(roster_find(&r, "NX"), -1);
+	assert_string_equal(r.s[2].name, "n3");
+	assert_string_equal(r.s[2].version, "2.10.27");
+
+	/* One server not clustered: nobody else will answer. */
+	struct connz_page solo = page_of("NS", "solo", false);
+	roster_init(&r, 1);
+	roster_add(&r, &solo, &added);
+	assert_int_equal(roster_waiting(&r), ROSTER_DONE);
+	/* More servers than were given are read too: each must be complete. */
+	roster_init(&r, 1);
+	roster_add(&r, &a, &added);
+	roster_add(&r, &b, &added);
+	r.s[0].complete = true;
+	assert_false(roster_complete(&r));
+	r.s[1].complete = true;
+	assert_true(roster_complete(&r));
+}
+
+static void
+test_roster_bounds(void **state)
+{
+	struct roster r;
+	char note[SWEEP_NOTE_MAX];
+	bool added;
+
+	(void)state;
+	roster_init(&r, 2);
+	for (int i = 0; i < SWEEP_SERVERS_MAX; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "N%d", i);
+		struct connz_page p = page_of(id, id, true);
+		assert_int_equal(roster_add(&r, &p, &added), i);
+		r.s[i].complete = true;
+	}
+	assert_true(roster_complete(&r));
+	struct connz_page more = page_of("NMORE", "more", true);
+	assert_int_equal(roster_add(&r, &more, &added), -1);
+	assert_false(added);
+	assert_int_equal(r.overflow, 1);
+	/* A server that could not be listed was not read: never complete. */
+	assert_false(roster_complete(&r));
+	assert_int_equal(roster_waiting(&r), ROSTER_DONE);
+	roster_missing(&r, NULL, note, sizeof(note));
+	assert_string_equal(note, "more than 16 servers answered CONNZ");
+}
+
+/* The brief: "name which servers did not answer". */
+static void
+test_roster_names_the_missing(void **state)
+{
+	struct roster_seen seen = { .n = 0 };
+	struct roster r;
+	struct connz_page a = page_of("NA", "n1", true), b = page_of("NB", "n2", true),
+	    c = page_of("NC", "n3", true), c2 = page_of("NC2", "n3", true);
+	char note[SWEEP_NOTE_MAX];
+	bool added;
+
+	(void)state;
+	/* Nothing heard before: a count. */
+	roster_init(&r, 3);
+	roster_add(&r, &a, &added);
+	roster_missing(&r, &seen, note, sizeof(note));
+	assert_string_equal(note, "2 of the 3 expected servers did not answer CONNZ");
+	roster_remember(&r, &seen);
+	assert_int_equal(seen.n, 1);
+	/* All three answer once: all remembered, nothing missing. */
+	roster_init(&r, 3);
+	roster_add(&r, &a, &added);
+	roster_add(&r, &b, &added);
+	roster_add(&r, &c, &added);
+	roster_missing(&r, &seen, note, sizeof(note));
+	assert_string_equal(note, "");
+	roster_remember(&r, &seen);
+	assert_int_equal(seen.n, 3);
+	/* Then n2 and n3 are silent: named. */
+	roster_init(&r, 3);
+	roster_add(&r, &a, &added);
+	roster_missing(&r, &seen, note, sizeof(note));
+	assert_string_equal(note, "servers n2, n3 did not answer CONNZ (1 of the 3 expected "
+	    "answered)");
+	/* n3 restarted (a new id, the same name): it answered. */
+	roster_add(&r, &c2, &added);
+	roster_missing(&r, &seen, note, sizeof(note));
+	assert_string_equal(note, "server n2 did not answer CONNZ (2 of the 3 expected answered)");
+	roster_remember(&r, &seen);
+	assert_int_equal(seen.n, 3); /* names, not ids */
+	/* A full memory forgets the oldest name. */
+	for (int i = 0; i < SWEEP_SERVERS_MAX; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "X%d", i);
+		struct connz_page p = page_of(id, id, true);
+		roster_init(&r, 1);
+		roster_add(&r, &p, &added);
+		roster_remember(&r, &seen);
+	}
+	assert_int_equal(seen.n, SWEEP_SERVERS_MAX);
+	assert_string_equal(seen.name[0], "X0");
+	assert_string_equal(seen.name[SWEEP_SERVERS_MAX - 1], "X15");
+	/* Unnamed servers are not remembered. */
+	struct connz_page anon = page_of("NANON", "", false);
+	roster_init(&r, 1);
+	roster_add(&r, &anon, &added);
+	roster_remember(&r, &seen);
+	assert_string_equal(seen.name[0], "X0");
+	roster_remember(&r, NULL);
 }
 
 /* ---- kick_reply_parse -------------------------------------------------- */
@@ -502,6 +752,11 @@ main(void)
 		cmocka_unit_test(test_page_refused),
 		cmocka_unit_test(test_page_shapes),
 		cmocka_unit_test(test_page_too_many),
+		cmocka_unit_test(test_page_server_envelope),
+		cmocka_unit_test(test_helpers),
+		cmocka_unit_test(test_roster_expected_servers),
+		cmocka_unit_test(test_roster_bounds),
+		cmocka_unit_test(test_roster_names_the_missing),
 		cmocka_unit_test(test_kick_reply),
 		cmocka_unit_test(test_result_json),
 		cmocka_unit_test(test_state_names),
