@@ -13,7 +13,7 @@
 #include "lib/natsconn.h"
 
 #define WATCH_POLL_MS 250
-#define WATCH_RETRY_MS 500
+#define WATCH_RETRY_MS 250
 
 static void
 deadline_in(struct timespec *ts, int ms)

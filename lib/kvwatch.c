@@ -13,7 +13,7 @@
 #include "lib/jsack.h"
 #include "lib/natsconn.h"
 
-#define CREATE_TIMEOUT_MS 5000
+#define CREATE_TIMEOUT_MS 2000 /* a leaderless cluster does not answer: ask again soon */
 #define DELETE_TIMEOUT_MS 500
 #define INACTIVE_NS 30000000000LL /* the broker drops a consumer nobody listens to */
 #define NAME_MAX_LEN 48
@@ -29,6 +29,7 @@ struct kvwatch {
 	uint64_t pending;        /* at creation: entries still to come */
 	bool loaded;
 	int64_t last_heard_ms;
+	uint64_t reconnects;     /* the connection's, when the consumer was made */
 	atomic_bool stopped;
 	natsMsg *held;           /* the entry *e points into */
 };
@@ -122,6 +123,7 @@ kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix
 		goto out;
 	}
 	w->pending = (uint64_t)json_number_value(np);
+	w->reconnects = conn_reconnects(nc);
 	w->loaded = false;
 	w->last_heard_ms = mono_ms();
 	rc = 0;
@@ -166,6 +168,11 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 		return lost(err, errlen, "%s: stopped", w->stream);
 	s = natsSubscription_NextMsg(&m, w->sub, timeout_ms);
 	if (s == NATS_TIMEOUT) {
+		/* Issue 15: a connection that failed over to another server
+		 * may have left the watch's consumer on the lost one (it has
+		 * one replica): watch again at once, not after the silence. */
+		if (conn_reconnects(w->nc) != w->reconnects)
+			return lost(err, errlen, "%s: the connection failed over", w->stream);
 		if (mono_ms() - w->last_heard_ms > KVWATCH_SILENT_MS)
 			return lost(err, errlen, "%s: no heartbeat for %lld ms", w->stream,
 			    (long long)(mono_ms() - w->last_heard_ms));

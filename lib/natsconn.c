@@ -157,6 +157,18 @@ conn_servers(natsOptions *opts, const char *url)
 	return s;
 }
 
+uint64_t
+conn_reconnects(natsConnection *nc)
+{
+	natsStatistics *st = NULL;
+	uint64_t n = 0;
+
+	if (natsStatistics_Create(&st) == NATS_OK && natsConnection_GetStats(nc, st) == NATS_OK)
+		natsStatistics_GetCounts(st, NULL, NULL, NULL, NULL, &n);
+	natsStatistics_Destroy(st);
+	return n;
+}
+
 int
 conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out,
 	  char *err, size_t errlen)

@@ -66,6 +66,11 @@ int conn_open(const struct conn_opts *o, const struct creds *c,
 #define CONN_SERVERS_MAX 8
 natsStatus conn_servers(natsOptions *opts, const char *url);
 
+/* How many times nc reconnected (nats.c's statistics): a change means the
+ * connection failed over, and what a lost server held for it (a watch's
+ * consumer, deliveries in flight) may be gone. 0 when unknown. */
+uint64_t conn_reconnects(natsConnection *nc);
+
 /* A fresh unique subject token of [A-Za-z0-9] (nats.c's inbox NUID), for
  * reply subjects and consumer names under the credential's own prefix.
  * 0, or -1 out of memory. */

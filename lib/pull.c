@@ -293,7 +293,9 @@ pull_recover(struct puller *p)
 	json_t *doc;
 	int sent = 0;
 
-	if (natsConnection_Request(&r, p->nc, p->info, "", 0, PULL_ANSWER_MS) != NATS_OK)
+	/* Short: during a leader election nobody answers; the loop asks
+	 * again after its next fetch. */
+	if (natsConnection_Request(&r, p->nc, p->info, "", 0, PULL_INFO_MS) != NATS_OK)
 		return -1;
 	doc = json_loadb(natsMsg_GetData(r), (size_t)natsMsg_GetDataLength(r), 0, NULL);
 	natsMsg_Destroy(r);
@@ -324,7 +326,7 @@ pull_loop_run(const struct pull_loop *l)
 {
 	char err[1024];
 	natsMsgList list;
-	uint64_t reconnects = worker_reconnects();
+	uint64_t reconnects = conn_reconnects(l->pull->nc);
 	bool doubt = false;
 
 	while (worker_serving()) {
@@ -348,10 +350,10 @@ pull_loop_run(const struct pull_loop *l)
 		/* After a reconnect or a failed fetch, before anything else:
 		 * what a lost node was carrying to us is asked back (the
 		 * reader's ack floor paces the fan-out's may_fetch). */
-		if (worker_reconnects() != reconnects)
+		if (conn_reconnects(l->pull->nc) != reconnects)
 			doubt = true;
 		if (doubt) {
-			reconnects = worker_reconnects();
+			reconnects = conn_reconnects(l->pull->nc);
 			int n = pull_recover(l->pull);
 			if (n > 0)
 				log_warnx("%s: asked the broker to redeliver at once what it still "

@@ -25,6 +25,7 @@
 #define PULL_ERROR_NAP_MS 200
 
 #define PULL_RECOVER_MAX 2000 /* in-flight deliveries a recovery asks back */
+#define PULL_INFO_MS 1000      /* the consumer's state, for a recovery */
 
 struct puller {
 	natsConnection *nc;

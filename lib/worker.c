@@ -29,7 +29,6 @@ struct worker W;
 #define VIOLATION_LOG_MS 10000
 /* Set while we destroy our own connection: its callbacks then say nothing. */
 static _Atomic int closing;
-static _Atomic uint64_t reconnects;
 
 /* What the main loop does after a message. */
 enum { KEEP_ON, STOP_NOW, REBUILD };
@@ -253,17 +252,10 @@ cb_disconnected(natsConnection *nc, void *arg)
 		log_warnx("broker connection lost; reconnecting");
 }
 
-uint64_t
-worker_reconnects(void)
-{
-	return atomic_load(&reconnects);
-}
-
 static void
 cb_reconnected(natsConnection *nc, void *arg)
 {
 	(void)nc, (void)arg;
-	atomic_fetch_add(&reconnects, 1);
 	set_state(fence_is_quiesced(&W.fence) ? IPC_STATE_QUIESCED : IPC_STATE_CONNECTED);
 	log_ok("broker connection back");
 }

@@ -71,10 +71,6 @@ bool worker_serving(void);
 /* Wait while the fence is closed (QUIESCE); false when the loop must
  * return instead. */
 bool worker_wait_open(void);
-/* How many times the broker connection came back (nats.c's reconnect, or
- * a rebuilt connection): a change means deliveries may have been lost in
- * flight (pull_recover). */
-uint64_t worker_reconnects(void);
 /* The role's consumers, watches and subscriptions are bound: the
  * supervisor hears READY (once per process). A role that cannot bind says
  * why in its log and never calls this, so the daemon never reports itself

@@ -19,6 +19,8 @@
  * (h_connect_url); posts carry their id as Nats-Msg-Id and are published
  * again until acknowledged, so a post counts once it is in CHAT.
  */
+#include <pthread.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -145,40 +147,104 @@ frame_id(json_t *frame)
 	return json_string_value(json_object_get(json_object_get(frame, "msg"), "id"));
 }
 
+/* What a consumer of <kind>_<s> says of itself (a failure's evidence). */
+static void
+consumer_print(const char *kind, const char *name)
+{
+	char stream[160];
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "%s_%s", kind, mesh.token);
+	if (js_GetConsumerInfo(&ci, prov.js, stream, name, NULL, &jerr) != NATS_OK) {
+		printf("• %s %s: no info (%d)\n", stream, name, (int)jerr);
+		return;
+	}
+	printf("• %s %s: delivered %" PRIu64 "/%" PRIu64 ", ack floor %" PRIu64 "/%" PRIu64
+	    ", ack pending %" PRId64 ", redelivered %" PRId64 ", pending %" PRIu64 ", leader %s\n",
+	    stream, name, ci->Delivered.Consumer, ci->Delivered.Stream, ci->AckFloor.Consumer,
+	    ci->AckFloor.Stream, (int64_t)ci->NumAckPending, (int64_t)ci->NumRedelivered,
+	    ci->NumPending, ci->Cluster && ci->Cluster->Leader ? ci->Cluster->Leader : "?");
+	jsConsumerInfo_Destroy(ci);
+}
+
+/* A member's drain, on a thread of its own: every member drains at once,
+ * so the suite waits one quiet window, not one per member. */
+struct drain {
+	struct member *mb;
+	int wait_ms;      /* for the first frame: QUIET_MS when none is due */
+	pthread_t t;
+	json_t *frames;
+	char err[1024];
+};
+
+static void *
+drain_main(void *arg)
+{
+	struct drain *d = arg;
+	bool hdr = false;
+
+	d->frames = h_dlv_drain(&d->mb->c, &mesh, &d->mb->a, d->wait_ms, QUIET_MS, &hdr, d->err,
+	    sizeof(d->err));
+	if (d->frames != NULL && !hdr)
+		snprintf(d->err, sizeof(d->err), "a frame without the delivery header");
+	return NULL;
+}
+
 /*
- * Every post of ids[0..n) surfaced exactly once at member mb (its own posts
- * never). Returns the frames' count.
+ * Every post of ids[0..n) surfaced exactly once at each of the members
+ * m[0..nm), never a member's own (from[k] is its poster's index in m).
  */
 static void
-expect_each_once(struct member *mb, char ids[][32], const int *from, int n, int self)
+expect_each_once(struct member *m, int nm, char ids[][32], const int *from, int n)
 {
-	char err[1024];
-	bool hdr = false;
-	json_t *frames = h_dlv_drain(&mb->c, &mesh, &mb->a, DRAIN_MS, QUIET_MS, &hdr, err,
-	    sizeof(err));
-	int lost = 0, twice = 0, want = 0;
-	char first_lost[32] = "", first_twice[32] = "";
+	struct drain *d = calloc((size_t)nm, sizeof(*d));
 
-	if (frames == NULL)
-		fail_msg("%s: %s", mb->a.name, err);
-	for (int k = 0; k < n; k++) {
-		int seen = 0;
-		size_t i;
-		json_t *f;
-		if (from[k] == self)
-			continue;
-		want++;
-		json_array_foreach(frames, i, f)
-			seen += frame_id(f) != NULL && strcmp(frame_id(f), ids[k]) == 0;
-		if (seen == 0 && lost++ == 0)
-			snprintf(first_lost, sizeof(first_lost), "%s", ids[k]);
-		if (seen > 1 && twice++ == 0)
-			snprintf(first_twice, sizeof(first_twice), "%s", ids[k]);
+	assert_non_null(d);
+	for (int i = 0; i < nm; i++) {
+		d[i].mb = &m[i];
+		d[i].wait_ms = QUIET_MS;
+		for (int k = 0; k < n; k++)
+			if (from[k] != i)
+				d[i].wait_ms = DRAIN_MS;
+		assert_int_equal(pthread_create(&d[i].t, NULL, drain_main, &d[i]), 0);
 	}
-	if (lost != 0 || twice != 0 || json_array_size(frames) != (size_t)want)
-		fail_msg("%s: %zu frames for %d posts: %d lost (first %s), %d twice (first %s)",
-		    mb->a.name, json_array_size(frames), want, lost, first_lost, twice, first_twice);
-	json_decref(frames);
+	for (int i = 0; i < nm; i++)
+		pthread_join(d[i].t, NULL);
+	for (int i = 0; i < nm; i++) {
+		int lost = 0, twice = 0, want = 0;
+		char first_lost[32] = "", first_twice[32] = "";
+		if (d[i].frames == NULL || d[i].err[0] != '\0')
+			fail_msg("%s: %s", m[i].a.name, d[i].err);
+		for (int k = 0; k < n; k++) {
+			int seen = 0;
+			size_t x;
+			json_t *f;
+			if (from[k] == i)
+				continue;
+			want++;
+			json_array_foreach(d[i].frames, x, f)
+				seen += frame_id(f) != NULL && strcmp(frame_id(f), ids[k]) == 0;
+			if (seen == 0 && lost++ == 0)
+				snprintf(first_lost, sizeof(first_lost), "%s", ids[k]);
+			if (seen > 1 && twice++ == 0)
+				snprintf(first_twice, sizeof(first_twice), "%s", ids[k]);
+		}
+		if (lost != 0 || twice != 0 || json_array_size(d[i].frames) != (size_t)want) {
+			char dur[256];
+			snprintf(dur, sizeof(dur), "dlv_%s-%s-%s", m[i].a.owner, m[i].a.actor,
+			    m[i].a.uid);
+			consumer_print("DLV", dur);
+			consumer_print("INBOX", "reader");
+			consumer_print("CHAT", "fanout");
+			fail_msg("%s: %zu frames for %d posts: %d lost (first %s), %d twice (first %s)",
+			    m[i].a.name, json_array_size(d[i].frames), want, lost, first_lost, twice,
+			    first_twice);
+		}
+	}
+	for (int i = 0; i < nm; i++)
+		json_decref(d[i].frames);
+	free(d);
 }
 
 /* ---- the cluster ---- */
@@ -380,8 +446,7 @@ test_serves_across_the_cluster(void **state)
 		member_add(&m[i], name, "across", mesh.nodes[i].url);
 	}
 	post_acked(&m[1], "across", ids[0]);
-	for (int i = 0; i < NODES; i++)
-		expect_each_once(&m[i], ids, from, 1, i);
+	expect_each_once(m, NODES, ids, from, 1);
 	members_close(m, NODES);
 	daemon_term(&d);
 }
@@ -401,7 +466,7 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 	struct mesh host;
 	struct member m[MEMBERS], probe[2];
 	char channel[32], pchannel[32], pid[32], names[4][160];
-	int64_t t_kill = 0, t_seen = 0;
+	int64_t t_kill = 0, t_seen = 0, t_acked = 0;
 
 	snprintf(channel, sizeof(channel), "load-%s", tag);
 	snprintf(pchannel, sizeof(pchannel), "probe-%s", tag);
@@ -431,6 +496,7 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 			 * member surfaces it. */
 			snprintf(pid, sizeof(pid), "%s-probe", tag);
 			post_acked(&probe[0], pchannel, pid);
+			t_acked = now_ms();
 			for (int64_t until = t_kill + 3 * RESUME_MAX_MS; now_ms() < until;) {
 				natsMsg *msg = NULL;
 				char err[512];
@@ -441,17 +507,21 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 					break;
 				}
 			}
-			printf("• %s: node 1 killed; the post made right after was copied %lld ms "
-			    "after the kill\n", tag, t_seen ? (long long)(t_seen - t_kill) : -1LL);
+			printf("• %s: node 1 killed; the post made right after was in CHAT %lld ms "
+			    "and copied %lld ms after the kill\n", tag, (long long)(t_acked - t_kill),
+			    t_seen ? (long long)(t_seen - t_kill) : -1LL);
 		}
 		post_acked(&m[from[n]], channel, ids[n]);
 	}
 	if (!h_log_has(d.log, "resident broker connection lost", 1000))
 		fail_msg("the daemon was not connected to node 1; see %s", d.log);
+	/* Copying resumes within RESUME_MAX_MS of the kill; when the killed
+	 * node led CHAT, nats-server first elects a new leader (its raft
+	 * election timeout is 4 to 9 s) and takes no post before that: the
+	 * daemon's share starts when CHAT took the post. */
 	assert_true(t_seen != 0);
-	assert_true(t_seen - t_kill <= RESUME_MAX_MS);
-	for (int i = 0; i < MEMBERS; i++)
-		expect_each_once(&m[i], ids, from, POSTS, i);
+	assert_true(t_seen - (leaders_on_it ? t_acked : t_kill) <= RESUME_MAX_MS);
+	expect_each_once(m, MEMBERS, ids, from, POSTS);
 	/* The daemon served on: never exited, no worker died. */
 	assert_int_equal(kill(d.pid, 0), 0);
 	members_close(m, MEMBERS);
@@ -514,7 +584,7 @@ test_cut_off_daemon_gives_way_to_the_standby(void **state)
 	daemon_serving(&b);
 	printf("• cut-off daemon exited %lld ms after the kill; the standby claimed the lease "
 	    "%lld ms after it\n", (long long)(t_exit - t_kill), (long long)(t_claim - t_kill));
-	expect_each_once(&m[1], ids, from, 1, 1);
+	expect_each_once(m, 2, ids, from, 1);
 	members_close(m, 2);
 	daemon_term(&b);
 	node_back(0);
@@ -571,7 +641,7 @@ test_standby_takes_over(void **state)
 	    (long long)(t_claim - t_kill));
 	assert_true(t_claim - t_kill <= STANDBY_KILL_MAX_MS);
 	daemon_serving(&d[next]);
-	expect_each_once(&m[1], ids, from, 1, 1);
+	expect_each_once(m, 2, ids, from, 1);
 
 	/* SIGTERM of the new holder: it releases, the last standby claims. */
 	int last = 3 - next;
@@ -589,7 +659,7 @@ test_standby_takes_over(void **state)
 	post_acked(&m[0], "sb", ids[1]);
 	char one[1][32];
 	snprintf(one[0], sizeof(one[0]), "%s", ids[1]);
-	expect_each_once(&m[1], one, from, 1, 1);
+	expect_each_once(m, 2, one, from, 1);
 	members_close(m, 2);
 	for (int i = 0; i < 3; i++)
 		daemon_term(&d[i]);
@@ -598,15 +668,32 @@ test_standby_takes_over(void **state)
 int
 main(int argc, char **argv)
 {
-	const struct CMUnitTest tests[] = {
+	const struct CMUnitTest all[] = {
 		cmocka_unit_test_setup_teardown(test_serves_across_the_cluster, nodes_up, daemons_stop),
 		cmocka_unit_test_setup_teardown(test_standby_takes_over, nodes_up, daemons_stop),
-		cmocka_unit_test_setup_teardown(test_cut_off_daemon_gives_way_to_the_standby, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_cut_off_daemon_gives_way_to_the_standby, nodes_up,
+		    daemons_stop),
 		cmocka_unit_test_setup_teardown(test_node_killed_under_load, nodes_up, daemons_stop),
-		cmocka_unit_test_setup_teardown(test_node_killed_leading_every_stream, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_node_killed_leading_every_stream, nodes_up,
+		    daemons_stop),
 	};
+	/* --core (the 2.14 run): serving, a node lost, the standby. */
+	const struct CMUnitTest core[] = {
+		cmocka_unit_test_setup_teardown(test_serves_across_the_cluster, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_standby_takes_over, nodes_up, daemons_stop),
+		cmocka_unit_test_setup_teardown(test_node_killed_leading_every_stream, nodes_up,
+		    daemons_stop),
+	};
+	bool only_core = false;
 
+	for (int i = 1; i < argc; i++)
+		only_core |= strcmp(argv[i], "--core") == 0;
+	/* COTAL_TEST_ONLY=PATTERN: the cases whose names match (diagnosis). */
+	if (getenv("COTAL_TEST_ONLY") != NULL)
+		cmocka_set_test_filter(getenv("COTAL_TEST_ONLY"));
 	setvbuf(stdout, NULL, _IONBF, 0);
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	if (only_core)
+		return h_done(cmocka_run_group_tests(core, setup, teardown));
+	return h_done(cmocka_run_group_tests(all, setup, teardown));
 }
