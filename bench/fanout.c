@@ -16,7 +16,10 @@
  * or not a dlv_ consumer exists, so none is made for them.
  *
  *   bench_fanout [--copies N] [--members 1,10,100,1000] [--other-rows R]
- *                [--latency-posts K] [--sync always|default]
+ *                [--latency-posts K] [--sync always|default] [--cluster]
+ *
+ * --cluster: on a 3-node cluster on loopback (h_cluster_up), every stream
+ * with 3 replicas, the raw stream too; the broker's CPU is the three nodes'.
  *
  * --sync: the broker store's sync_interval in the config `cotal mesh init`
  * writes (always, its default: every write on disk before its ack; or the
@@ -328,6 +331,21 @@ measure_latency(const char *channel, const struct lc *sample, int k, int gap_us,
  * stream set up like INBOX_<s>. msgs/s. */
 static double raw_broker_us; /* broker CPU per raw message, last run */
 
+static bool on_cluster; /* --cluster: 3 nodes, every stream with 3 replicas */
+
+/* The broker's CPU: every node's on a cluster. */
+static uint64_t
+broker_ticks(void)
+{
+	uint64_t t = 0;
+
+	if (mesh.nnodes == 0)
+		return cpu_ticks(mesh.broker);
+	for (int i = 0; i < mesh.nnodes; i++)
+		t += cpu_ticks(mesh.nodes[i].pid);
+	return t;
+}
+
 static double
 raw_ceiling(int n, int members)
 {
@@ -350,12 +368,13 @@ raw_ceiling(int n, int members)
 	sc.Storage = js_FileStorage;
 	sc.MaxMsgsPerSubject = 1000;
 	sc.Duplicates = (int64_t)2 * 3600 * 1000000000;
+	sc.Replicas = on_cluster ? 3 : 1; /* the same replication as the space's */
 	if (js_AddStream(&si, prov.js, &sc, NULL, &jerr) != NATS_OK)
 		die("raw stream", name);
 	jsStreamInfo_Destroy(si);
 	memset(body, 'x', 300);
 	body[300] = '\0';
-	uint64_t b0 = cpu_ticks(mesh.broker);
+	uint64_t b0 = broker_ticks();
 	int64_t t0 = now_ns();
 	for (int i = 0; i < n; i++) {
 		snprintf(subj, sizeof(subj), "$KV.bench_raw_%d.m%d", round, i % members);
@@ -371,7 +390,7 @@ raw_ceiling(int n, int members)
 	if (js_PublishAsyncComplete(prov.js, &po) != NATS_OK)
 		die("raw publish", "PubAcks missing");
 	double s = (double)(now_ns() - t0) / 1e9;
-	raw_broker_us = (double)(cpu_ticks(mesh.broker) - b0) / (double)sysconf(_SC_CLK_TCK) * 1e6 / n;
+	raw_broker_us = (double)(broker_ticks() - b0) / (double)sysconf(_SC_CLK_TCK) * 1e6 / n;
 	js_DeleteStream(prov.js, name, NULL, &jerr);
 	return n / s;
 }
@@ -414,11 +433,11 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 	double raw_before = raw_ceiling(total_copies, m);
 	base = stream_last_seq(dlv);
 	uint64_t r0[2], r1[2];
-	uint64_t d0 = daemon_ticks(r0), b0 = cpu_ticks(mesh.broker);
+	uint64_t d0 = daemon_ticks(r0), b0 = broker_ticks();
 	int64_t t0 = now_ns();
 	post_burst(channel, posts, 0);
 	double secs = wait_copies(base + (uint64_t)posts * (uint64_t)m, t0, channel);
-	uint64_t d1 = daemon_ticks(r1), b1 = cpu_ticks(mesh.broker);
+	uint64_t d1 = daemon_ticks(r1), b1 = broker_ticks();
 	uint64_t total = (uint64_t)posts * (uint64_t)m;
 
 	r->members = m;
@@ -460,19 +479,21 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc &&
 		    (strcmp(argv[i + 1], "always") == 0 || strcmp(argv[i + 1], "default") == 0))
 			sync = argv[++i];
+		else if (strcmp(argv[i], "--cluster") == 0)
+			on_cluster = true;
 		else if (strcmp(argv[i], "--members") == 0 && i + 1 < argc) {
 			nm = 0;
 			for (char *t = strtok(argv[++i], ","); t && nm < MAX_ROUNDS; t = strtok(NULL, ","))
 				members[nm++] = atoi(t);
 		} else {
 			fprintf(stderr, "usage: bench_fanout [--copies N] [--members 1,10,100,1000] "
-			    "[--other-rows R] [--latency-posts K] [--sync always|default]\n");
+			    "[--other-rows R] [--latency-posts K] [--sync always|default] [--cluster]\n");
 			return 2;
 		}
 	}
 	srand((unsigned)now_ns());
 	setenv("COTAL_TEST_SYNC_INTERVAL", sync, 1);
-	if (h_mesh_up(&mesh, "bench", true) != 0)
+	if (on_cluster ? h_cluster_up(&mesh, "bench", 3, 3) != 0 : h_mesh_up(&mesh, "bench", true) != 0)
 		die("mesh", "cannot bring the broker up");
 	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
 		die("provisioner", err);
@@ -497,6 +518,9 @@ main(int argc, char **argv)
 		run_round(100, copies, other_rows, lat_posts, &res[nres++]);
 	}
 
+	if (on_cluster)
+		printf("broker: a 3-node cluster on loopback, every stream with 3 replicas "
+		    "(the raw stream too)\n");
 	printf("broker store sync: %s\n\n", strcmp(sync, "always") == 0 ?
 	    "sync_interval: always (every write on disk before its ack)" :
 	    "the broker's default (background flush every 2 min)");
