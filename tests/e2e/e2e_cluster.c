@@ -665,10 +665,57 @@ test_standby_takes_over(void **state)
 		daemon_term(&d[i]);
 }
 
+/*
+ * The server list's refusals, each naming what is wrong: a --server that
+ * is not one of the recorded nodes, a node listed twice; a dev cluster of
+ * fewer than 3 nodes, ports that do not match the nodes.
+ */
+static void
+test_server_lists_refused_naming_the_fault(void **state)
+{
+	char out[H_OUT_MAX], twice[256], err[1024];
+	struct mesh host;
+	int rc;
+
+	(void)state;
+	host_make("refusals", &host);
+	rc = h_daemon_run(&host, NULL, out, sizeof(out), "--space", mesh.space, "--root", host.dir,
+	    "--server", "nats://127.0.0.1:1", NULL);
+	assert_int_equal(rc, 1);
+	if (strstr(out, "--server nats://127.0.0.1:1 differs from") == NULL ||
+	    strstr(out, mesh.url) == NULL)
+		fail_msg("a foreign --server: %s", out);
+	snprintf(twice, sizeof(twice), "%s,%s", mesh.nodes[1].url, mesh.nodes[1].url);
+	rc = h_daemon_run(&host, NULL, out, sizeof(out), "--space", mesh.space, "--root", host.dir,
+	    "--server", twice, NULL);
+	assert_int_equal(rc, 1);
+	snprintf(err, sizeof(err), "%s is listed twice", mesh.nodes[1].url);
+	if (strstr(out, err) == NULL)
+		fail_msg("a node twice: %s", out);
+
+	rc = h_cotal(&mesh, out, sizeof(out), "mesh", "init", "--dev", "--cluster", "2", "--space",
+	    mesh.space, NULL);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(out, "--cluster 2: a dev cluster has 3 to 7 nodes"));
+	rc = h_cotal(&mesh, out, sizeof(out), "mesh", "init", "--dev", "--cluster", "3", "--port",
+	    "5001,5002", "--space", mesh.space, NULL);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(out, "--port: give one port, or one for each of the 3 nodes"));
+	rc = h_cotal(&mesh, out, sizeof(out), "space", "provision", mesh.space, "--replicas", "9",
+	    NULL);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(out, "--replicas 9: expected 1 to 5"));
+	/* Nothing of the mesh changed: the registry still lists every node. */
+	rc = h_cotal(&mesh, out, sizeof(out), "space", "provision", mesh.space, "--replicas", "3",
+	    NULL);
+	assert_int_equal(rc, 0);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest all[] = {
+		cmocka_unit_test(test_server_lists_refused_naming_the_fault),
 		cmocka_unit_test_setup_teardown(test_serves_across_the_cluster, nodes_up, daemons_stop),
 		cmocka_unit_test_setup_teardown(test_standby_takes_over, nodes_up, daemons_stop),
 		cmocka_unit_test_setup_teardown(test_cut_off_daemon_gives_way_to_the_standby, nodes_up,
