@@ -29,7 +29,8 @@ struct kvwatch {
 	uint64_t pending;        /* at creation: entries still to come */
 	bool loaded;
 	int64_t last_heard_ms;
-	uint64_t reconnects;     /* the connection's, when the consumer was made */
+	uint64_t reconnects;     /* the connection's, as last seen */
+	int64_t failover_ms;     /* when a failover was seen; 0: none pending */
 	atomic_bool stopped;
 	natsMsg *held;           /* the entry *e points into */
 };
@@ -170,9 +171,18 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 	if (s == NATS_TIMEOUT) {
 		/* Issue 15: a connection that failed over to another server
 		 * may have left the watch's consumer on the lost one (it has
-		 * one replica): watch again at once, not after the silence. */
-		if (conn_reconnects(w->nc) != w->reconnects)
-			return lost(err, errlen, "%s: the connection failed over", w->stream);
+		 * one replica). A consumer still alive heartbeats within
+		 * KVWATCH_HEARTBEAT_MS; one that does not by a second more is
+		 * gone: watch again then, not after the whole silence. */
+		uint64_t rc = conn_reconnects(w->nc);
+		if (rc != w->reconnects) {
+			w->reconnects = rc;
+			w->failover_ms = mono_ms();
+		}
+		if (w->failover_ms != 0 && w->last_heard_ms <= w->failover_ms &&
+		    mono_ms() - w->failover_ms > KVWATCH_HEARTBEAT_MS + 1000)
+			return lost(err, errlen, "%s: no heartbeat since the connection failed over",
+			    w->stream);
 		if (mono_ms() - w->last_heard_ms > KVWATCH_SILENT_MS)
 			return lost(err, errlen, "%s: no heartbeat for %lld ms", w->stream,
 			    (long long)(mono_ms() - w->last_heard_ms));

@@ -8,9 +8,10 @@
  * toolchain cover exactly this (delivery-grants.json).
  *
  * Ordered: a gap in the consumer's sequence, a heartbeat that names a
- * later message, missing heartbeats, a deleted consumer or a connection
- * that failed over to another server (the consumer, one replica, may have
- * been on the lost one) end the watch with KVW_LOST; the owner starts a new one (the whole bucket again).
+ * later message, missing heartbeats (after the connection failed over to
+ * another server, the first one missed: the consumer, one replica, may
+ * have been on the lost server) or a deleted consumer end the watch with
+ * KVW_LOST; the owner starts a new one (the whole bucket again).
  * Not thread-safe except kvwatch_stop(), which wakes a blocked next.
  */
 #ifndef COTAL_KVWATCH_H

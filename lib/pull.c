@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
 #include "lib/worker.h"
@@ -327,7 +328,8 @@ pull_loop_run(const struct pull_loop *l)
 	char err[1024];
 	natsMsgList list;
 	uint64_t reconnects = conn_reconnects(l->pull->nc);
-	bool doubt = false;
+	bool doubt = false, idle = false;
+	int64_t idle_checked = 0;
 
 	while (worker_serving()) {
 		if (l->setup(err, sizeof(err)) == 0)
@@ -351,28 +353,38 @@ pull_loop_run(const struct pull_loop *l)
 		 * what a lost node was carrying to us is asked back (the
 		 * reader's ack floor paces the fan-out's may_fetch). */
 		if (conn_reconnects(l->pull->nc) != reconnects)
-			doubt = true;
+			doubt = true, idle = false;
 		if (doubt) {
 			reconnects = conn_reconnects(l->pull->nc);
 			int n = pull_recover(l->pull);
-			if (n > 0)
+			if (n > 0 && idle)
+				log_debug("%s: idle with deliveries pending: asked them back (%d "
+				    "sequences from the ack floor)", l->what, n);
+			else if (n > 0)
 				log_warnx("%s: asked the broker to redeliver at once what it still "
 				    "counts as delivered (%d sequences from the ack floor): a lost "
 				    "connection or fetch may have dropped them in flight", l->what, n);
 			if (n >= 0)
-				doubt = false;
+				doubt = idle = false;
 		}
 		if (l->may_fetch != NULL && !l->may_fetch())
 			break;
 		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_WAIT_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
-			doubt = true;
+			doubt = true, idle = false;
 			worker_nap(PULL_ERROR_NAP_MS);
 			continue;
 		}
-		if (list.Count > 0)
+		if (list.Count > 0) {
 			l->batch(&list);
+		} else if (mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS) {
+			/* Idle, holding nothing: whatever the consumer still counts
+			 * as delivered to us was lost on the way (a leader change
+			 * behind our connection's back): ask for it again. */
+			idle_checked = mono_ms();
+			doubt = idle = true;
+		}
 		natsMsgList_Destroy(&list);
 	}
 	l->teardown();

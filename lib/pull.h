@@ -26,6 +26,7 @@
 
 #define PULL_RECOVER_MAX 2000 /* in-flight deliveries a recovery asks back */
 #define PULL_INFO_MS 1000      /* the consumer's state, for a recovery */
+#define PULL_IDLE_CHECK_MS 3000 /* an idle consumer's pending is checked this often */
 
 struct puller {
 	natsConnection *nc;
@@ -63,7 +64,7 @@ natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
  * wait (60 s, WIRE.md §3), and the reader's ack floor, which paces the
  * fan-out, would hold copying up that long. Called between batches, when
  * the worker holds no message of this consumer, after its connection came
- * back or a fetch failed: every message still pending for us is lost, so
+ * back, a fetch failed, or every PULL_IDLE_CHECK_MS while it is idle: every message still pending for us is lost, so
  * each one is NAKed (redelivered at once). The pending ones are those
  * between the ack floor and the last delivered (at most PULL_RECOVER_MAX,
  * the ones holding the floor first); a NAK of one already acked is ignored

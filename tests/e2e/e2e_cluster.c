@@ -292,6 +292,57 @@ lead_on(const char *stream, int i)
 	fail_msg("%s: could not move its leader to %s (leader %s)", stream, want, have);
 }
 
+/* Step the stream's leader down while node i leads it. */
+static void
+lead_off(const char *stream, int i)
+{
+	char avoid[32], have[64], subj[256];
+
+	node_name(i, avoid, sizeof(avoid));
+	snprintf(subj, sizeof(subj), "$JS.API.STREAM.LEADER.STEPDOWN.%s", stream);
+	for (int tries = 0; tries < 40; tries++) {
+		stream_leader(stream, have, sizeof(have));
+		if (have[0] != '\0' && strcmp(have, avoid) != 0)
+			return;
+		if (have[0] != '\0') {
+			natsMsg *r = NULL;
+			natsConnection_Request(&r, prov.nc, subj, "", 0, 5000);
+			natsMsg_Destroy(r);
+		}
+		nap(500);
+	}
+	fail_msg("%s: could not move its leader off %s", stream, avoid);
+}
+
+/* The same for a consumer of <kind>_<s>. */
+static void
+consumer_lead_off(const char *kind, const char *name, int i)
+{
+	char avoid[32], stream[160], subj[512];
+
+	node_name(i, avoid, sizeof(avoid));
+	snprintf(stream, sizeof(stream), "%s_%s", kind, mesh.token);
+	snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.LEADER.STEPDOWN.%s.%s", stream, name);
+	for (int tries = 0; tries < 40; tries++) {
+		jsConsumerInfo *ci = NULL;
+		jsErrCode jerr = 0;
+		char have[64] = "";
+		if (js_GetConsumerInfo(&ci, prov.js, stream, name, NULL, &jerr) == NATS_OK &&
+		    ci->Cluster != NULL && ci->Cluster->Leader != NULL)
+			snprintf(have, sizeof(have), "%s", ci->Cluster->Leader);
+		jsConsumerInfo_Destroy(ci);
+		if (have[0] != '\0' && strcmp(have, avoid) != 0)
+			return;
+		if (have[0] != '\0') {
+			natsMsg *r = NULL;
+			natsConnection_Request(&r, prov.nc, subj, "", 0, 5000);
+			natsMsg_Destroy(r);
+		}
+		nap(500);
+	}
+	fail_msg("%s %s: could not move its leader off %s", stream, name, avoid);
+}
+
 /* Every replica of the stream current again (a node back from a kill). */
 static void
 stream_healed(const char *stream)
@@ -470,9 +521,29 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 
 	snprintf(channel, sizeof(channel), "load-%s", tag);
 	snprintf(pchannel, sizeof(pchannel), "probe-%s", tag);
+	/* Without its stream leaders, node 1 is the node every connection
+	 * uses: its loss is the daemon's failover, no election of a stream
+	 * it needs (a KV watch's consumer, one replica, may still be there,
+	 * and the meta leader: rebuilding the watch waits for that one). */
+	if (!leaders_on_it) {
+		static const char *const kv[] = { "delivery", "members", "channels", "presence",
+			"acl", "records" };
+		streams_named(names);
+		for (int k = 0; k < 3; k++)
+			lead_off(names[k], 0);
+		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++) {
+			char b[160];
+			snprintf(b, sizeof(b), "KV_cotal_%s_%s", kv[k], mesh.token);
+			lead_off(b, 0);
+		}
+	}
 	host_make(channel, &host);
 	daemon_start(&host, &d, NULL, NULL, NULL);
 	daemon_serving(&d);
+	if (!leaders_on_it) {
+		consumer_lead_off("CHAT", "fanout", 0);
+		consumer_lead_off("INBOX", "reader", 0);
+	}
 	for (int i = 0; i < MEMBERS; i++) {
 		char name[32];
 		snprintf(name, sizeof(name), "%s%d", tag, i);
@@ -481,6 +552,12 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 	/* Two members of their own channel: the probe of copying resumed. */
 	member_add(&probe[0], tag[0] == 'l' ? "lprobe0" : "fprobe0", pchannel, NULL);
 	member_add(&probe[1], tag[0] == 'l' ? "lprobe1" : "fprobe1", pchannel, NULL);
+	if (!leaders_on_it) {
+		char dur[256];
+		snprintf(dur, sizeof(dur), "dlv_%s-%s-%s", probe[1].a.owner, probe[1].a.actor,
+		    probe[1].a.uid);
+		consumer_lead_off("DLV", dur, 0);
+	}
 	if (leaders_on_it) {
 		streams_named(names);
 		for (int k = 0; k < 4; k++)
