@@ -810,6 +810,8 @@ main(int argc, char **argv)
 	};
 	bool only_core = false;
 
+	/* --core, or COTAL_TEST_CORE set (the sanitizer build's run). */
+	only_core = getenv("COTAL_TEST_CORE") != NULL;
 	for (int i = 1; i < argc; i++)
 		only_core |= strcmp(argv[i], "--core") == 0;
 	/* COTAL_TEST_ONLY=PATTERN: the cases whose names match (diagnosis). */
