@@ -256,31 +256,45 @@ node_name(int i, char *buf, size_t len)
 	return buf;
 }
 
-/* The leader of a stream now ("" when none). */
+/* The leader of a stream, or of its consumer (consumer non-NULL), now
+ * ("" when none). */
 static void
-stream_leader(const char *stream, char *out, size_t len)
+leader_of(const char *stream, const char *consumer, char *out, size_t len)
 {
 	jsStreamInfo *si = NULL;
+	jsConsumerInfo *ci = NULL;
 	jsErrCode jerr = 0;
+	const char *l = NULL;
 
-	out[0] = '\0';
-	if (js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr) == NATS_OK && si->Cluster != NULL &&
-	    si->Cluster->Leader != NULL)
-		snprintf(out, len, "%s", si->Cluster->Leader);
+	if (consumer == NULL) {
+		if (js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr) == NATS_OK &&
+		    si->Cluster != NULL)
+			l = si->Cluster->Leader;
+	} else if (js_GetConsumerInfo(&ci, prov.js, stream, consumer, NULL, &jerr) == NATS_OK &&
+	    ci->Cluster != NULL) {
+		l = ci->Cluster->Leader;
+	}
+	snprintf(out, len, "%s", l != NULL ? l : "");
 	jsStreamInfo_Destroy(si);
+	jsConsumerInfo_Destroy(ci);
 }
 
-/* Step the stream's leader down until node i leads it. */
+/* Step the leader of a stream (or of its consumer) down until node i leads
+ * it (onto), or until another node does (!onto). */
 static void
-lead_on(const char *stream, int i)
+leader_move(const char *stream, const char *consumer, int i, bool onto)
 {
-	char want[32], have[64], subj[256];
+	char node[32], have[64], subj[512];
 
-	node_name(i, want, sizeof(want));
-	snprintf(subj, sizeof(subj), "$JS.API.STREAM.LEADER.STEPDOWN.%s", stream);
+	node_name(i, node, sizeof(node));
+	if (consumer == NULL)
+		snprintf(subj, sizeof(subj), "$JS.API.STREAM.LEADER.STEPDOWN.%s", stream);
+	else
+		snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.LEADER.STEPDOWN.%s.%s", stream,
+		    consumer);
 	for (int tries = 0; tries < 40; tries++) {
-		stream_leader(stream, have, sizeof(have));
-		if (strcmp(have, want) == 0)
+		leader_of(stream, consumer, have, sizeof(have));
+		if (have[0] != '\0' && (strcmp(have, node) == 0) == onto)
 			return;
 		if (have[0] != '\0') {
 			natsMsg *r = NULL;
@@ -289,58 +303,8 @@ lead_on(const char *stream, int i)
 		}
 		nap(500);
 	}
-	fail_msg("%s: could not move its leader to %s (leader %s)", stream, want, have);
-}
-
-/* Step the stream's leader down while node i leads it. */
-static void
-lead_off(const char *stream, int i)
-{
-	char avoid[32], have[64], subj[256];
-
-	node_name(i, avoid, sizeof(avoid));
-	snprintf(subj, sizeof(subj), "$JS.API.STREAM.LEADER.STEPDOWN.%s", stream);
-	for (int tries = 0; tries < 40; tries++) {
-		stream_leader(stream, have, sizeof(have));
-		if (have[0] != '\0' && strcmp(have, avoid) != 0)
-			return;
-		if (have[0] != '\0') {
-			natsMsg *r = NULL;
-			natsConnection_Request(&r, prov.nc, subj, "", 0, 5000);
-			natsMsg_Destroy(r);
-		}
-		nap(500);
-	}
-	fail_msg("%s: could not move its leader off %s", stream, avoid);
-}
-
-/* The same for a consumer of <kind>_<s>. */
-static void
-consumer_lead_off(const char *kind, const char *name, int i)
-{
-	char avoid[32], stream[160], subj[512];
-
-	node_name(i, avoid, sizeof(avoid));
-	snprintf(stream, sizeof(stream), "%s_%s", kind, mesh.token);
-	snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.LEADER.STEPDOWN.%s.%s", stream, name);
-	for (int tries = 0; tries < 40; tries++) {
-		jsConsumerInfo *ci = NULL;
-		jsErrCode jerr = 0;
-		char have[64] = "";
-		if (js_GetConsumerInfo(&ci, prov.js, stream, name, NULL, &jerr) == NATS_OK &&
-		    ci->Cluster != NULL && ci->Cluster->Leader != NULL)
-			snprintf(have, sizeof(have), "%s", ci->Cluster->Leader);
-		jsConsumerInfo_Destroy(ci);
-		if (have[0] != '\0' && strcmp(have, avoid) != 0)
-			return;
-		if (have[0] != '\0') {
-			natsMsg *r = NULL;
-			natsConnection_Request(&r, prov.nc, subj, "", 0, 5000);
-			natsMsg_Destroy(r);
-		}
-		nap(500);
-	}
-	fail_msg("%s %s: could not move its leader off %s", stream, name, avoid);
+	fail_msg("%s%s%s: could not move its leader %s %s (leader %s)", stream,
+	    consumer ? " " : "", consumer ? consumer : "", onto ? "to" : "off", node, have);
 }
 
 /* Every replica of the stream current again (a node back from a kill). */
@@ -376,20 +340,9 @@ streams_named(char names[4][160])
 	snprintf(names[3], 160, "KV_cotal_delivery_%s", mesh.token);
 }
 
-/* Node i back, and every stream the daemon uses current on all three. */
-static void
-node_back(int i)
-{
-	char names[4][160];
-
-	assert_int_equal(h_node_start(&mesh, i), 0);
-	streams_named(names);
-	for (int k = 0; k < 4; k++)
-		stream_healed(names[k]);
-}
-
-/* Before each test: every node up and current (a test that failed may
- * have left one down). */
+/* Before each test, and after a node kill: every node up and every stream
+ * the daemon uses current on all three (a test that failed may have left
+ * one down). */
 static int
 nodes_up(void **state)
 {
@@ -530,19 +483,22 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 			"acl", "records" };
 		streams_named(names);
 		for (int k = 0; k < 3; k++)
-			lead_off(names[k], 0);
+			leader_move(names[k], NULL, 0, false);
 		for (size_t k = 0; k < sizeof(kv) / sizeof(kv[0]); k++) {
 			char b[160];
 			snprintf(b, sizeof(b), "KV_cotal_%s_%s", kv[k], mesh.token);
-			lead_off(b, 0);
+			leader_move(b, NULL, 0, false);
 		}
 	}
 	host_make(channel, &host);
 	daemon_start(&host, &d, NULL, NULL, NULL);
 	daemon_serving(&d);
 	if (!leaders_on_it) {
-		consumer_lead_off("CHAT", "fanout", 0);
-		consumer_lead_off("INBOX", "reader", 0);
+		char st[160];
+		snprintf(st, sizeof(st), "CHAT_%s", mesh.token);
+		leader_move(st, "fanout", 0, false);
+		snprintf(st, sizeof(st), "INBOX_%s", mesh.token);
+		leader_move(st, "reader", 0, false);
 	}
 	for (int i = 0; i < MEMBERS; i++) {
 		char name[32];
@@ -556,12 +512,14 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 		char dur[256];
 		snprintf(dur, sizeof(dur), "dlv_%s-%s-%s", probe[1].a.owner, probe[1].a.actor,
 		    probe[1].a.uid);
-		consumer_lead_off("DLV", dur, 0);
+		char st[160];
+		snprintf(st, sizeof(st), "DLV_%s", mesh.token);
+		leader_move(st, dur, 0, false);
 	}
 	if (leaders_on_it) {
 		streams_named(names);
 		for (int k = 0; k < 4; k++)
-			lead_on(names[k], 0);
+			leader_move(names[k], NULL, 0, true);
 	}
 	for (int n = 0; n < POSTS; n++) {
 		snprintf(ids[n], sizeof(ids[n]), "%s-%d", tag, n);
@@ -604,7 +562,7 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 	members_close(m, MEMBERS);
 	members_close(probe, 2);
 	daemon_term(&d);
-	node_back(0);
+	assert_int_equal(nodes_up(NULL), 0);
 }
 
 static void
@@ -664,7 +622,7 @@ test_cut_off_daemon_gives_way_to_the_standby(void **state)
 	expect_each_once(m, 2, ids, from, 1);
 	members_close(m, 2);
 	daemon_term(&b);
-	node_back(0);
+	assert_int_equal(nodes_up(NULL), 0);
 }
 
 /*
