@@ -36,13 +36,80 @@ nap(int ms)
 		;
 }
 
+/* An entry of a replay, kept aside until the whole replay is in. */
+struct kvmirror_staged {
+	char *key;
+	char *value; /* NULL: deleted or purged */
+	size_t len;
+	uint64_t revision;
+	int64_t created_ms;
+};
+
+static void
+stage_clear(struct kvmirror *m)
+{
+	for (size_t i = 0; i < m->nstaged; i++) {
+		free(m->staged[i].key);
+		free(m->staged[i].value);
+	}
+	free(m->staged);
+	m->staged = NULL;
+	m->nstaged = m->capstaged = m->staged_bytes = 0;
+}
+
+/* 0, or -1 with why when the replay would pass KVMIRROR_STAGE_MAX or
+ * memory runs out. */
+static int
+stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whylen)
+{
+	size_t klen = strlen(e->key), need = klen + 1 + (e->value ? e->len + 1 : 0) +
+	    sizeof(*m->staged);
+	struct kvmirror_staged *st;
+
+	if (m->staged_bytes + need > KVMIRROR_STAGE_MAX) {
+		snprintf(why, whylen, "the replay of %s passes %u bytes", m->bucket,
+		    KVMIRROR_STAGE_MAX);
+		return -1;
+	}
+	if (m->nstaged == m->capstaged) {
+		size_t cap = m->capstaged ? m->capstaged * 2 : 256;
+		if ((st = realloc(m->staged, cap * sizeof(*st))) == NULL)
+			goto oom;
+		m->staged = st;
+		m->capstaged = cap;
+	}
+	st = &m->staged[m->nstaged];
+	memset(st, 0, sizeof(*st));
+	if ((st->key = malloc(klen + 1)) == NULL)
+		goto oom;
+	memcpy(st->key, e->key, klen + 1);
+	if (e->value != NULL) {
+		if ((st->value = malloc(e->len + 1)) == NULL) {
+			free(st->key);
+			goto oom;
+		}
+		memcpy(st->value, e->value, e->len);
+		st->value[e->len] = '\0';
+	}
+	st->len = e->len;
+	st->revision = e->revision;
+	st->created_ms = e->created_ms;
+	m->nstaged++;
+	m->staged_bytes += need;
+	return 0;
+oom:
+	snprintf(why, whylen, "out of memory holding the replay of %s", m->bucket);
+	return -1;
+}
+
 static natsConnection *
 natsConn_of(struct kvmirror *m)
 {
 	return m->nc;
 }
 
-/* (Re)start the watch; the whole bucket is delivered again. */
+/* (Re)start the watch; the whole bucket is delivered again, into the
+ * stage: the owner's state stays as it is until the replay is complete. */
 static int
 start_watch(struct kvmirror *m)
 {
@@ -50,9 +117,9 @@ start_watch(struct kvmirror *m)
 	char why[sizeof(m->error)];
 	int rc;
 
+	stage_clear(m);
 	pthread_mutex_lock(&m->mu);
 	m->loaded = false;
-	m->reset(m->arg);
 	pthread_mutex_unlock(&m->mu);
 	rc = kvwatch_start(&w, m->nc, m->inbox_prefix, m->bucket, why, sizeof(why));
 	pthread_mutex_lock(&m->mu);
@@ -85,6 +152,7 @@ watch_thread(void *arg)
 	struct kvmirror *m = arg;
 	struct kvw_entry e;
 	char why[sizeof(m->error)];
+	bool replaying = false; /* the current watch's initial state, staged */
 
 	for (;;) {
 		pthread_mutex_lock(&m->mu);
@@ -95,13 +163,23 @@ watch_thread(void *arg)
 			break;
 		if (rebuild) {
 			drop_watch(m);
-			if (start_watch(m) != 0)
+			replaying = start_watch(m) == 0;
+			if (!replaying)
 				nap(WATCH_RETRY_MS);
 			continue;
 		}
 		enum kvw_event ev = kvwatch_next(w, WATCH_POLL_MS, &e, why, sizeof(why));
 		if (ev == KVW_TIMEOUT)
 			continue;
+		if (ev == KVW_ENTRY && replaying) {
+			if (stage_add(m, &e, why, sizeof(why)) == 0)
+				continue;
+			ev = KVW_LOST; /* watched again after a pause */
+		}
+		if (ev == KVW_LOST) {
+			replaying = false;
+			stage_clear(m);
+		}
 		pthread_mutex_lock(&m->mu);
 		if (ev == KVW_LOST) {
 			/* Stopped (a rebuild or close asked for it), out of
@@ -116,8 +194,19 @@ watch_thread(void *arg)
 			continue;
 		}
 		if (ev == KVW_LOADED) {
-			/* The initial state is in: the mirror is current as of
-			 * the watch's creation, hence as of the rebuild's floor. */
+			/* The initial state is in: it replaces the old one at
+			 * once, and the mirror is current as of the watch's
+			 * creation, hence as of the rebuild's floor. */
+			if (replaying)
+				m->reset(m->arg);
+			for (size_t i = 0; i < m->nstaged; i++) {
+				const struct kvmirror_staged *st = &m->staged[i];
+				m->apply(m->arg, st->key, st->value, st->len, st->revision,
+				    st->created_ms);
+				if (st->revision > m->applied)
+					m->applied = st->revision;
+			}
+			replaying = false;
 			m->loaded = true;
 			if (m->applied < m->rebuild_floor)
 				m->applied = m->rebuild_floor;
@@ -130,8 +219,11 @@ watch_thread(void *arg)
 		}
 		pthread_cond_broadcast(&m->cv);
 		pthread_mutex_unlock(&m->mu);
+		if (ev == KVW_LOADED)
+			stage_clear(m);
 	}
 	drop_watch(m);
+	stage_clear(m);
 	return NULL;
 }
 

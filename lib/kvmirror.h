@@ -10,7 +10,12 @@
  * reconciliation read; so does a watch that reports itself lost.
  *
  * The owner's apply callback runs on the mirror's thread with the mirror
- * locked; the owner reads its state under kvmirror_lock().
+ * locked; the owner reads its state under kvmirror_lock(). What it reads
+ * there is always a whole state of the bucket, never part of one: a
+ * rebuild's replay is kept aside until the watch has delivered all of it,
+ * then reset and applied in one go under the lock. Until then the owner
+ * keeps reading the state it had (a barrier passed before the rebuild is
+ * met by it; a barrier asked for during it waits for the new one).
  */
 #ifndef COTAL_KVMIRROR_H
 #define COTAL_KVMIRROR_H
@@ -25,6 +30,9 @@ struct kvwatch;
 #define KVMIRROR_BUCKET_MAX 300
 #define KVMIRROR_BARRIER_MS 1000   /* the watch gets this long to catch up */
 #define KVMIRROR_REBUILD_MS 10000  /* a rebuilt watch gets this long to load */
+#define KVMIRROR_STAGE_MAX (256u * 1024 * 1024) /* bytes a replay may hold aside */
+
+struct kvmirror_staged;
 
 /* A put (value non-NULL) or a delete/purge (value NULL) of key.
  * created_ms: when the broker stored it (ms since the epoch). */
@@ -53,6 +61,9 @@ struct kvmirror {
 	uint64_t rebuild_floor;
 	bool want_rebuild;
 	bool loaded;          /* the current watch delivered its initial state */
+	/* The replay of the watch being loaded (the watch thread's own). */
+	struct kvmirror_staged *staged;
+	size_t nstaged, capstaged, staged_bytes;
 	bool stop;
 	char error[256];      /* why the watch is down, for the barrier's caller */
 };
