@@ -67,7 +67,7 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	struct kvmirror_staged *st;
 
 	if (m->staged_bytes + need > KVMIRROR_STAGE_MAX) {
-		snprintf(why, whylen, "the replay of %s passes %u bytes", m->bucket,
+		snprintf(why, whylen, "the replay of %.180s passes %u bytes", m->bucket,
 		    KVMIRROR_STAGE_MAX);
 		return -1;
 	}
@@ -98,7 +98,7 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	m->staged_bytes += need;
 	return 0;
 oom:
-	snprintf(why, whylen, "out of memory holding the replay of %s", m->bucket);
+	snprintf(why, whylen, "out of memory holding the replay of %.180s", m->bucket);
 	return -1;
 }
 
