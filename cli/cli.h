@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 #include <nats/nats.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "lib/creds.h"
@@ -32,7 +33,6 @@ struct daemon_files {
 	char status[WS_FILE_MAX];
 };
 int cli_daemon_files(const char *verb, int argc, char **argv, struct daemon_files *f);
-int cmd_down(int argc, char **argv);
 /* The control rails (rails.c): as the agent itself ... */
 int cmd_agent_join(int argc, char **argv);
 int cmd_agent_leave(int argc, char **argv);
@@ -50,6 +50,9 @@ int cli_split_allow(char *text, const char **out, size_t *n);
 /* The nats-server binary: $COTAL_NATS_SERVER, the 2.10 broker `make deps`
  * unpacked in the build tree, else "nats-server" on PATH. */
 const char *cli_nats_server_path(void);
+/* Every broker of the workspace's dev mesh runs (its pid file names a live
+ * nats-server with its config). false without a dev mesh. */
+bool cli_mesh_running(const struct workspace *ws);
 
 /*
  * Connect to the space's broker as one of its standing credentials
@@ -70,6 +73,19 @@ int cli_connect_opts(const struct workspace *ws, const char *space, const char *
 /* .cotal/space.<key>/<profile>.creds into path. */
 int cli_space_creds_path(const struct workspace *ws, const char *space, const char *profile,
 			 char *path, size_t len, char *err, size_t errlen);
+
+/* A connection with a control client on it (lib/ctlclient.h). */
+struct ctl_client;
+struct cli_session {
+	struct ctl_client *client;
+	struct creds creds;
+	natsConnection *nc;
+};
+/* As the space's manager: its standing supervisor credential, on the
+ * space's broker (server: --server, or NULL). 0, or -1 with err. */
+int cli_manager_open(const struct workspace *ws, const char *space, const char *server,
+		     struct cli_session *s, char *err, size_t errlen);
+void cli_session_close(struct cli_session *s);
 
 /* An agent `cotal agent add` made: its record agents/<name>.json. */
 struct agent_ref {

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "launcher/launcher.h"
 #include "cli/profiles.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
@@ -42,7 +43,9 @@ static const struct command {
 	{ "admin", "liveness", cmd_admin_liveness, "[PRINCIPAL] --space S [--wait MS]  the daemon's responder, or a principal's" },
 	{ "admin", "reload", cmd_admin_reload, "--space S [--expect SHA256HEX] [--wait MS]  adopt the delivery credential" },
 	{ "status", NULL, cmd_status, "--space S [--root DIR]  is the daemon serving, per worker" },
-	{ "down", NULL, cmd_down, "--space S [--root DIR]  stop the space's delivery daemon" },
+	{ "up", NULL, cmd_up, "--space S [--root DIR] [--detach] [--creds-ttl SECONDS]  broker, space, credential and daemon; reports it once serving" },
+	{ "down", NULL, cmd_down, "--space S [--root DIR]  stop the space's delivery daemon (and the broker up started)" },
+	{ "deliver", NULL, cmd_deliver, "--space S ...  deprecated: runs cotal-deliveryd with the same arguments" },
 };
 
 static void

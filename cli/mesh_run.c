@@ -44,6 +44,27 @@ mesh_pid(const struct workspace *ws, int node)
 	return ws_pid_runs(pid, "nats-server", conf) != 0 ? (pid_t)pid : 0;
 }
 
+static int mesh_nodes(json_t *mesh, int *nodes, int *ports, char *err, size_t errlen);
+
+bool
+cli_mesh_running(const struct workspace *ws)
+{
+	char err[512];
+	json_t *mesh = ws_dev_mesh(ws, err, sizeof(err));
+	int nodes[MESH_NODES_MAX], ports[MESH_NODES_MAX], n;
+	bool all = true;
+
+	if (mesh == NULL)
+		return false;
+	n = mesh_nodes(mesh, nodes, ports, err, sizeof(err));
+	json_decref(mesh);
+	if (n <= 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		all = all && mesh_pid(ws, nodes[i]) > 0;
+	return all;
+}
+
 static int
 port_open(const char *host, int port)
 {
@@ -179,7 +200,8 @@ node_start(const struct workspace *ws, const char *bin, const char *host, int no
 		closefrom(3);
 		if (fork() != 0)
 			_exit(0);
-		execl(bin, bin, "-c", conf, (char *)NULL);
+		/* A bare name is looked up on PATH, as a user expects. */
+		execlp(bin, bin, "-c", conf, (char *)NULL);
 		fprintf(stderr, "cotal mesh start: exec %s: %s\n", bin, strerror(errno));
 		_exit(127);
 	}

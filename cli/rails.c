@@ -51,14 +51,8 @@ struct rail_args {
 };
 
 /* A client with its connection. */
-struct session {
-	struct ctl_client *client;
-	struct creds creds;
-	natsConnection *nc;
-};
-
-static void
-session_close(struct session *s)
+void
+cli_session_close(struct cli_session *s)
 {
 	natsConnection_Destroy(s->nc);
 	ctl_client_free(s->client);
@@ -174,16 +168,16 @@ channel_ok(const struct rail_args *a, const char *ch)
 
 /* A session that did not open: say why, naming the command. -1. */
 static int
-session_failed(const struct rail_args *a, struct session *s, const char *err)
+session_failed(const struct rail_args *a, struct cli_session *s, const char *err)
 {
 	log_errx("%s: %s", a->verb, err);
-	session_close(s);
+	cli_session_close(s);
 	return -1;
 }
 
 /* Connect as the agent named a->pos[0]. */
 static int
-agent_session(const struct rail_args *a, struct agent_ref *r, struct session *s)
+agent_session(const struct rail_args *a, struct agent_ref *r, struct cli_session *s)
 {
 	struct conn_opts o = { 0 };
 	char err[4096];
@@ -232,39 +226,51 @@ creds_principal(const struct creds *c, char *owner, size_t olen, char *actor, si
 	return rc;
 }
 
-/* Connect as the manager: the space's standing supervisor credential. */
-static int
-admin_session(const struct rail_args *a, struct session *s)
+int
+cli_manager_open(const struct workspace *ws, const char *space, const char *server,
+		 struct cli_session *s, char *err, size_t errlen)
 {
-	struct workspace ws;
 	struct conn_opts o = { .name = "cotal admin" };
-	char err[WS_FILE_MAX + 2048], path[WS_FILE_MAX], url[1024], why[1024];
+	char path[WS_FILE_MAX], url[1024], why[1024];
 	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
 
 	memset(s, 0, sizeof(*s));
-	if (ws_locate(a->root, &ws, err, sizeof(err)) != 0 ||
-	    cli_space_creds_path(&ws, a->space, "supervisor", path, sizeof(path), err,
-	    sizeof(err)) != 0 ||
-	    ws_server_url(&ws, a->space, a->server, url, sizeof(url), NULL, err, sizeof(err)) != 0)
+	if (cli_space_creds_path(ws, space, "supervisor", path, sizeof(path), err, errlen) != 0 ||
+	    ws_server_url(ws, space, server, url, sizeof(url), NULL, err, errlen) != 0)
 		goto fail;
 	if (creds_load(path, &s->creds, why, sizeof(why)) != 0 ||
 	    creds_principal(&s->creds, owner, sizeof(owner), actor, sizeof(actor), why,
 	    sizeof(why)) != 0) {
-		snprintf(err, sizeof(err), "%s: %s", path, why);
+		snprintf(err, errlen, "%s: %s", path, why);
 		goto fail;
 	}
-	if ((s->client = ctl_client_new(a->space, owner, actor, "cotal admin")) == NULL) {
-		snprintf(err, sizeof(err), "out of memory");
+	if ((s->client = ctl_client_new(space, owner, actor, "cotal admin")) == NULL) {
+		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
 	ctl_client_conn_opts(s->client, &o);
 	o.url = url;
-	if (conn_open(&o, &s->creds, &s->nc, err, sizeof(err)) != 0)
+	if (conn_open(&o, &s->creds, &s->nc, err, errlen) != 0)
 		goto fail;
 	ctl_client_attach(s->client, s->nc);
 	return 0;
 fail:
-	return session_failed(a, s, err);
+	cli_session_close(s);
+	return -1;
+}
+
+/* Connect as the manager: the space's standing supervisor credential. */
+static int
+admin_session(const struct rail_args *a, struct cli_session *s)
+{
+	struct workspace ws;
+	char err[WS_FILE_MAX + 2048];
+
+	memset(s, 0, sizeof(*s));
+	if (ws_locate(a->root, &ws, err, sizeof(err)) != 0 ||
+	    cli_manager_open(&ws, a->space, a->server, s, err, sizeof(err)) != 0)
+		return session_failed(a, s, err);
+	return 0;
 }
 
 static void
@@ -318,7 +324,7 @@ call_failed(const struct rail_args *a, const struct ctl_result *r, enum rail rai
  * -1 after call_failed otherwise.
  */
 static int
-agent_call(const struct rail_args *a, struct session *s, const char *op, json_t *args,
+agent_call(const struct rail_args *a, struct cli_session *s, const char *op, json_t *args,
 	   struct ctl_result *r)
 {
 	ctl_call(s->client, RAIL_CTL, op, args, a->wait_ms, r);
@@ -330,7 +336,7 @@ agent_call(const struct rail_args *a, struct session *s, const char *op, json_t 
 }
 
 /* What an agent command does once connected: its exit status. */
-typedef int agent_fn(const struct rail_args *, const struct agent_ref *, struct session *,
+typedef int agent_fn(const struct rail_args *, const struct agent_ref *, struct cli_session *,
 		     struct ctl_result *);
 
 /*
@@ -343,7 +349,7 @@ agent_cmd(int argc, char **argv, const char *verb, const char *use, unsigned opt
 {
 	struct rail_args a;
 	struct agent_ref r;
-	struct session s;
+	struct cli_session s;
 	struct ctl_result res = { 0 };
 	int rc;
 
@@ -353,12 +359,12 @@ agent_cmd(int argc, char **argv, const char *verb, const char *use, unsigned opt
 		return 1;
 	rc = fn(&a, &r, &s, &res);
 	ctl_result_free(&res);
-	session_close(&s);
+	cli_session_close(&s);
 	return rc;
 }
 
 static int
-join(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+join(const struct rail_args *a, const struct agent_ref *r, struct cli_session *s,
      struct ctl_result *res)
 {
 	if (agent_call(a, s, "durableJoin", json_pack("{s:s}", "channel", a->pos[1]), res) != 0)
@@ -391,7 +397,7 @@ cmd_agent_join(int argc, char **argv)
 /* The generation of the agent's open membership of channel, from
  * listMemberships; 0 when it has none (reported). */
 static uint64_t
-open_generation(const struct rail_args *a, struct session *s, const struct agent_ref *r,
+open_generation(const struct rail_args *a, struct cli_session *s, const struct agent_ref *r,
 		const char *channel)
 {
 	struct ctl_result res = { 0 };
@@ -418,7 +424,7 @@ out:
 }
 
 static int
-leave(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+leave(const struct rail_args *a, const struct agent_ref *r, struct cli_session *s,
       struct ctl_result *res)
 {
 	uint64_t gen = a->generation != 0 ? a->generation : open_generation(a, s, r, a->pos[1]);
@@ -447,7 +453,7 @@ cmd_agent_leave(int argc, char **argv)
 }
 
 static int
-memberships(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+memberships(const struct rail_args *a, const struct agent_ref *r, struct cli_session *s,
 	    struct ctl_result *res)
 {
 	json_t *m;
@@ -478,7 +484,7 @@ cmd_agent_memberships(int argc, char **argv)
 }
 
 static int
-history(const struct rail_args *a, const struct agent_ref *r, struct session *s,
+history(const struct rail_args *a, const struct agent_ref *r, struct cli_session *s,
 	struct ctl_result *res)
 {
 	json_t *item, *args;
@@ -519,7 +525,7 @@ cmd_agent_history(int argc, char **argv)
 static int
 admin_call(const struct rail_args *a, const char *op, json_t *args)
 {
-	struct session s;
+	struct cli_session s;
 	struct ctl_result res = { 0 };
 	int rc = 0;
 
@@ -539,7 +545,7 @@ admin_call(const struct rail_args *a, const char *op, json_t *args)
 	else
 		printf("ok\n");
 	ctl_result_free(&res);
-	session_close(&s);
+	cli_session_close(&s);
 	return rc;
 }
 
@@ -611,7 +617,7 @@ cmd_admin_liveness(int argc, char **argv)
 	static const char use[] = "admin liveness [PRINCIPAL] --space S [--wait MS] [--json] "
 	    "[--root DIR] [--server URL]";
 	struct rail_args a;
-	struct session s;
+	struct cli_session s;
 	char instance[256], why[512];
 
 	if (parse_rail_args("admin liveness", argc, argv, 0, 0, 1, ADMIN_WAIT_MS, &a) != 0)
@@ -626,7 +632,7 @@ cmd_admin_liveness(int argc, char **argv)
 		return 1;
 	enum liveness l = ctl_liveness(s.client, a.wait_ms < ADMIN_TRY_MS ? a.wait_ms :
 	    ADMIN_TRY_MS, instance, sizeof(instance), why, sizeof(why));
-	session_close(&s);
+	cli_session_close(&s);
 	if (a.json) {
 		json_t *v = json_pack("{s:s}", "responder", liveness_name(l));
 		if (*instance != '\0')

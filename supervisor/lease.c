@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
 #include "lib/clock.h"
 #include "lib/kvcas.h"
+#include "lib/natsconn.h"
 
 #define LEASE_ROW_MAX 4096
 
@@ -184,6 +186,54 @@ lease_reread(struct lease *l, const struct lease_io *io, struct lease_row *row, 
 	}
 	free(val);
 	return r;
+}
+
+int
+lease_describe_holder(const struct lease *l, const struct lease_io *io, char *out, size_t outlen,
+		      char *why, size_t whylen)
+{
+	char stream[LEASE_BUCKET_MAX + 4], when[64];
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	natsMsg *m = NULL;
+	struct lease_row row;
+	natsStatus s;
+	int64_t max_age_ms = 0;
+
+	snprintf(stream, sizeof(stream), "KV_%s", l->bucket);
+	s = js_GetLastMsg(&m, io->js, stream, l->subject, NULL, &jerr);
+	if (s != NATS_OK) {
+		conn_jserror("read the lease row", s, jerr, why, whylen);
+		return -1;
+	}
+	if (lease_row_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &row) != 0) {
+		snprintf(why, whylen, "the row at %s is no lease row", l->subject);
+		natsMsg_Destroy(m);
+		return -1;
+	}
+	int64_t written_ms = natsMsg_GetTime(m) / 1000000;
+	natsMsg_Destroy(m);
+	if (js_GetStreamInfo(&si, io->js, stream, NULL, &jerr) == NATS_OK && si->Config != NULL)
+		max_age_ms = si->Config->MaxAge / 1000000;
+	jsStreamInfo_Destroy(si);
+	int64_t age_ms = wall_ms() - written_ms;
+	if (age_ms < 0)
+		age_ms = 0;
+	if (max_age_ms <= 0 || written_ms <= 0) {
+		snprintf(out, outlen, "delivery: the lease of shard 0 is held by %s (incarnation %s), "
+		    "written %" PRId64 " s ago", row.holder, row.incarnation, age_ms / 1000);
+		return 0;
+	}
+	int64_t left_ms = max_age_ms - age_ms;
+	time_t at = (time_t)((written_ms + max_age_ms) / 1000);
+	struct tm tm;
+	gmtime_r(&at, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(out, outlen, "delivery: the lease of shard 0 is held by %s (incarnation %s), "
+	    "written %" PRId64 " s ago; a running holder renews it every %d s, and if that daemon "
+	    "is gone it expires in %" PRId64 " s (at %s)", row.holder, row.incarnation,
+	    age_ms / 1000, LEASE_RENEW_MS / 1000, left_ms > 0 ? (left_ms + 999) / 1000 : 0, when);
+	return 0;
 }
 
 int

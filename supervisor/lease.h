@@ -87,6 +87,14 @@ int lease_renew(struct lease *l, const struct lease_io *io, char *why, size_t wh
 /* Read the key again; on LEASE_OURS l->rev is the broker's. */
 enum lease_reading lease_reread(struct lease *l, const struct lease_io *io, struct lease_row *row,
 				char *why, size_t whylen);
+/*
+ * Who holds the live row a claim was refused by, for the refusal's second
+ * line: the holder, its incarnation, when the row was written and when it
+ * expires unless renewed (the bucket's max age), so an operator can tell a
+ * running holder from a crashed one. 0 with out, -1 with why.
+ */
+int lease_describe_holder(const struct lease *l, const struct lease_io *io, char *out,
+			  size_t outlen, char *why, size_t whylen);
 /* On exit: re-read, and delete by CAS at the current revision only if
  * ours. 0 when released or not ours, -1 with why. */
 int lease_release(struct lease *l, const struct lease_io *io, char *why, size_t whylen);

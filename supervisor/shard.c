@@ -112,9 +112,15 @@ shard_claim(struct sup *s)
 void
 shard_claim_refused(struct sup *s)
 {
-	(void)s;
+	char line[1024], why[512];
+
 	log_errx("delivery: a live lease already exists for shard 0 — another delivery daemon "
 	    "is running. Not binding.");
+	/* Who, and until when: a crashed holder's row outlives it by up to
+	 * its age. */
+	if (lease_describe_holder(&s->lease, io_of(s), line, sizeof(line), why, sizeof(why)) == 0)
+		log_info("%s", line);
+	broker_call_done(s);
 }
 
 /* The watch's apply runs on the mirror's thread: it only flags and wakes

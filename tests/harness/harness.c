@@ -398,6 +398,31 @@ h_cotal(struct mesh *m, char *out, size_t outlen, ...)
 	return run_capture(m, argv, out, outlen);
 }
 
+void
+h_track(pid_t pid)
+{
+	track_broker(pid, true);
+}
+
+pid_t
+h_cotal_spawn(struct mesh *m, const char *outpath, ...)
+{
+	char *argv[64];
+	int n = 0;
+	va_list ap;
+	char *a;
+
+	argv[n++] = (char *)COTAL_CLI_PATH;
+	va_start(ap, outpath);
+	while ((a = va_arg(ap, char *)) != NULL && n < 60)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n++] = (char *)"--root";
+	argv[n++] = m->dir;
+	argv[n] = NULL;
+	return spawn_logged(m, argv, outpath);
+}
+
 /* Start the broker of conf listening on port; its pid into *pidp. */
 static int
 broker_spawn(struct mesh *m, const char *conf, int port, const char *logname, pid_t *pidp)

@@ -133,6 +133,12 @@ int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
 /* Run the cotal CLI (root, COTAL_HOME set); stdout+stderr into out.
  * Returns its exit status, or -1 if it could not run. argv ends with NULL. */
 int h_cotal(struct mesh *m, char *out, size_t outlen, ...) __attribute__((sentinel));
+/* The same in the background (a foreground `cotal up`), stdout and stderr
+ * appended to outpath; killed with the test. Its pid. */
+pid_t h_cotal_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
+/* A process the test did not start itself (a daemon `cotal up` launched, a
+ * broker it started): SIGKILLed when the test program ends, however. */
+void h_track(pid_t pid);
 
 /* `cotal agent add NAME --allow CSV`, parsed. */
 int h_agent_add(struct mesh *m, const char *name, const char *allow, struct agent *a);

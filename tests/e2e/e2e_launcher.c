@@ -1,0 +1,430 @@
+/*
+ * Issue 16: the launcher (`cotal up`, `cotal down`, `cotal deliver`) as a
+ * process, against a real broker and the real daemon. The seed's words:
+ *
+ *   "cotal up reports the daemon only when it is actually serving."
+ *   "A daemon it started can exit without taking the single-flight lease
+ *    because another daemon holds it, or because a crashed holder's lease
+ *    has not expired yet. up then says so and exits non-zero."
+ *   "Detached up redirects the daemon's stdout and stderr onto the file."
+ *   "A foreground cotal up restarts a daemon it started when that daemon
+ *    dies while the broker that up started is still running. It logs
+ *    delivery daemon exited (<cause>) while nats-server is running -
+ *    restarting it, then delivery daemon running again once the
+ *    replacement's responder is bound."
+ *   "A failed restart is logged and retried after the 30-second lease TTL."
+ *   "A daemon that exits cleanly or on SIGTERM or SIGINT stays stopped. So
+ *    does one that bare cotal down stops."
+ *   "Ctrl-C on a foreground up, and a broker that exits under it, stop the
+ *    daemon with the same stop bare cotal down uses for it."
+ *   "cotal deliver is a deprecated entry kept for existing units and
+ *    scripts."
+ *
+ * One mesh for the suite, its broker started by the harness (the test
+ * that needs `up` to start the broker stops it first). Every test ends with
+ * `cotal down`, so the next finds the lease free, except the last, which
+ * leaves a crashed holder's lease on purpose.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/tokens.h"
+#include "tests/harness/harness.h"
+
+#define SPACE "up"
+#define SERVE_MS 30000
+#define RESTART_MS 50000 /* a failed restart waits out the crashed lease: 30 s, and more */
+
+static struct mesh mesh;
+static char key[512], pidpath[H_PATH_MAX * 2], logpath[H_PATH_MAX * 2];
+static char credspath[H_PATH_MAX * 2], runpath[H_PATH_MAX * 2];
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+nap(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static pid_t
+recorded_pid(void)
+{
+	FILE *f = fopen(pidpath, "r");
+	long pid = 0;
+
+	if (f != NULL) {
+		if (fscanf(f, "%ld", &pid) != 1)
+			pid = 0;
+		fclose(f);
+	}
+	return (pid_t)pid;
+}
+
+/* Running: not gone, and no zombie (a daemon whose launcher exited is
+ * reaped by whoever adopts it, maybe never in a container). */
+static bool
+alive(pid_t pid)
+{
+	char path[64], buf[512];
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0 || kill(pid, 0) != 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Wait for the record to name a live daemon other than `not`. */
+static pid_t
+daemon_after(pid_t not, int ms)
+{
+	for (int64_t end = now_ms() + ms; now_ms() < end; nap(50)) {
+		pid_t p = recorded_pid();
+		if (p > 0 && p != not && alive(p)) {
+			h_track(p);
+			return p;
+		}
+	}
+	return 0;
+}
+
+static bool
+file_has(const char *path, const char *needle, int ms)
+{
+	return h_log_has(path, needle, ms);
+}
+
+static void
+down(void)
+{
+	char out[H_OUT_MAX];
+
+	h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL);
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	if (h_mesh_up(&mesh, SPACE, false) != 0)
+		return -1;
+	space_key(SPACE, key, sizeof(key));
+	snprintf(pidpath, sizeof(pidpath), "%s/.cotal/delivery.%s.pid", mesh.dir, key);
+	snprintf(logpath, sizeof(logpath), "%s/.cotal/delivery.%s.log", mesh.dir, key);
+	snprintf(credspath, sizeof(credspath), "%s/.cotal/space.%s/delivery.creds", mesh.dir, key);
+	snprintf(runpath, sizeof(runpath), "%s/.cotal/space.%s/delivery.run.json", mesh.dir, key);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	down();
+	h_mesh_down(&mesh);
+	return 0;
+}
+
+/* After each test: the daemon stopped, the harness's broker running. */
+static int
+after(void **state)
+{
+	(void)state;
+	down();
+	if (mesh.broker <= 0 && h_broker_start(&mesh) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * "--detach starts everything, redirects the daemon's stdout and stderr
+ * onto .cotal/delivery.<key>.log, reports as above and exits"; the broker
+ * found the way a user expects (a bare --nats-server name on PATH); a
+ * second up while one serves; cotal down stops the daemon, removes the
+ * run's credential once the death is confirmed, then the broker up
+ * started.
+ */
+static void
+test_detached_up_serves_and_down_stops_it_all(void **state)
+{
+	char out[H_OUT_MAX], bindir[H_PATH_MAX], path[H_PATH_MAX * 3];
+	const char *oldpath = getenv("PATH");
+	int64_t t0, t_up, t_down;
+	struct stat st;
+	pid_t d;
+
+	(void)state;
+	/* up starts the broker itself: the harness's goes first. */
+	assert_int_equal(h_broker_stop(&mesh), 0);
+	mesh.broker = 0;
+	snprintf(bindir, sizeof(bindir), "%s", mesh.nats_bin);
+	*strrchr(bindir, '/') = '\0';
+	snprintf(path, sizeof(path), "%s:%s", bindir, oldpath ? oldpath : "/usr/bin:/bin");
+	setenv("PATH", path, 1);
+	t0 = now_ms();
+	int rc = h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
+	    "--nats-server", "nats-server", NULL);
+	t_up = now_ms() - t0;
+	setenv("PATH", oldpath ? oldpath : "/usr/bin:/bin", 1);
+	if (rc != 0)
+		fail_msg("cotal up --detach: %d\n%s", rc, out);
+	printf("• up --detach: serving, and reported, %lld ms after the command\n",
+	    (long long)t_up);
+	assert_non_null(strstr(out, "broker up at"));
+	assert_non_null(strstr(out, "delivery daemon serving space up"));
+	/* The daemon's own lines are in the log, none on the launcher's output. */
+	assert_null(strstr(out, "delivery: credential"));
+	assert_null(strstr(out, "delivery daemon up (space"));
+	assert_true(file_has(logpath, "delivery daemon up (space up)", 1000));
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	/* The run's credential: minted, 0600, bounded to 24 h. */
+	assert_int_equal(stat(credspath, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	json_t *run = json_load_file(runpath, 0, NULL);
+	assert_non_null(run);
+	json_int_t exp = json_integer_value(json_object_get(run, "expires"));
+	json_decref(run);
+	assert_true(exp > (json_int_t)time(NULL) + 86400 - 120 && exp <= (json_int_t)time(NULL) +
+	    86400);
+
+	/* A second up while one serves: detached, nothing to do; in the
+	 * foreground, refused naming the running daemon. */
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
+	    NULL), 0);
+	assert_non_null(strstr(out, "already running"));
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, NULL), 1);
+	assert_non_null(strstr(out, "already runs here"));
+	assert_true(alive(d));
+
+	t0 = now_ms();
+	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
+		fail_msg("cotal down:\n%s", out);
+	t_down = now_ms() - t0;
+	printf("• down: daemon and broker stopped %lld ms after the command\n", (long long)t_down);
+	assert_false(alive(d));
+	assert_non_null(strstr(out, "removed the run's credential"));
+	assert_int_not_equal(access(credspath, F_OK), 0);
+	assert_non_null(strstr(out, "broker stopped"));
+	assert_true(file_has(logpath, "received SIGTERM, exiting", 1000));
+}
+
+/*
+ * Foreground: kill -9 of the daemon while the broker runs: both lines, and
+ * the replacement serves (after the crashed holder's lease expired: the
+ * first restart is refused by it and retried after the TTL). Then Ctrl-C
+ * stops the daemon the way cotal down does, and up exits.
+ */
+static void
+test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it(void **state)
+{
+	char outp[H_PATH_MAX * 2];
+	pid_t up, d1, d2;
+	int status;
+	int64_t t_kill;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-restart.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d1 = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(d1, SIGKILL), 0);
+	t_kill = now_ms();
+	assert_true(file_has(outp, "delivery daemon exited (killed by SIGKILL) while nats-server "
+	    "is running - restarting it", 5000));
+	/* The first replacement meets the crashed holder's lease, says when it
+	 * expires, and is retried after the TTL. */
+	assert_true(file_has(outp, "a live lease already exists for shard 0", 10000));
+	assert_true(file_has(outp, "expires in", 1000));
+	assert_true(file_has(outp, "the restart failed; trying again in 30 s", 1000));
+	if (!file_has(outp, "delivery daemon running again", RESTART_MS))
+		fail_msg("no replacement served; see %s", outp);
+	printf("• kill -9 of the daemon: serving again %lld ms later (the crashed lease's TTL)\n",
+	    (long long)(now_ms() - t_kill));
+	assert_true((d2 = daemon_after(d1, 1000)) > 0);
+
+	assert_int_equal(kill(up, SIGINT), 0);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_false(alive(d2));
+	assert_true(file_has(outp, "interrupted (Ctrl-C); stopping the delivery daemon", 0));
+	assert_true(file_has(outp, "stopped (pid", 0));
+	assert_true(file_has(logpath, "received SIGTERM, exiting", 0));
+}
+
+/* "A daemon that exits cleanly or on SIGTERM or SIGINT stays stopped." */
+static void
+test_a_daemon_ended_by_sigterm_stays_stopped(void **state)
+{
+	char outp[H_PATH_MAX * 2];
+	pid_t up, d;
+	int status;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-sigterm.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(d, SIGTERM), 0);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(file_has(outp, "it stays stopped", 0));
+	assert_false(file_has(outp, "restarting it", 0));
+	assert_int_equal(recorded_pid(), 0);
+}
+
+/* "So does one that bare cotal down stops." */
+static void
+test_a_daemon_cotal_down_stopped_stays_stopped(void **state)
+{
+	char outp[H_PATH_MAX * 2], out[H_OUT_MAX];
+	pid_t up, d;
+	int status;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-down.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
+		fail_msg("cotal down:\n%s", out);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_false(alive(d));
+	assert_true(file_has(outp, "stopped by cotal down", 0));
+	assert_false(file_has(outp, "restarting it", 0));
+}
+
+/* "... and a broker that exits under it, stop the daemon with the same
+ * stop bare cotal down uses for it." */
+static void
+test_a_broker_exiting_under_up_stops_the_daemon(void **state)
+{
+	char outp[H_PATH_MAX * 2];
+	pid_t up, d;
+	int status;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-broker.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(h_broker_stop(&mesh), 0);
+	mesh.broker = 0;
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_false(alive(d));
+	assert_true(file_has(outp, "broker is not running; not restarting it", 0) ||
+	    file_has(outp, "nats-server exited under cotal up; stopping the delivery daemon", 0));
+	assert_false(file_has(outp, "restarting it -", 0));
+}
+
+/* "cotal deliver is a deprecated entry kept for existing units and
+ * scripts": one line naming the replacement, then the daemon itself
+ * (here refusing a --server the registry does not record). */
+static void
+test_deliver_is_the_daemon_behind_one_deprecation_line(void **state)
+{
+	char out[H_OUT_MAX];
+
+	(void)state;
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", SPACE,
+	    "--profile", "delivery", "--force", NULL), 0);
+	int rc = h_cotal(&mesh, out, sizeof(out), "deliver", "--space", SPACE, "--server",
+	    "nats://127.0.0.1:1", NULL);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(out, "cotal deliver is deprecated: run cotal-deliveryd"));
+	assert_non_null(strstr(out, "refusing to dial"));
+}
+
+/*
+ * Refusals in the seed's words: another daemon holds the lease (a daemon
+ * of another host of the space); then that holder is SIGKILLed, and up
+ * says the crashed holder's lease has not expired yet, and when it will.
+ */
+static void
+test_a_lease_held_elsewhere_is_named(void **state)
+{
+	static struct daemon other;
+	struct mesh host;
+	char out[H_OUT_MAX], cmd[H_PATH_MAX * 4];
+
+	(void)state;
+	host = mesh;
+	snprintf(host.dir, sizeof(host.dir), "%s/host2", mesh.dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/.cotal' && cp -a '%s/.cotal/space.%s' '%s/.cotal/'",
+	    host.dir, mesh.dir, key, host.dir);
+	/* The space and its credential exist once an up has run. */
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "space", "provision", SPACE, NULL), 0);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", SPACE,
+	    "--profile", "delivery", "--force", NULL), 0);
+	assert_int_equal(system(cmd), 0);
+	/* A standby: a lease an earlier test's daemon could not release (its
+	 * broker was gone) is waited out, then claimed. */
+	assert_int_equal(h_daemon_start(&host, &other, "--standby", NULL), 0);
+	if (!h_log_has(other.log, "delivery daemon up", 60000))
+		fail_msg("the other host's daemon did not start; see %s", other.log);
+
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
+	    NULL), 1);
+	assert_non_null(strstr(out, "without serving: delivery: a live lease already exists for "
+	    "shard 0 — another delivery daemon is running"));
+	assert_non_null(strstr(out, "the lease of shard 0 is held by local."));
+
+	/* The holder crashes: its row outlives it. */
+	h_daemon_kill(&other);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
+	    NULL), 1);
+	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
+	assert_non_null(strstr(out, "if that daemon is gone it expires in"));
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_detached_up_serves_and_down_stops_it_all, after),
+		cmocka_unit_test_teardown(test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it,
+		    after),
+		cmocka_unit_test_teardown(test_a_daemon_ended_by_sigterm_stays_stopped, after),
+		cmocka_unit_test_teardown(test_a_daemon_cotal_down_stopped_stays_stopped, after),
+		cmocka_unit_test_teardown(test_a_broker_exiting_under_up_stops_the_daemon, after),
+		cmocka_unit_test_teardown(test_deliver_is_the_daemon_behind_one_deprecation_line,
+		    after),
+		cmocka_unit_test_teardown(test_a_lease_held_elsewhere_is_named, after),
+	};
+	h_use_broker(h_broker_arg(argc, argv));
+	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+}
