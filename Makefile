@@ -70,9 +70,7 @@ demo: deps build
 	    sh dist/demo.sh
 
 demo-stop:
-	@pid=$$(sed -n 's/^ *"pid": \([0-9]*\),*$$/\1/p' $(DEMO_ROOT)/.cotal/delivery.*.status.json 2>/dev/null | head -n 1); \
-	    if [ -n "$$pid" ] && kill -TERM "$$pid" 2>/dev/null; then \
-	        while kill -0 "$$pid" 2>/dev/null; do sleep 0.1; done; echo "✓ delivery daemon stopped (pid $$pid)"; fi
+	@COTAL_HOME=$(DEMO_ROOT)/home $(BUILD)/cli/cotal down --space $(DEMO_SPACE) --root $(DEMO_ROOT)
 	@$(BUILD)/cli/cotal mesh stop --root $(DEMO_ROOT)
 
 clean:

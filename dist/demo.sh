@@ -9,8 +9,11 @@ space="$DEMO_SPACE"
 
 echo "• dev mesh in $root (space $space, broker on 127.0.0.1:$DEMO_PORT)"
 "$cotal" mesh init --dev --root "$root" --port "$DEMO_PORT" --space "$space"
-"$cotal" mesh start --root "$root"
-"$cotal" space provision "$space" --root "$root"
+# The launcher: the broker, the space's streams and buckets, the run's
+# delivery credential (24 h), and the daemon with its four confined
+# workers, reported once it serves. Its lines go to the space's log.
+echo "• cotal up --detach"
+"$cotal" up --space "$space" --root "$root" --detach
 for name in alice bob; do
 	if [ -f "$root/.cotal/space.$(printf %s "$space" | od -An -tx1 | tr -d ' \n')/agents/$name.json" ]; then
 		echo "• agent $name exists already"
@@ -19,35 +22,9 @@ for name in alice bob; do
 	echo "• adding agent $name"
 	"$cotal" agent add "$name" --space "$space" --allow general,ops --root "$root"
 done
-# The delivery daemon, in the background, with its four confined workers.
-daemon="$BUILD/supervisor/cotal-deliveryd"
-key=$(printf %s "$space" | od -An -tx1 | tr -d ' \n')
-status="$root/.cotal/delivery.$key.status.json"
-if ! "$cotal" status --space "$space" --root "$root" >/dev/null 2>&1; then
-	echo "• starting cotal-deliveryd (log $root/.cotal/delivery.$key.log)"
-	nohup "$daemon" --space "$space" --root "$root" >/dev/null 2>&1 &
-	i=0
-	until grep -q '"state": "connected"' "$status" 2>/dev/null &&
-	    [ "$(grep -c '"state": "connected"' "$status")" -eq 4 ]; do
-		i=$((i + 1))
-		if [ $i -gt 100 ]; then
-			echo "✗ the daemon did not bring its workers up; see $root/.cotal/delivery.$key.log"
-			exit 1
-		fi
-		sleep 0.1
-	done
-fi
-# The registry's rails answer once it has bound them: the liveness probe,
+# up reported the daemon serving: its liveness responder answers "bound",
 # as a manager would ask it.
-i=0
-until live=$("$cotal" admin liveness --space "$space" --root "$root" --wait 1000 2>&1); do
-	i=$((i + 1))
-	if [ $i -gt 50 ]; then
-		echo "✗ the daemon's rails do not answer ($live); see $root/.cotal/delivery.$key.log"
-		exit 1
-	fi
-	sleep 0.2
-done
+live=$("$cotal" admin liveness --space "$space" --root "$root" --wait 3000 2>&1)
 echo "• liveness of the delivery plane: $live"
 # The durable data path: alice and bob join channel general durably over
 # the ctl.delivery rail (the registry writes their membership rows), each
@@ -68,4 +45,5 @@ sleep 1.6 # a STATUS period and a status-file tick, so the counters below includ
 "$cotal" status --space "$space" --root "$root"
 echo
 echo "✓ demo mesh up. Credentials live in $root/.cotal (0700); the broker log is"
-echo "  $root/.cotal/mesh/nats-server.log. Stop everything with: make demo-stop"
+echo "  $root/.cotal/mesh/nats-server.log. Stop everything with: make demo-stop
+  (cotal down: the daemon, its run credential, then the broker up started)"
