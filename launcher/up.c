@@ -29,7 +29,10 @@
 
 #define UP_SERVE_WAIT_MS 30000    /* a launched daemon gets this long to serve */
 #define UP_TICK_MS 250
-#define UP_RETRY_MS 30000         /* the seed: a failed restart, after the lease TTL */
+/* The seed: a failed restart is retried after the 30 s lease TTL; and 3 s
+ * more, for the broker to expire the row (2.14 does it up to a second or
+ * two late). */
+#define UP_RETRY_MS 33000
 #define UP_CREDS_TTL_S 86400      /* the run's credential: 24 h unless --creds-ttl */
 #define UP_RENEW_PERCENT 75
 #define REASON_MAX 2048
@@ -521,8 +524,8 @@ supervise(struct up *u)
 			}
 			retry_at = 0;
 			if (start_daemon(u, true) != 0) {
-				log_warnx("up: the restart failed; trying again in %d s (the lease's TTL)",
-				    UP_RETRY_MS / 1000);
+				log_warnx("up: the restart failed; trying again in %d s (the lease's 30 s "
+				    "TTL, and the broker's expiry)", UP_RETRY_MS / 1000);
 				retry_at = mono_ms() + UP_RETRY_MS;
 			}
 		}

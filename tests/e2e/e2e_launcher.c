@@ -155,15 +155,34 @@ teardown(void **state)
 	return 0;
 }
 
-/* After each test: the daemon stopped, the harness's broker running. */
+/*
+ * After each test: the daemon stopped, the harness's broker running, and
+ * the lease row gone, as on a fresh mesh (a daemon killed, or stopped with
+ * its broker gone, leaves its row for 30 s; the tests of that wait on
+ * their own).
+ */
 static int
 after(void **state)
 {
+	char out[H_OUT_MAX], stream[256], subj[300], err[512];
+	struct conn prov;
+	jsOptions o;
+	jsErrCode jerr = 0;
+
 	(void)state;
 	down();
 	if (mesh.broker <= 0 && h_broker_start(&mesh) != 0)
 		return -1;
-	return 0;
+	if (h_cotal(&mesh, out, sizeof(out), "space", "provision", SPACE, NULL) != 0 ||
+	    h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
+		return -1;
+	snprintf(stream, sizeof(stream), "KV_cotal_delivery_%s", mesh.token);
+	snprintf(subj, sizeof(subj), "$KV.cotal_delivery_%s.lease.0", mesh.token);
+	jsOptions_Init(&o);
+	o.Stream.Purge.Subject = subj;
+	natsStatus s = js_PurgeStream(prov.js, stream, &o, &jerr);
+	h_close(&prov);
+	return s == NATS_OK ? 0 : -1;
 }
 
 /*
@@ -266,7 +285,7 @@ test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it(void **state)
 	 * expires, and is retried after the TTL. */
 	assert_true(file_has(outp, "a live lease already exists for shard 0", 10000));
 	assert_true(file_has(outp, "expires in", 1000));
-	assert_true(file_has(outp, "the restart failed; trying again in 30 s", 1000));
+	assert_true(file_has(outp, "the restart failed; trying again in 33 s", 1000));
 	if (!file_has(outp, "delivery daemon running again", RESTART_MS))
 		fail_msg("no replacement served; see %s", outp);
 	printf("• kill -9 of the daemon: serving again %lld ms later (the crashed lease's TTL)\n",
@@ -370,6 +389,122 @@ test_deliver_is_the_daemon_behind_one_deprecation_line(void **state)
 }
 
 /*
+ * "In the foreground it is also the renewal owner: at 75 % of the
+ * credential's lifetime it re-mints it for the same user key and asks the
+ * daemon to adopt it (reloadCreds)": a 20 s credential, renewed at 15 s,
+ * adopted, and durable posts made before, around and after it all arrive.
+ */
+static void
+test_foreground_renews_the_run_credential_without_a_dropped_delivery(void **state)
+{
+	char outp[H_PATH_MAX * 2], err[1024], id[32];
+	struct agent ann, ben;
+	struct conn prov, ca, cb;
+	uint64_t last = 0;
+	bool hdr = false;
+	pid_t up;
+	int status, posted = 0;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-renew.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, "--creds-ttl", "20",
+	    NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true(daemon_after(0, 1000) > 0);
+	assert_int_equal(h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)), 0);
+	assert_int_equal(h_agent_add(&mesh, "ann", "room1", &ann), 0);
+	assert_int_equal(h_agent_add(&mesh, "ben", "room1", &ben), 0);
+	assert_int_equal(h_connect(&mesh, ann.creds, &ca, err, sizeof(err)), 0);
+	assert_int_equal(h_connect(&mesh, ben.creds, &cb, err, sizeof(err)), 0);
+	assert_int_equal(h_chat_last_seq(&prov, &mesh, &last), 0);
+	assert_int_equal(h_member_put(&prov, &mesh, &ben, "room1", last, 0, 1, err, sizeof(err)),
+	    0);
+	/* A post every half second from before the renewal (15 s) to after
+	 * its adoption. */
+	for (int64_t end = now_ms() + 40000; now_ms() < end; nap(500)) {
+		snprintf(id, sizeof(id), "r-%d", posted);
+		assert_int_equal(h_post(&ca, &mesh, &ann, "room1", id, "hi", NULL), 0);
+		posted++;
+		if (file_has(outp, "delivery daemon adopted the renewed credential", 0) && posted > 40)
+			break;
+	}
+	if (!file_has(outp, "renewed the run's delivery credential", 0) ||
+	    !file_has(outp, "delivery daemon adopted the renewed credential (reloadCreds)", 0))
+		fail_msg("no renewal adopted; see %s", outp);
+	json_t *frames = h_dlv_drain(&cb, &mesh, &ben, 15000, 3000, &hdr, err, sizeof(err));
+	assert_non_null(frames);
+	printf("• renewal at 75 %% of a 20 s credential adopted; %zu of %d posts delivered\n",
+	    json_array_size(frames), posted);
+	assert_int_equal(json_array_size(frames), (size_t)posted);
+	json_decref(frames);
+	assert_int_equal(kill(up, SIGINT), 0);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	h_close(&ca);
+	h_close(&cb);
+	h_close(&prov);
+}
+
+/* "A record whose pid now belongs to another program is cleared without
+ * a signal": up launches over it, the other program untouched. */
+static void
+test_a_stale_record_is_no_daemon(void **state)
+{
+	char out[H_OUT_MAX], text[32];
+	pid_t other = fork();
+
+	(void)state;
+	if (other == 0) {
+		execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	assert_true(other > 0);
+	h_track(other);
+	snprintf(text, sizeof(text), "%ld\n", (long)other);
+	FILE *f = fopen(pidpath, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	if (h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach", NULL) != 0)
+		fail_msg("cotal up over a stale record:\n%s", out);
+	assert_non_null(strstr(out, "delivery daemon serving space up"));
+	assert_true(daemon_after(other, 1000) > 0);
+	assert_true(alive(other));
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+}
+
+/* A daemon too starved to exit on SIGTERM (SIGSTOPped) under a foreground
+ * up: cotal down kills it at 15 s, and up does not restart it. */
+static void
+test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped(void **state)
+{
+	char outp[H_PATH_MAX * 2], out[H_OUT_MAX];
+	pid_t up, d;
+	int status;
+	int64_t t0;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-stopped.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(d, SIGSTOP), 0);
+	t0 = now_ms();
+	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
+		fail_msg("cotal down:\n%s", out);
+	printf("• a SIGSTOPped daemon: cotal down killed it %lld ms after the command\n",
+	    (long long)(now_ms() - t0));
+	assert_non_null(strstr(out, "has not exited 15 s after SIGTERM; sending SIGKILL"));
+	assert_false(alive(d));
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(file_has(outp, "stopped by cotal down", 0));
+	assert_false(file_has(outp, "restarting it", 0));
+}
+
+/*
  * Refusals in the seed's words: another daemon holds the lease (a daemon
  * of another host of the space); then that holder is SIGKILLed, and up
  * says the crashed holder's lease has not expired yet, and when it will.
@@ -420,8 +555,14 @@ main(int argc, char **argv)
 		    after),
 		cmocka_unit_test_teardown(test_a_daemon_ended_by_sigterm_stays_stopped, after),
 		cmocka_unit_test_teardown(test_a_daemon_cotal_down_stopped_stays_stopped, after),
+		cmocka_unit_test_teardown(test_a_stale_record_is_no_daemon, after),
+		cmocka_unit_test_teardown(
+		    test_foreground_renews_the_run_credential_without_a_dropped_delivery, after),
 		cmocka_unit_test_teardown(test_a_broker_exiting_under_up_stops_the_daemon, after),
 		cmocka_unit_test_teardown(test_deliver_is_the_daemon_behind_one_deprecation_line,
+		    after),
+		/* These two leave a killed holder's lease behind them. */
+		cmocka_unit_test_teardown(test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped,
 		    after),
 		cmocka_unit_test_teardown(test_a_lease_held_elsewhere_is_named, after),
 	};
