@@ -70,6 +70,17 @@ int cli_connect_space(const struct workspace *ws, const char *space,
 int cli_connect_opts(const struct workspace *ws, const char *space, const char *server_opt,
 		     const char *path, struct conn_opts *o, struct creds *c, natsConnection **nc,
 		     char *err, size_t errlen);
+/* A TLS-required mesh (the registry's tlsRequired): the broker must prove
+ * itself as the first URL's host with the registry's tlsCa, as the daemon
+ * demands; o's TLS fields point into t until cli_tls_end. Nothing when not
+ * required. 0, or -1 with err. */
+struct cli_tls {
+	char host[256];
+	char *pem;
+};
+int cli_tls_begin(const char *space, const char *url, bool required, struct cli_tls *t,
+		  struct conn_opts *o, char *err, size_t errlen);
+void cli_tls_end(struct cli_tls *t, struct conn_opts *o);
 /* .cotal/space.<key>/<profile>.creds into path. */
 int cli_space_creds_path(const struct workspace *ws, const char *space, const char *profile,
 			 char *path, size_t len, char *err, size_t errlen);

@@ -14,6 +14,7 @@
 #include "cli/profiles.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
+#include "lib/tlsca.h"
 #include "lib/tokens.h"
 
 #ifndef COTAL_BUNDLED_NATS_SERVER
@@ -120,22 +121,67 @@ cli_connect_file(const struct workspace *ws, const char *space, const char *serv
 }
 
 int
+cli_tls_begin(const char *space, const char *url, bool required, struct cli_tls *t,
+	      struct conn_opts *o, char *err, size_t errlen)
+{
+	char ca[WS_PATH_MAX], first[1024];
+	int ncerts;
+
+	memset(t, 0, sizeof(*t));
+	if (!required)
+		return 0;
+	if (ws_registry_tls_ca(space, ca, sizeof(ca), err, errlen) != 0)
+		return -1;
+	if (ca[0] == '\0') {
+		snprintf(err, errlen, "the mesh of space %s demands TLS (mesh registry tlsRequired), "
+		    "and its record names no CA (\"tlsCa\") to verify the broker with; refusing "
+		    "to dial in plaintext", space);
+		return -1;
+	}
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(url, ","), url);
+	if (tls_url_host(first, t->host, sizeof(t->host)) != 0) {
+		snprintf(err, errlen, "server URL %s: no host name to verify the broker as", first);
+		return -1;
+	}
+	if (tls_ca_load(ca, &t->pem, &ncerts, err, errlen) != 0)
+		return -1;
+	o->tls_host = t->host;
+	o->tls_ca_pem = t->pem;
+	return 0;
+}
+
+void
+cli_tls_end(struct cli_tls *t, struct conn_opts *o)
+{
+	free(t->pem);
+	t->pem = NULL;
+	o->tls_host = NULL;
+	o->tls_ca_pem = NULL;
+}
+
+int
 cli_connect_opts(const struct workspace *ws, const char *space, const char *server_opt,
 		 const char *path, struct conn_opts *o, struct creds *c, natsConnection **nc,
 		 char *err, size_t errlen)
 {
 	char url[1024], why[1024];
+	struct cli_tls t;
+	bool tls = false;
 	int rc;
 
-	if (ws_server_url(ws, space, server_opt, url, sizeof(url), NULL, err, errlen) != 0)
+	if (ws_server_url(ws, space, server_opt, url, sizeof(url), &tls, err, errlen) != 0)
+		return -1;
+	if (cli_tls_begin(space, url, tls, &t, o, err, errlen) != 0)
 		return -1;
 	if (creds_load(path, c, why, sizeof(why)) != 0) {
 		snprintf(err, errlen, "%s", why);
+		cli_tls_end(&t, o);
 		return -1;
 	}
 	o->url = url;
 	rc = conn_open(o, c, nc, err, errlen);
 	o->url = NULL;
+	cli_tls_end(&t, o);
 	if (rc != 0) {
 		creds_free(c);
 		return -1;

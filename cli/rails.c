@@ -233,10 +233,13 @@ cli_manager_open(const struct workspace *ws, const char *space, const char *serv
 	struct conn_opts o = { .name = "cotal admin" };
 	char path[WS_FILE_MAX], url[1024], why[1024];
 	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
+	struct cli_tls t = { 0 };
+	bool tls = false;
 
 	memset(s, 0, sizeof(*s));
 	if (cli_space_creds_path(ws, space, "supervisor", path, sizeof(path), err, errlen) != 0 ||
-	    ws_server_url(ws, space, server, url, sizeof(url), NULL, err, errlen) != 0)
+	    ws_server_url(ws, space, server, url, sizeof(url), &tls, err, errlen) != 0 ||
+	    cli_tls_begin(space, url, tls, &t, &o, err, errlen) != 0)
 		goto fail;
 	if (creds_load(path, &s->creds, why, sizeof(why)) != 0 ||
 	    creds_principal(&s->creds, owner, sizeof(owner), actor, sizeof(actor), why,
@@ -252,9 +255,11 @@ cli_manager_open(const struct workspace *ws, const char *space, const char *serv
 	o.url = url;
 	if (conn_open(&o, &s->creds, &s->nc, err, errlen) != 0)
 		goto fail;
+	cli_tls_end(&t, &o);
 	ctl_client_attach(s->client, s->nc);
 	return 0;
 fail:
+	cli_tls_end(&t, &o);
 	cli_session_close(s);
 	return -1;
 }

@@ -596,7 +596,8 @@ cmd_up(int argc, char **argv)
 
 	if (bring_broker(&u, nats_server) != 0)
 		return 1;
-	if (ws_server_url(&u.f.ws, space, NULL, err, sizeof(err), &u.tls, err, sizeof(err)) != 0) {
+	char url[1024];
+	if (ws_server_url(&u.f.ws, space, NULL, url, sizeof(url), &u.tls, err, sizeof(err)) != 0) {
 		log_errx("up: %s", err);
 		return 1;
 	}

@@ -124,6 +124,22 @@ file_has(const char *path, const char *needle, int ms)
 	return h_log_has(path, needle, ms);
 }
 
+/* Lines of path holding needle. */
+static int
+log_count(const char *path, const char *needle)
+{
+	char line[8192];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
 static void
 down(void)
 {
@@ -474,6 +490,61 @@ test_a_stale_record_is_no_daemon(void **state)
 	waitpid(other, NULL, 0);
 }
 
+/* Set (or, with value NULL, remove) a field of the mesh registry record. */
+static void
+registry_set(const char *field, json_t *value)
+{
+	char reg[H_PATH_MAX * 2];
+	json_t *doc;
+
+	snprintf(reg, sizeof(reg), "%s/meshes/space.%s.json", mesh.home, key);
+	assert_non_null(doc = json_load_file(reg, 0, NULL));
+	if (value != NULL)
+		json_object_set_new(doc, field, value);
+	else
+		json_object_del(doc, field);
+	assert_int_equal(json_dump_file(doc, reg, 0), 0);
+	json_decref(doc);
+}
+
+/*
+ * "It inherits the mesh's transport on every launch: a TLS-required mesh
+ * (registry tlsRequired) always starts the daemon with TLS demanded,
+ * including a bare up's relaunch": up's own connections (provisioning,
+ * the liveness probe) verify the broker with the registry's CA too.
+ */
+static void
+test_a_tls_mesh_launches_and_relaunches_with_tls(void **state)
+{
+	static struct tls_files good;
+	char out[H_OUT_MAX];
+	int before, after_relaunch;
+
+	(void)state;
+	assert_int_equal(h_tls_make(&mesh, "good", "DNS:localhost,IP:127.0.0.1", &good), 0);
+	registry_set("tlsRequired", json_true());
+	registry_set("tlsCa", json_string(good.ca));
+	assert_int_equal(h_broker_tls(&mesh, &good, NULL), 0);
+	if (h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach", NULL) != 0)
+		fail_msg("cotal up on a TLS mesh:\n%s", out);
+	assert_non_null(strstr(out, "delivery daemon serving space up"));
+	assert_true(daemon_after(0, 1000) > 0);
+	before = log_count(logpath, "delivery: TLS demanded (mesh registry tlsRequired)");
+	assert_true(before >= 1);
+	/* The daemon goes missing; a bare up relaunches it, with TLS again. */
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL), 0);
+	if (h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach", NULL) != 0)
+		fail_msg("the relaunch on a TLS mesh:\n%s", out);
+	assert_non_null(strstr(out, "delivery daemon serving space up"));
+	after_relaunch = log_count(logpath, "delivery: TLS demanded (mesh registry tlsRequired)");
+	assert_int_equal(after_relaunch, before + 1);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL), 0);
+	/* The plaintext mesh again, for the tests after this one. */
+	registry_set("tlsRequired", NULL);
+	registry_set("tlsCa", NULL);
+	assert_int_equal(h_broker_tls(&mesh, NULL, NULL), 0);
+}
+
 /* A daemon too starved to exit on SIGTERM (SIGSTOPped) under a foreground
  * up: cotal down kills it at 15 s, and up does not restart it. */
 static void
@@ -561,6 +632,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_a_broker_exiting_under_up_stops_the_daemon, after),
 		cmocka_unit_test_teardown(test_deliver_is_the_daemon_behind_one_deprecation_line,
 		    after),
+		cmocka_unit_test_teardown(test_a_tls_mesh_launches_and_relaunches_with_tls, after),
 		/* These two leave a killed holder's lease behind them. */
 		cmocka_unit_test_teardown(test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped,
 		    after),
