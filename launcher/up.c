@@ -615,23 +615,33 @@ cmd_up(int argc, char **argv)
 			    u.f.creds);
 			return 1;
 		}
-		int saved = dup(1), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		/* Its report is for reviewers: shown when it fails. */
+		FILE *rep = tmpfile();
+		int saved = dup(1);
 		fflush(stdout);
-		if (saved >= 0 && nul >= 0)
-			dup2(nul, 1);
+		if (saved >= 0 && rep != NULL)
+			dup2(fileno(rep), 1);
 		int arc = cmd_creds_audit(3, args);
 		fflush(stdout);
 		if (saved >= 0) {
 			dup2(saved, 1);
 			close(saved);
 		}
-		if (nul >= 0)
-			close(nul);
 		if (arc != 0) {
-			log_errx("up: the delivery credential %s does not pass its audit (cotal creds "
-			    "audit %s --space %s says why)", u.f.creds, u.f.creds, space);
+			char line[1024];
+			log_errx("up: the delivery credential %s does not pass its audit; what it "
+			    "lacks:", u.f.creds);
+			if (rep != NULL) {
+				rewind(rep);
+				while (fgets(line, sizeof(line), rep) != NULL)
+					fputs(line, stderr);
+			}
+			if (rep != NULL)
+				fclose(rep);
 			return 1;
 		}
+		if (rep != NULL)
+			fclose(rep);
 		u.renew_at = 0;
 	}
 

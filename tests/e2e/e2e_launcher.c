@@ -490,6 +490,106 @@ test_a_stale_record_is_no_daemon(void **state)
 	waitpid(other, NULL, 0);
 }
 
+/*
+ * "Only a workspace that holds the dev signer mints; elsewhere up uses the
+ * credential the operator put there (auditing it first)", and "a lease
+ * write the credential may not make (naming the refused subject and
+ * operation, never another daemon)": a host without the signer, whose
+ * credential another toolchain minted without the lease grant. Refused
+ * before any launch, naming the subject and the operation; the file stays.
+ */
+static void
+test_an_operators_credential_without_the_lease_grant_is_named(void **state)
+{
+	struct mesh host;
+	char out[H_OUT_MAX], cmd[H_PATH_MAX * 4], grants[H_PATH_MAX * 2], creds[H_PATH_MAX * 3];
+	json_t *g, *allow, *keep;
+	size_t i;
+	json_t *v;
+
+	(void)state;
+	host = mesh;
+	snprintf(host.dir, sizeof(host.dir), "%s/host3", mesh.dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/.cotal' && cp -a '%s/.cotal/space.%s' '%s/.cotal/'",
+	    host.dir, mesh.dir, key, host.dir);
+	assert_int_equal(system(cmd), 0);
+	/* The other toolchain's grants, less the lease's. */
+	assert_non_null(g = json_load_file(COTAL_TEST_DATA "/delivery-grants.json", 0, NULL));
+	allow = json_object_get(json_object_get(json_object_get(g, "delivery"), "pub"), "allow");
+	keep = json_array();
+	json_array_foreach(allow, i, v)
+		if (strstr(json_string_value(v), ".lease.") == NULL)
+			json_array_append(keep, v);
+	assert_int_equal(json_array_size(keep) + 1, json_array_size(allow));
+	json_object_set_new(json_object_get(json_object_get(g, "delivery"), "pub"), "allow", keep);
+	snprintf(grants, sizeof(grants), "%s/no-lease-grants.json", mesh.dir);
+	assert_int_equal(json_dump_file(g, grants, 0), 0);
+	json_decref(g);
+	snprintf(creds, sizeof(creds), "%s/.cotal/space.%s/delivery.creds", host.dir, key);
+	if (h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", SPACE, "--profile",
+	    "delivery", "--grants", grants, "--out", creds, "--force", NULL) != 0)
+		fail_msg("creds mint --grants:\n%s", out);
+
+	assert_int_equal(h_cotal(&host, out, sizeof(out), "up", "--space", SPACE, "--detach",
+	    NULL), 1);
+	assert_non_null(strstr(out, "does not pass its audit"));
+	assert_non_null(strstr(out, "✗ publish \"$KV.cotal_delivery_"));
+	assert_non_null(strstr(out, ".lease."));
+	assert_null(strstr(out, "a live lease already exists"));
+	assert_null(strstr(out, "delivery daemon serving"));
+	assert_int_equal(access(creds, F_OK), 0); /* the operator's: never removed */
+}
+
+/*
+ * "a lease write the broker refused for another reason, quoted as the
+ * broker gave it (e.g. a store over its max_file_store cap: test it with a
+ * broker started with a tiny cap)": the broker restarted with a 256 KB
+ * file store, filled by posts; up exits 1 quoting the broker's refusal.
+ */
+static void
+test_a_lease_write_the_broker_refuses_is_quoted(void **state)
+{
+	char out[H_OUT_MAX], cmd[H_PATH_MAX * 4], err[1024], id[32], stream[256];
+	static char big[32 * 1024];
+	struct agent cap;
+	struct conn ca, prov;
+	int posted = 0;
+	bool full = false;
+
+	(void)state;
+	/* The config as mesh init wrote it stays aside for h_broker_tls. */
+	snprintf(cmd, sizeof(cmd), "test -f '%s.plain' || cp '%s' '%s.plain'; sed -i "
+	    "'s/max_file_store: 2GB/max_file_store: 256KB/' '%s'", mesh.conf, mesh.conf, mesh.conf,
+	    mesh.conf);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(h_broker_restart(&mesh), 0);
+	assert_int_equal(h_agent_add(&mesh, "cap", "capped", &cap), 0);
+	assert_int_equal(h_connect(&mesh, cap.creds, &ca, err, sizeof(err)), 0);
+	memset(big, 'x', sizeof(big) - 1);
+	for (; posted < 64 && !full; posted++) {
+		snprintf(id, sizeof(id), "cap-%d", posted);
+		full = h_post(&ca, &mesh, &cap, "capped", id, big, NULL) != 0;
+	}
+	h_close(&ca);
+	assert_true(full);
+	printf("• the 256 KB store refused post %d\n", posted);
+
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
+	    NULL), 1);
+	if (strstr(out, "without serving: delivery: could not acquire the lease for shard 0: ") ==
+	    NULL || strstr(out, "insufficient resources") == NULL)
+		fail_msg("expected the broker's refusal quoted in:\n%s", out);
+	assert_null(strstr(out, "a live lease already exists"));
+
+	/* The plain broker again, the posts gone. */
+	assert_int_equal(h_broker_tls(&mesh, NULL, NULL), 0);
+	assert_int_equal(h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)), 0);
+	snprintf(stream, sizeof(stream), "CHAT_%s", mesh.token);
+	jsErrCode jerr = 0;
+	assert_int_equal(js_PurgeStream(prov.js, stream, NULL, &jerr), NATS_OK);
+	h_close(&prov);
+}
+
 /* Set (or, with value NULL, remove) a field of the mesh registry record. */
 static void
 registry_set(const char *field, json_t *value)
@@ -633,6 +733,9 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_deliver_is_the_daemon_behind_one_deprecation_line,
 		    after),
 		cmocka_unit_test_teardown(test_a_tls_mesh_launches_and_relaunches_with_tls, after),
+		cmocka_unit_test_teardown(test_a_lease_write_the_broker_refuses_is_quoted, after),
+		cmocka_unit_test_teardown(
+		    test_an_operators_credential_without_the_lease_grant_is_named, after),
 		/* These two leave a killed holder's lease behind them. */
 		cmocka_unit_test_teardown(test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped,
 		    after),
