@@ -307,15 +307,25 @@ launch_stop(const struct launch_files *f, pid_t known)
 		close(fd);
 		return STOP_FAILED;
 	}
-	/* No record yet: a daemon still claiming its lease (a replacement
-	 * `up` is starting) has none. */
-	if (pid == 0)
+	/* A record whose process is gone or another program: cleared without
+	 * a signal, and the daemon may still be one without a record yet. */
+	if (pid > 0 && pidfile_verify(pid, f->space) == 0) {
+		pidfile_remove_if_ours(f->pid, pid);
+		remove_status_of(f->status, pid);
+		log_warnx("delivery daemon for space %s: stale record (pid %ld in %s is not a "
+		    "running delivery daemon); cleared it without a signal", f->space, (long)pid,
+		    f->pid);
+		pid = 0;
+	}
+	/* No record: a daemon still claiming its lease (a replacement `up` is
+	 * starting) has none yet. */
+	if (pid == 0 && known > 0 && pidfile_verify(known, f->space) != 0)
 		pid = known;
 	if (pid == 0 && up_record_read(f, &up) == 0 && up.daemon > 0 &&
 	    pidfile_verify(up.daemon, f->space) != 0)
 		pid = up.daemon;
 	if (pid == 0) {
-		log_info("delivery daemon for space %s: not running (no %s)", f->space, f->pid);
+		log_info("delivery daemon for space %s: not running", f->space);
 		remove_run_creds(f);
 		rc = STOP_DONE;
 	} else {

@@ -395,7 +395,15 @@ record(struct up *u)
 	up_record_write(&u->f, &r);
 }
 
-/* Launch and report; 0 serving (or bound late), 1 not serving. */
+/* A stop lands: cotal down stopped the daemon (or is stopping it). */
+static bool
+stopped_from_outside(struct up *u)
+{
+	return launch_last_stop(&u->f) >= u->launched_wall;
+}
+
+/* Launch and report; 0 serving (or bound late), 1 not serving, 2 stopped
+ * by cotal down while starting. */
 static int
 start_daemon(struct up *u, bool again)
 {
@@ -425,6 +433,11 @@ start_daemon(struct up *u, bool again)
 	case EXITED:
 		break;
 	}
+	if (stopped_from_outside(u)) {
+		log_info("delivery daemon (%s) stopped by cotal down while starting; it stays "
+		    "stopped", cause_of(status, cause, sizeof(cause)));
+		return 2;
+	}
 	reason_from_log(u, reason, sizeof(reason), detail, sizeof(detail));
 	log_errx("delivery daemon for space %s exited (%s) without serving%s%s", u->f.space,
 	    cause_of(status, cause, sizeof(cause)), reason[0] ? ": " : "", reason);
@@ -441,13 +454,6 @@ stop_daemon(struct up *u)
 		u->child = 0;
 	else if (u->child > 0 && waitpid(u->child, NULL, WNOHANG) == u->child)
 		u->child = 0;
-}
-
-/* A stop lands: cotal down stopped the daemon (or is stopping it). */
-static bool
-stopped_from_outside(struct up *u)
-{
-	return launch_last_stop(&u->f) >= u->launched_wall;
 }
 
 static void
@@ -515,15 +521,21 @@ supervise(struct up *u)
 			final_record(u);
 			return 1;
 		}
+		/* A stop that lands between two attempts wins, at once. */
+		if (u->child == 0 && retry_at != 0 && stopped_from_outside(u)) {
+			log_info("delivery daemon stopped by cotal down between two restart attempts; "
+			    "not restarting it");
+			final_record(u);
+			return 0;
+		}
 		if (u->child == 0 && retry_at != 0 && mono_ms() >= retry_at) {
-			/* A stop that landed between two attempts wins. */
-			if (stopped_from_outside(u)) {
-				log_info("delivery daemon stopped by cotal down; not restarting it");
+			retry_at = 0;
+			int r = start_daemon(u, true);
+			if (r == 2) {
 				final_record(u);
 				return 0;
 			}
-			retry_at = 0;
-			if (start_daemon(u, true) != 0) {
+			if (r != 0) {
 				log_warnx("up: the restart failed; trying again in %d s (the lease's 30 s "
 				    "TTL, and the broker's expiry)", UP_RETRY_MS / 1000);
 				retry_at = mono_ms() + UP_RETRY_MS;
@@ -653,6 +665,10 @@ cmd_up(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &u.sigs, &u.oldmask);
 
 	int rc = start_daemon(&u, false);
+	if (rc == 2) {
+		final_record(&u);
+		return 0;
+	}
 	if (rc != 0 || u.detach) {
 		if (rc == 0)
 			log_info("detached: the daemon's lines go to %s; stop it with cotal down "

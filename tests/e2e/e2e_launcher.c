@@ -177,20 +177,16 @@ teardown(void **state)
  * its broker gone, leaves its row for 30 s; the tests of that wait on
  * their own).
  */
+/* The lease row gone, as if it had expired. */
 static int
-after(void **state)
+lease_purge(void)
 {
-	char out[H_OUT_MAX], stream[256], subj[300], err[512];
+	char stream[256], subj[300], err[512];
 	struct conn prov;
 	jsOptions o;
 	jsErrCode jerr = 0;
 
-	(void)state;
-	down();
-	if (mesh.broker <= 0 && h_broker_start(&mesh) != 0)
-		return -1;
-	if (h_cotal(&mesh, out, sizeof(out), "space", "provision", SPACE, NULL) != 0 ||
-	    h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
+	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
 		return -1;
 	snprintf(stream, sizeof(stream), "KV_cotal_delivery_%s", mesh.token);
 	snprintf(subj, sizeof(subj), "$KV.cotal_delivery_%s.lease.0", mesh.token);
@@ -199,6 +195,20 @@ after(void **state)
 	natsStatus s = js_PurgeStream(prov.js, stream, &o, &jerr);
 	h_close(&prov);
 	return s == NATS_OK ? 0 : -1;
+}
+
+static int
+after(void **state)
+{
+	char out[H_OUT_MAX];
+
+	(void)state;
+	down();
+	if (mesh.broker <= 0 && h_broker_start(&mesh) != 0)
+		return -1;
+	if (h_cotal(&mesh, out, sizeof(out), "space", "provision", SPACE, NULL) != 0)
+		return -1;
+	return lease_purge();
 }
 
 /*
@@ -315,6 +325,75 @@ test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it(void **state)
 	assert_true(file_has(outp, "interrupted (Ctrl-C); stopping the delivery daemon", 0));
 	assert_true(file_has(outp, "stopped (pid", 0));
 	assert_true(file_has(logpath, "received SIGTERM, exiting", 0));
+}
+
+/* "... and when the stop lands between two restart attempts": the first
+ * replacement refused by the killed holder's lease, then cotal down while
+ * up waits to try again; up gives up at once. */
+static void
+test_a_stop_between_two_restart_attempts_wins(void **state)
+{
+	char outp[H_PATH_MAX * 2], out[H_OUT_MAX];
+	pid_t up, d;
+	int status;
+	int64_t t0;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-between.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(d, SIGKILL), 0);
+	if (!file_has(outp, "the restart failed; trying again in 33 s", 15000))
+		fail_msg("no failed first restart; see %s", outp);
+	t0 = now_ms();
+	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
+		fail_msg("cotal down:\n%s", out);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	printf("• a stop between two restart attempts: up gave up %lld ms after cotal down\n",
+	    (long long)(now_ms() - t0));
+	assert_true(now_ms() - t0 < 5000);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(file_has(outp, "stopped by cotal down between two restart attempts", 0));
+	assert_false(file_has(outp, "running again", 0));
+}
+
+/* "... when it is a replacement that is still starting": the replacement
+ * has no pid record yet (it is still claiming its lease, slowed here by the
+ * test hook COTAL_TEST_CLAIM_DELAY_MS); cotal down finds it through up's
+ * record, stops it, and up leaves it stopped. */
+static void
+test_a_replacement_still_starting_is_stopped_by_down(void **state)
+{
+	char outp[H_PATH_MAX * 2], out[H_OUT_MAX];
+	pid_t up, d;
+	int status;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-starting.out", mesh.dir);
+	setenv("COTAL_TEST_CLAIM_DELAY_MS", "4000", 1);
+	up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL);
+	unsetenv("COTAL_TEST_CLAIM_DELAY_MS");
+	assert_true(up > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(d, SIGKILL), 0);
+	/* As if its lease had expired: the replacement claims at once, after
+	 * the hook's delay. */
+	assert_int_equal(lease_purge(), 0);
+	if (!file_has(outp, "restarting it", 5000))
+		fail_msg("no restart; see %s", outp);
+	nap(1000);
+	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
+		fail_msg("cotal down:\n%s", out);
+	assert_non_null(strstr(out, "sent SIGTERM to pid"));
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(file_has(outp, "stopped by cotal down while starting; it stays stopped", 0));
+	assert_false(file_has(outp, "running again", 0));
+	assert_int_equal(recorded_pid(), 0);
 }
 
 /* "A daemon that exits cleanly or on SIGTERM or SIGINT stays stopped." */
@@ -725,6 +804,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it,
 		    after),
 		cmocka_unit_test_teardown(test_a_daemon_ended_by_sigterm_stays_stopped, after),
+		cmocka_unit_test_teardown(test_a_stop_between_two_restart_attempts_wins, after),
+		cmocka_unit_test_teardown(test_a_replacement_still_starting_is_stopped_by_down, after),
 		cmocka_unit_test_teardown(test_a_daemon_cotal_down_stopped_stays_stopped, after),
 		cmocka_unit_test_teardown(test_a_stale_record_is_no_daemon, after),
 		cmocka_unit_test_teardown(
