@@ -24,7 +24,7 @@ int cmd_agent_post(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 
-/* `cotal status|down --space S [--root DIR]`: the daemon's pid record and
+/* `cotal status --space S [--root DIR]`: the daemon's pid record and
  * status file. 0, or the exit status after saying what is wrong. */
 struct daemon_files {
 	const char *space;

@@ -107,20 +107,31 @@ cause_of(int status, char *buf, size_t len)
 static void
 reason_from_log(const struct up *u, char *out, size_t outlen, char *detail, size_t dlen)
 {
-	char err[256];
-	size_t len = 0;
-	char *text = ws_read_file(u->f.log, 4 * 1024 * 1024, &len, err, sizeof(err));
+	static const char holder_mark[] = "• delivery: the lease of shard 0 is held by";
 	const char *p, *last = NULL, *holder = NULL;
+	size_t cap = 256 * 1024, len = 0;
+	char *text = malloc(cap + 1);
+	int fd = open(u->f.log, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
 
 	out[0] = detail[0] = '\0';
-	if (text == NULL)
+	/* What the daemon wrote since the launch, its first 256 KB: a
+	 * refusal comes within a few lines. */
+	if (text == NULL || fd < 0 || lseek(fd, u->log_from, SEEK_SET) < 0) {
+		free(text);
+		if (fd >= 0)
+			close(fd);
 		return;
-	for (p = (size_t)u->log_from <= len ? text + u->log_from : text; *p != '\0';) {
+	}
+	while (len < cap && (r = read(fd, text + len, cap - len)) > 0)
+		len += (size_t)r;
+	close(fd);
+	text[len] = '\0';
+	for (p = text; *p != '\0';) {
 		const char *nl = strchr(p, '\n');
 		if (strncmp(p, "✗ ", strlen("✗ ")) == 0)
 			last = p, holder = NULL;
-		else if (last != NULL && strncmp(p, "• delivery: the lease of shard 0 is held by",
-		    strlen("• delivery: the lease of shard 0 is held by")) == 0)
+		else if (last != NULL && strncmp(p, holder_mark, strlen(holder_mark)) == 0)
 			holder = p;
 		if (nl == NULL)
 			break;

@@ -140,6 +140,18 @@ log_count(const char *path, const char *needle)
 	return n;
 }
 
+/*
+ * A case that mostly waits (a lease's TTL, down's 15 s grace): the
+ * sanitizer build's run (COTAL_TEST_CORE) skips it, the release build runs
+ * every case on 2.10 and 2.14.
+ */
+static void
+waiting_case(void)
+{
+	if (getenv("COTAL_TEST_CORE") != NULL)
+		skip();
+}
+
 static void
 down(void)
 {
@@ -298,6 +310,7 @@ test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it(void **state)
 	int64_t t_kill;
 
 	(void)state;
+	waiting_case();
 	snprintf(outp, sizeof(outp), "%s/up-restart.out", mesh.dir);
 	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
 	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
@@ -339,6 +352,7 @@ test_a_stop_between_two_restart_attempts_wins(void **state)
 	int64_t t0;
 
 	(void)state;
+	waiting_case();
 	snprintf(outp, sizeof(outp), "%s/up-between.out", mesh.dir);
 	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
 	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
@@ -394,6 +408,66 @@ test_a_replacement_still_starting_is_stopped_by_down(void **state)
 	assert_true(file_has(outp, "stopped by cotal down while starting; it stays stopped", 0));
 	assert_false(file_has(outp, "running again", 0));
 	assert_int_equal(recorded_pid(), 0);
+}
+
+/*
+ * "Ctrl-C on a foreground up ... stop[s] the daemon with the same stop bare
+ * cotal down uses for it. It holds the reservation down takes, so the
+ * delivery stop of a concurrent cotal down is refused while it runs. It
+ * sends SIGKILL to a daemon that has not exited 15 seconds after SIGTERM."
+ * The daemon SIGSTOPped, so up's stop lasts its 15 s; a cotal down meanwhile
+ * is refused; up ends with the daemon dead.
+ */
+static void
+test_ctrl_c_holds_the_stop_reservation(void **state)
+{
+	char outp[H_PATH_MAX * 2], out[H_OUT_MAX];
+	pid_t up, d;
+	int status;
+
+	(void)state;
+	waiting_case();
+	snprintf(outp, sizeof(outp), "%s/up-reserved.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(d, SIGSTOP), 0);
+	assert_int_equal(kill(up, SIGINT), 0);
+	assert_true(file_has(outp, "sent SIGTERM to pid", 5000));
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL), 2);
+	assert_non_null(strstr(out, "another stop of the delivery daemon for space up is running"));
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(file_has(outp, "has not exited 15 s after SIGTERM; sending SIGKILL", 0));
+	assert_false(alive(d));
+}
+
+/* "If the broker exits while that stop is running, up waits for the stop
+ * to finish before it exits": Ctrl-C and the broker's SIGTERM together. */
+static void
+test_ctrl_c_while_the_broker_exits_waits_for_the_stop(void **state)
+{
+	char outp[H_PATH_MAX * 2];
+	pid_t up, d;
+	int status;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-ctrlc-broker.out", mesh.dir);
+	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(kill(up, SIGINT), 0);
+	assert_int_equal(kill(mesh.broker, SIGTERM), 0);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	/* The daemon is gone when up is. */
+	assert_false(alive(d));
+	assert_true(WIFEXITED(status));
+	assert_true(file_has(outp, "interrupted (Ctrl-C); stopping the delivery daemon", 0));
+	assert_true(file_has(outp, "stopped (pid", 0));
+	waitpid(mesh.broker, NULL, 0);
+	mesh.broker = 0;
 }
 
 /* "A daemon that exits cleanly or on SIGTERM or SIGINT stays stopped." */
@@ -735,6 +809,7 @@ test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped(void **state)
 	int64_t t0;
 
 	(void)state;
+	waiting_case();
 	snprintf(outp, sizeof(outp), "%s/up-stopped.out", mesh.dir);
 	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
 	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
@@ -808,6 +883,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_a_replacement_still_starting_is_stopped_by_down, after),
 		cmocka_unit_test_teardown(test_a_daemon_cotal_down_stopped_stays_stopped, after),
 		cmocka_unit_test_teardown(test_a_stale_record_is_no_daemon, after),
+		cmocka_unit_test_teardown(test_ctrl_c_while_the_broker_exits_waits_for_the_stop,
+		    after),
 		cmocka_unit_test_teardown(
 		    test_foreground_renews_the_run_credential_without_a_dropped_delivery, after),
 		cmocka_unit_test_teardown(test_a_broker_exiting_under_up_stops_the_daemon, after),
@@ -817,6 +894,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_a_lease_write_the_broker_refuses_is_quoted, after),
 		cmocka_unit_test_teardown(
 		    test_an_operators_credential_without_the_lease_grant_is_named, after),
+		cmocka_unit_test_teardown(test_ctrl_c_holds_the_stop_reservation, after),
 		/* These two leave a killed holder's lease behind them. */
 		cmocka_unit_test_teardown(test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped,
 		    after),
