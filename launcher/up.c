@@ -681,7 +681,11 @@ cmd_up(int argc, char **argv)
 		return 0;
 	}
 	if (rc != 0 || u.detach) {
-		if (rc == 0)
+		if (rc == 0 && u.stop_sig != 0)
+			log_warnx("up: interrupted before the daemon was seen serving; it runs on, "
+			    "detached (cotal status --space %s; cotal down --space %s stops it)", space,
+			    space);
+		else if (rc == 0)
 			log_info("detached: the daemon's lines go to %s; stop it with cotal down "
 			    "--space %s", u.f.log, space);
 		else
