@@ -25,29 +25,12 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/tokens.h"
 #include "supervisor/pidfile.h"
 
 #define UP_RECORD_MAX (64 * 1024)
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 launch_files(const char *root, const char *space, struct launch_files *f, char *err,

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "lib/clock.h"
 #include "cli/mint.h"
 #include "lib/ctlclient.h"
 #include "lib/log.h"
@@ -36,24 +37,6 @@
 #define UP_CREDS_TTL_S 86400      /* the run's credential: 24 h unless --creds-ttl */
 #define UP_RENEW_PERCENT 75
 #define REASON_MAX 2048
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 const char *
 launch_daemon_path(void)
@@ -75,9 +58,8 @@ struct up {
 	bool dev;             /* the workspace runs its own broker (dev mesh) */
 	bool broker_started;  /* and this up started it */
 	bool tls;             /* the mesh registry demands TLS */
-	bool minted;          /* this up minted the run's credential */
 	int64_t creds_ttl_s;
-	int64_t renew_at;     /* wall ms; 0: not the renewal owner */
+	int64_t renew_at;     /* wall ms; 0: not the renewal owner (it minted nothing) */
 	sigset_t sigs, oldmask;
 	pid_t child;
 	int64_t launched_wall;
@@ -312,7 +294,6 @@ mint_run_creds(struct up *u, bool renewal)
 	log_info("%s the run's delivery credential %s (user %.12s…, expires in %lld s)",
 	    renewal ? "renewed" : "minted", u->f.creds, m.user_pub, (long long)u->creds_ttl_s);
 	minted_free(&m);
-	u->minted = true;
 	u->renew_at = wall_ms() + u->creds_ttl_s * 1000 * UP_RENEW_PERCENT / 100;
 	rc = 0;
 out:
@@ -350,6 +331,38 @@ renew(struct up *u)
 	cli_session_close(&mgr);
 }
 
+/*
+ * Run a `cotal` command for its exit status, its stdout (a report for
+ * the command's own users) kept in a temporary file: copied to stderr when
+ * it fails and show_on_failure is set, else dropped. stderr passes.
+ */
+static int
+run_quiet(int (*cmd)(int, char **), int argc, char **argv, bool show_on_failure)
+{
+	FILE *rep = tmpfile();
+	int saved = dup(1), rc;
+	char line[1024];
+
+	fflush(stdout);
+	if (saved >= 0 && rep != NULL)
+		dup2(fileno(rep), 1);
+	rc = cmd(argc, argv);
+	fflush(stdout);
+	if (saved >= 0) {
+		dup2(saved, 1);
+		close(saved);
+	}
+	if (rep == NULL)
+		return rc;
+	if (rc != 0 && show_on_failure) {
+		rewind(rep);
+		while (fgets(line, sizeof(line), rep) != NULL)
+			fputs(line, stderr);
+	}
+	fclose(rep);
+	return rc;
+}
+
 /* ---- the steps ---- */
 
 static int
@@ -370,27 +383,13 @@ bring_broker(struct up *u, const char *nats_server)
 	return 0;
 }
 
+/* Its per-stream report is for `cotal space provision`; up says one line. */
 static int
 provision(struct up *u)
 {
 	char *args[] = { u->f.space, (char *)"--root", u->f.ws.root, NULL };
-	int saved = dup(1), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	int rc;
 
-	/* Its per-stream report is for `cotal space provision`; up says one
-	 * line. */
-	fflush(stdout);
-	if (saved >= 0 && nul >= 0)
-		dup2(nul, 1);
-	rc = cmd_space_provision(3, args);
-	fflush(stdout);
-	if (saved >= 0) {
-		dup2(saved, 1);
-		close(saved);
-	}
-	if (nul >= 0)
-		close(nul);
-	return rc;
+	return run_quiet(cmd_space_provision, 3, args, false);
 }
 
 static void
@@ -639,33 +638,11 @@ cmd_up(int argc, char **argv)
 			return 1;
 		}
 		/* Its report is for reviewers: shown when it fails. */
-		FILE *rep = tmpfile();
-		int saved = dup(1);
-		fflush(stdout);
-		if (saved >= 0 && rep != NULL)
-			dup2(fileno(rep), 1);
-		int arc = cmd_creds_audit(3, args);
-		fflush(stdout);
-		if (saved >= 0) {
-			dup2(saved, 1);
-			close(saved);
-		}
-		if (arc != 0) {
-			char line[1024];
-			log_errx("up: the delivery credential %s does not pass its audit; what it "
-			    "lacks:", u.f.creds);
-			if (rep != NULL) {
-				rewind(rep);
-				while (fgets(line, sizeof(line), rep) != NULL)
-					fputs(line, stderr);
-			}
-			if (rep != NULL)
-				fclose(rep);
+		if (run_quiet(cmd_creds_audit, 3, args, true) != 0) {
+			log_errx("up: the delivery credential %s does not pass its audit (its report "
+			    "above names what it lacks)", u.f.creds);
 			return 1;
 		}
-		if (rep != NULL)
-			fclose(rep);
-		u.renew_at = 0;
 	}
 
 	sigemptyset(&u.sigs);
@@ -692,8 +669,6 @@ cmd_up(int argc, char **argv)
 			final_record(&u);
 		return rc;
 	}
-	if (!u.minted)
-		u.renew_at = 0;
 	log_info("up: supervising the delivery daemon (Ctrl-C stops it)");
 	return supervise(&u);
 }
