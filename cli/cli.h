@@ -24,15 +24,6 @@ int cmd_agent_post(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 
-/* `cotal status --space S [--root DIR]`: the daemon's pid record and
- * status file. 0, or the exit status after saying what is wrong. */
-struct daemon_files {
-	const char *space;
-	struct workspace ws;
-	char pid[WS_FILE_MAX];
-	char status[WS_FILE_MAX];
-};
-int cli_daemon_files(const char *verb, int argc, char **argv, struct daemon_files *f);
 /* The control rails (rails.c): as the agent itself ... */
 int cmd_agent_join(int argc, char **argv);
 int cmd_agent_leave(int argc, char **argv);

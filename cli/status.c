@@ -6,6 +6,7 @@
  * exit 3, otherwise; a command line that cannot be read is trusted).
  */
 #include "cli/cli.h"
+#include "launcher/launcher.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -19,44 +20,9 @@
 #define STATUS_MAX (256 * 1024)
 
 int
-cli_daemon_files(const char *verb, int argc, char **argv, struct daemon_files *f)
-{
-	const char *root = NULL;
-	char err[WS_FILE_MAX + 256], key[SPACE_KEY_MAX + 1];
-
-	memset(f, 0, sizeof(*f));
-	for (int k = 0; k < argc; k++) {
-		if (strcmp(argv[k], "--root") == 0 && k + 1 < argc)
-			root = argv[++k];
-		else if (strcmp(argv[k], "--space") == 0 && k + 1 < argc)
-			f->space = argv[++k];
-		else {
-			log_errx("%s: unknown or incomplete argument \"%s\"", verb, argv[k]);
-			fprintf(stderr, "usage: cotal %s --space S [--root DIR]\n", verb);
-			return 2;
-		}
-	}
-	if (f->space == NULL) {
-		log_errx("%s: --space is required", verb);
-		return 2;
-	}
-	if (!space_key(f->space, key, sizeof(key))) {
-		log_errx("%s: --space: longer than %d bytes", verb, SPACE_NAME_MAX);
-		return 2;
-	}
-	if (ws_locate(root, &f->ws, err, sizeof(err)) != 0) {
-		log_errx("%s: %s", verb, err);
-		return 1;
-	}
-	snprintf(f->pid, sizeof(f->pid), "%s/delivery.%s.pid", f->ws.cotal, key);
-	snprintf(f->status, sizeof(f->status), "%s/delivery.%s.status.json", f->ws.cotal, key);
-	return 0;
-}
-
-int
 cmd_status(int argc, char **argv)
 {
-	struct daemon_files f;
+	struct launch_files f;
 	char err[WS_FILE_MAX + 256];
 	const char *space, *path, *rpath;
 	pid_t rpid;
@@ -64,7 +30,7 @@ cmd_status(int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if ((rc = cli_daemon_files("status", argc, argv, &f)) != 0)
+	if ((rc = launch_files_args("status", argc, argv, &f)) != 0)
 		return rc;
 	space = f.space;
 	path = f.status;

@@ -55,6 +55,9 @@ struct launch_files {
 };
 int launch_files(const char *root, const char *space, struct launch_files *f, char *err,
 		 size_t errlen);
+/* The same from `cotal <verb> --space S [--root DIR]`: 0, or the exit
+ * status after saying what is wrong (2 usage, 1 no workspace). */
+int launch_files_args(const char *verb, int argc, char **argv, struct launch_files *f);
 
 /* The stop `cotal down` and `cotal up` use. */
 enum stop_outcome {

@@ -54,6 +54,38 @@ launch_files(const char *root, const char *space, struct launch_files *f, char *
 	return 0;
 }
 
+int
+launch_files_args(const char *verb, int argc, char **argv, struct launch_files *f)
+{
+	const char *root = NULL, *space = NULL;
+	char err[WS_FILE_MAX + 256];
+
+	for (int k = 0; k < argc; k++) {
+		if (strcmp(argv[k], "--root") == 0 && k + 1 < argc)
+			root = argv[++k];
+		else if (strcmp(argv[k], "--space") == 0 && k + 1 < argc)
+			space = argv[++k];
+		else {
+			log_errx("%s: unknown or incomplete argument \"%s\"", verb, argv[k]);
+			fprintf(stderr, "usage: cotal %s --space S [--root DIR]\n", verb);
+			return 2;
+		}
+	}
+	if (space == NULL) {
+		log_errx("%s: --space is required", verb);
+		return 2;
+	}
+	if (strlen(space) > SPACE_NAME_MAX) {
+		log_errx("%s: --space: longer than %d bytes", verb, SPACE_NAME_MAX);
+		return 2;
+	}
+	if (launch_files(root, space, f, err, sizeof(err)) != 0) {
+		log_errx("%s: %s", verb, err);
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- the launcher's record ---- */
 
 int
@@ -321,30 +353,12 @@ launch_stop(const struct launch_files *f, pid_t known)
 int
 cmd_down(int argc, char **argv)
 {
-	const char *root = NULL, *space = NULL;
 	struct launch_files f;
 	struct up_record up;
-	char err[WS_FILE_MAX + 256];
+	int arc;
 
-	for (int k = 0; k < argc; k++) {
-		if (strcmp(argv[k], "--root") == 0 && k + 1 < argc)
-			root = argv[++k];
-		else if (strcmp(argv[k], "--space") == 0 && k + 1 < argc)
-			space = argv[++k];
-		else {
-			log_errx("down: unknown or incomplete argument \"%s\"", argv[k]);
-			fprintf(stderr, "usage: cotal down --space S [--root DIR]\n");
-			return 2;
-		}
-	}
-	if (space == NULL) {
-		log_errx("down: --space is required");
-		return 2;
-	}
-	if (launch_files(root, space, &f, err, sizeof(err)) != 0) {
-		log_errx("down: %s", err);
-		return 1;
-	}
+	if ((arc = launch_files_args("down", argc, argv, &f)) != 0)
+		return arc;
 	enum stop_outcome rc = launch_stop(&f, 0);
 	if (rc != STOP_DONE)
 		return (int)rc;
