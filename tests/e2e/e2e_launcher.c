@@ -41,6 +41,7 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "lib/tokens.h"
 #include "tests/harness/harness.h"
 
@@ -51,15 +52,6 @@
 static struct mesh mesh;
 static char key[512], pidpath[H_PATH_MAX * 2], logpath[H_PATH_MAX * 2];
 static char credspath[H_PATH_MAX * 2], runpath[H_PATH_MAX * 2];
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 nap(int ms)
@@ -108,7 +100,7 @@ alive(pid_t pid)
 static pid_t
 daemon_after(pid_t not, int ms)
 {
-	for (int64_t end = now_ms() + ms; now_ms() < end; nap(50)) {
+	for (int64_t end = mono_ms() + ms; mono_ms() < end; nap(50)) {
 		pid_t p = recorded_pid();
 		if (p > 0 && p != not && alive(p)) {
 			h_track(p);
@@ -150,6 +142,26 @@ waiting_case(void)
 {
 	if (getenv("COTAL_TEST_CORE") != NULL)
 		skip();
+}
+
+/*
+ * A foreground `cotal up` (opt/val: one more option, or NULL), its output
+ * in <dir>/<name>.out (the path into outp), seen reporting the daemon
+ * serving: up's pid, the daemon's into *d.
+ */
+static pid_t
+up_serving(const char *name, char *outp, size_t len, const char *opt, const char *val,
+	   pid_t *d)
+{
+	pid_t up;
+
+	snprintf(outp, len, "%s/%s.out", mesh.dir, name);
+	up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, opt, val, NULL);
+	assert_true(up > 0);
+	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
+		fail_msg("up did not report the daemon serving; see %s", outp);
+	assert_true((*d = daemon_after(0, 1000)) > 0);
+	return up;
 }
 
 static void
@@ -248,10 +260,10 @@ test_detached_up_serves_and_down_stops_it_all(void **state)
 	*strrchr(bindir, '/') = '\0';
 	snprintf(path, sizeof(path), "%s:%s", bindir, oldpath ? oldpath : "/usr/bin:/bin");
 	setenv("PATH", path, 1);
-	t0 = now_ms();
+	t0 = mono_ms();
 	int rc = h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
 	    "--nats-server", "nats-server", NULL);
-	t_up = now_ms() - t0;
+	t_up = mono_ms() - t0;
 	setenv("PATH", oldpath ? oldpath : "/usr/bin:/bin", 1);
 	if (rc != 0)
 		fail_msg("cotal up --detach: %d\n%s", rc, out);
@@ -283,10 +295,10 @@ test_detached_up_serves_and_down_stops_it_all(void **state)
 	assert_non_null(strstr(out, "already runs here"));
 	assert_true(alive(d));
 
-	t0 = now_ms();
+	t0 = mono_ms();
 	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
 		fail_msg("cotal down:\n%s", out);
-	t_down = now_ms() - t0;
+	t_down = mono_ms() - t0;
 	printf("• down: daemon and broker stopped %lld ms after the command\n", (long long)t_down);
 	assert_false(alive(d));
 	assert_non_null(strstr(out, "removed the run's credential"));
@@ -311,13 +323,9 @@ test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it(void **state)
 
 	(void)state;
 	waiting_case();
-	snprintf(outp, sizeof(outp), "%s/up-restart.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d1 = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-restart", outp, sizeof(outp), NULL, NULL, &d1);
 	assert_int_equal(kill(d1, SIGKILL), 0);
-	t_kill = now_ms();
+	t_kill = mono_ms();
 	assert_true(file_has(outp, "delivery daemon exited (killed by SIGKILL) while nats-server "
 	    "is running - restarting it", 5000));
 	/* The first replacement meets the crashed holder's lease, says when it
@@ -328,7 +336,7 @@ test_foreground_restarts_a_killed_daemon_and_ctrl_c_stops_it(void **state)
 	if (!file_has(outp, "delivery daemon running again", RESTART_MS))
 		fail_msg("no replacement served; see %s", outp);
 	printf("• kill -9 of the daemon: serving again %lld ms later (the crashed lease's TTL)\n",
-	    (long long)(now_ms() - t_kill));
+	    (long long)(mono_ms() - t_kill));
 	assert_true((d2 = daemon_after(d1, 1000)) > 0);
 
 	assert_int_equal(kill(up, SIGINT), 0);
@@ -353,21 +361,17 @@ test_a_stop_between_two_restart_attempts_wins(void **state)
 
 	(void)state;
 	waiting_case();
-	snprintf(outp, sizeof(outp), "%s/up-between.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-between", outp, sizeof(outp), NULL, NULL, &d);
 	assert_int_equal(kill(d, SIGKILL), 0);
 	if (!file_has(outp, "the restart failed; trying again in 33 s", 15000))
 		fail_msg("no failed first restart; see %s", outp);
-	t0 = now_ms();
+	t0 = mono_ms();
 	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
 		fail_msg("cotal down:\n%s", out);
 	assert_int_equal(waitpid(up, &status, 0), up);
 	printf("• a stop between two restart attempts: up gave up %lld ms after cotal down\n",
-	    (long long)(now_ms() - t0));
-	assert_true(now_ms() - t0 < 5000);
+	    (long long)(mono_ms() - t0));
+	assert_true(mono_ms() - t0 < 5000);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	assert_true(file_has(outp, "stopped by cotal down between two restart attempts", 0));
 	assert_false(file_has(outp, "running again", 0));
@@ -385,14 +389,9 @@ test_a_replacement_still_starting_is_stopped_by_down(void **state)
 	int status;
 
 	(void)state;
-	snprintf(outp, sizeof(outp), "%s/up-starting.out", mesh.dir);
 	setenv("COTAL_TEST_CLAIM_DELAY_MS", "4000", 1);
-	up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL);
+	up = up_serving("up-starting", outp, sizeof(outp), NULL, NULL, &d);
 	unsetenv("COTAL_TEST_CLAIM_DELAY_MS");
-	assert_true(up > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
 	assert_int_equal(kill(d, SIGKILL), 0);
 	/* As if its lease had expired: the replacement claims at once, after
 	 * the hook's delay. */
@@ -427,11 +426,7 @@ test_ctrl_c_holds_the_stop_reservation(void **state)
 
 	(void)state;
 	waiting_case();
-	snprintf(outp, sizeof(outp), "%s/up-reserved.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-reserved", outp, sizeof(outp), NULL, NULL, &d);
 	assert_int_equal(kill(d, SIGSTOP), 0);
 	assert_int_equal(kill(up, SIGINT), 0);
 	assert_true(file_has(outp, "sent SIGTERM to pid", 5000));
@@ -453,11 +448,7 @@ test_ctrl_c_while_the_broker_exits_waits_for_the_stop(void **state)
 	int status;
 
 	(void)state;
-	snprintf(outp, sizeof(outp), "%s/up-ctrlc-broker.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-ctrlc-broker", outp, sizeof(outp), NULL, NULL, &d);
 	assert_int_equal(kill(up, SIGINT), 0);
 	assert_int_equal(kill(mesh.broker, SIGTERM), 0);
 	assert_int_equal(waitpid(up, &status, 0), up);
@@ -479,11 +470,7 @@ test_a_daemon_ended_by_sigterm_stays_stopped(void **state)
 	int status;
 
 	(void)state;
-	snprintf(outp, sizeof(outp), "%s/up-sigterm.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-sigterm", outp, sizeof(outp), NULL, NULL, &d);
 	assert_int_equal(kill(d, SIGTERM), 0);
 	assert_int_equal(waitpid(up, &status, 0), up);
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -501,11 +488,7 @@ test_a_daemon_cotal_down_stopped_stays_stopped(void **state)
 	int status;
 
 	(void)state;
-	snprintf(outp, sizeof(outp), "%s/up-down.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-down", outp, sizeof(outp), NULL, NULL, &d);
 	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
 		fail_msg("cotal down:\n%s", out);
 	assert_int_equal(waitpid(up, &status, 0), up);
@@ -525,11 +508,7 @@ test_a_broker_exiting_under_up_stops_the_daemon(void **state)
 	int status;
 
 	(void)state;
-	snprintf(outp, sizeof(outp), "%s/up-broker.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-broker", outp, sizeof(outp), NULL, NULL, &d);
 	assert_int_equal(h_broker_stop(&mesh), 0);
 	mesh.broker = 0;
 	assert_int_equal(waitpid(up, &status, 0), up);
@@ -571,16 +550,11 @@ test_foreground_renews_the_run_credential_without_a_dropped_delivery(void **stat
 	struct conn prov, ca, cb;
 	uint64_t last = 0;
 	bool hdr = false;
-	pid_t up;
+	pid_t up, d;
 	int status, posted = 0;
 
 	(void)state;
-	snprintf(outp, sizeof(outp), "%s/up-renew.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, "--creds-ttl", "20",
-	    NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true(daemon_after(0, 1000) > 0);
+	up = up_serving("up-renew", outp, sizeof(outp), "--creds-ttl", "20", &d);
 	assert_int_equal(h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)), 0);
 	assert_int_equal(h_agent_add(&mesh, "ann", "room1", &ann), 0);
 	assert_int_equal(h_agent_add(&mesh, "ben", "room1", &ben), 0);
@@ -591,7 +565,7 @@ test_foreground_renews_the_run_credential_without_a_dropped_delivery(void **stat
 	    0);
 	/* A post every half second from before the renewal (15 s) to after
 	 * its adoption. */
-	for (int64_t end = now_ms() + 40000; now_ms() < end; nap(500)) {
+	for (int64_t end = mono_ms() + 40000; mono_ms() < end; nap(500)) {
 		snprintf(id, sizeof(id), "r-%d", posted);
 		assert_int_equal(h_post(&ca, &mesh, &ann, "room1", id, "hi", NULL), 0);
 		posted++;
@@ -743,23 +717,6 @@ test_a_lease_write_the_broker_refuses_is_quoted(void **state)
 	h_close(&prov);
 }
 
-/* Set (or, with value NULL, remove) a field of the mesh registry record. */
-static void
-registry_set(const char *field, json_t *value)
-{
-	char reg[H_PATH_MAX * 2];
-	json_t *doc;
-
-	snprintf(reg, sizeof(reg), "%s/meshes/space.%s.json", mesh.home, key);
-	assert_non_null(doc = json_load_file(reg, 0, NULL));
-	if (value != NULL)
-		json_object_set_new(doc, field, value);
-	else
-		json_object_del(doc, field);
-	assert_int_equal(json_dump_file(doc, reg, 0), 0);
-	json_decref(doc);
-}
-
 /*
  * "It inherits the mesh's transport on every launch: a TLS-required mesh
  * (registry tlsRequired) always starts the daemon with TLS demanded,
@@ -775,8 +732,8 @@ test_a_tls_mesh_launches_and_relaunches_with_tls(void **state)
 
 	(void)state;
 	assert_int_equal(h_tls_make(&mesh, "good", "DNS:localhost,IP:127.0.0.1", &good), 0);
-	registry_set("tlsRequired", json_true());
-	registry_set("tlsCa", json_string(good.ca));
+	assert_int_equal(h_registry_set(&mesh, "tlsRequired", json_true()), 0);
+	assert_int_equal(h_registry_set(&mesh, "tlsCa", json_string(good.ca)), 0);
 	assert_int_equal(h_broker_tls(&mesh, &good, NULL), 0);
 	if (h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach", NULL) != 0)
 		fail_msg("cotal up on a TLS mesh:\n%s", out);
@@ -793,8 +750,8 @@ test_a_tls_mesh_launches_and_relaunches_with_tls(void **state)
 	assert_int_equal(after_relaunch, before + 1);
 	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL), 0);
 	/* The plaintext mesh again, for the tests after this one. */
-	registry_set("tlsRequired", NULL);
-	registry_set("tlsCa", NULL);
+	assert_int_equal(h_registry_set(&mesh, "tlsRequired", NULL), 0);
+	assert_int_equal(h_registry_set(&mesh, "tlsCa", NULL), 0);
 	assert_int_equal(h_broker_tls(&mesh, NULL, NULL), 0);
 }
 
@@ -810,17 +767,13 @@ test_down_kills_a_stuck_daemon_and_up_leaves_it_stopped(void **state)
 
 	(void)state;
 	waiting_case();
-	snprintf(outp, sizeof(outp), "%s/up-stopped.out", mesh.dir);
-	assert_true((up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL)) > 0);
-	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
-		fail_msg("up did not report the daemon serving; see %s", outp);
-	assert_true((d = daemon_after(0, 1000)) > 0);
+	up = up_serving("up-stopped", outp, sizeof(outp), NULL, NULL, &d);
 	assert_int_equal(kill(d, SIGSTOP), 0);
-	t0 = now_ms();
+	t0 = mono_ms();
 	if (h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL) != 0)
 		fail_msg("cotal down:\n%s", out);
 	printf("• a SIGSTOPped daemon: cotal down killed it %lld ms after the command\n",
-	    (long long)(now_ms() - t0));
+	    (long long)(mono_ms() - t0));
 	assert_non_null(strstr(out, "has not exited 15 s after SIGTERM; sending SIGKILL"));
 	assert_false(alive(d));
 	assert_int_equal(waitpid(up, &status, 0), up);

@@ -41,21 +41,6 @@ static int http_port;
 static const char refusal[] = "does not offer TLS, and this mesh demands it; "
     "refusing to dial in plaintext";
 
-/* Set (or, with value NULL, remove) a field of the mesh registry record. */
-static void
-registry_set(const char *field, json_t *value)
-{
-	json_t *doc = json_load_file(reg, 0, NULL);
-
-	assert_non_null(doc);
-	if (value != NULL)
-		json_object_set_new(doc, field, value);
-	else
-		json_object_del(doc, field);
-	assert_int_equal(json_dump_file(doc, reg, 0), 0);
-	json_decref(doc);
-}
-
 static int
 setup(void **state)
 {
@@ -193,9 +178,9 @@ test_plaintext_broker_is_refused(void **state)
 	    mesh.port, refusal);
 	expect_refused(line, NULL);
 	/* --tls demands it as well when the record does not. */
-	registry_set("tlsRequired", json_false());
+	assert_int_equal(h_registry_set(&mesh, "tlsRequired", json_false()), 0);
 	expect_refused(refusal, "--tls", NULL);
-	registry_set("tlsRequired", json_true());
+	assert_int_equal(h_registry_set(&mesh, "tlsRequired", json_true()), 0);
 }
 
 /* "A TLS-required mesh always starts it with TLS demanded": with the CA of
@@ -265,12 +250,12 @@ test_missing_or_wrong_ca_file_is_refused(void **state)
 {
 	(void)state;
 	broker_serving(&good);
-	registry_set("tlsCa", NULL);
+	assert_int_equal(h_registry_set(&mesh, "tlsCa", NULL), 0);
 	expect_refused("demands TLS (mesh registry tlsRequired), and no CA to verify the broker "
 	    "with is given", NULL);
-	registry_set("tlsCa", json_string("relative/ca.pem"));
+	assert_int_equal(h_registry_set(&mesh, "tlsCa", json_string("relative/ca.pem")), 0);
 	expect_refused("field \"tlsCa\" is not an absolute path", NULL);
-	registry_set("tlsCa", json_string(good.ca));
+	assert_int_equal(h_registry_set(&mesh, "tlsCa", json_string(good.ca)), 0);
 	expect_refused("holds a private key; a CA file holds certificates only", "--tls-ca",
 	    good.key, NULL);
 	expect_refused("holds no PEM certificate", "--tls-ca", reg, NULL);

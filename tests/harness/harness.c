@@ -378,24 +378,54 @@ run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* The CLI's argv: args (NULL-ended) then "--root <dir>" (every cotal
+ * command takes it anywhere). */
+static void
+cotal_argv(struct mesh *m, char **argv, size_t max, va_list ap)
+{
+	size_t n = 0;
+	char *a;
+
+	argv[n++] = (char *)COTAL_CLI_PATH;
+	while ((a = va_arg(ap, char *)) != NULL && n + 3 < max)
+		argv[n++] = a;
+	argv[n++] = (char *)"--root";
+	argv[n++] = m->dir;
+	argv[n] = NULL;
+}
+
 int
 h_cotal(struct mesh *m, char *out, size_t outlen, ...)
 {
 	char *argv[64];
-	int n = 0;
 	va_list ap;
-	char *a;
 
-	argv[n++] = (char *)COTAL_CLI_PATH;
 	va_start(ap, outlen);
-	while ((a = va_arg(ap, char *)) != NULL && n < 60)
-		argv[n++] = a;
+	cotal_argv(m, argv, 64, ap);
 	va_end(ap);
-	argv[n++] = (char *)"--root";
-	argv[n++] = m->dir;
-	argv[n] = NULL;
-	/* "--root" goes last: every cotal command takes it anywhere. */
 	return run_capture(m, argv, out, outlen);
+}
+
+int
+h_registry_set(struct mesh *m, const char *field, json_t *value)
+{
+	char reg[H_PATH_MAX * 2], key[512];
+	json_t *doc;
+	int rc;
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(reg, sizeof(reg), "%s/meshes/space.%s.json", m->home, key);
+	if ((doc = json_load_file(reg, 0, NULL)) == NULL) {
+		json_decref(value);
+		return -1;
+	}
+	if (value != NULL)
+		json_object_set_new(doc, field, value);
+	else
+		json_object_del(doc, field);
+	rc = json_dump_file(doc, reg, 0) == 0 ? 0 : -1;
+	json_decref(doc);
+	return rc;
 }
 
 void
@@ -408,18 +438,11 @@ pid_t
 h_cotal_spawn(struct mesh *m, const char *outpath, ...)
 {
 	char *argv[64];
-	int n = 0;
 	va_list ap;
-	char *a;
 
-	argv[n++] = (char *)COTAL_CLI_PATH;
 	va_start(ap, outpath);
-	while ((a = va_arg(ap, char *)) != NULL && n < 60)
-		argv[n++] = a;
+	cotal_argv(m, argv, 64, ap);
 	va_end(ap);
-	argv[n++] = (char *)"--root";
-	argv[n++] = m->dir;
-	argv[n] = NULL;
 	return spawn_logged(m, argv, outpath);
 }
 

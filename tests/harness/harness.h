@@ -136,6 +136,9 @@ int h_cotal(struct mesh *m, char *out, size_t outlen, ...) __attribute__((sentin
 /* The same in the background (a foreground `cotal up`), stdout and stderr
  * appended to outpath; killed with the test. Its pid. */
 pid_t h_cotal_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
+/* Set field of the space's mesh registry record to value (taken), or
+ * remove it (value NULL). 0 or -1. */
+int h_registry_set(struct mesh *m, const char *field, json_t *value);
 /* A process the test did not start itself (a daemon `cotal up` launched, a
  * broker it started): SIGKILLed when the test program ends, however. */
 void h_track(pid_t pid);
