@@ -183,7 +183,12 @@ node_start(const struct workspace *ws, const char *bin, const char *host, int no
 		return 1;
 	}
 	if (pid == 0) {
-		/* Detach: own session, stdio onto the log, no inherited fds. */
+		/* Detach: own session, stdio onto the log, no inherited fds,
+		 * and no signal mask of the caller's (cotal up blocks its stop
+		 * signals to take them itself). */
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		setsid();
 		/* Above fd 2 first: with stdin closed, open() would hand out 0. */
 		int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -50,6 +50,21 @@ launch_daemon_path(void)
 	return "cotal-deliveryd";
 }
 
+/* How long a launched daemon gets to serve. A test build may shorten it
+ * (COTAL_TEST_SERVE_WAIT_MS), so the e2e suite meets the not-bound warning
+ * without waiting the whole 30 s. */
+static int
+serve_wait_ms(void)
+{
+#ifdef COTAL_TEST_HOOKS
+	const char *env = getenv("COTAL_TEST_SERVE_WAIT_MS");
+
+	if (env != NULL && atoi(env) > 0)
+		return atoi(env);
+#endif
+	return UP_SERVE_WAIT_MS;
+}
+
 /* ---- one run ---- */
 
 struct up {
@@ -211,7 +226,7 @@ pending_stop(struct up *u)
 static enum served
 wait_serving(struct up *u, int *status, int64_t *took_ms)
 {
-	int64_t start = mono_ms(), end = start + UP_SERVE_WAIT_MS;
+	int64_t start = mono_ms(), end = start + serve_wait_ms();
 	struct cli_session mgr = { 0 };
 	bool have_mgr = false;
 	char err[2048];
@@ -436,7 +451,7 @@ start_daemon(struct up *u, bool again)
 	case NOT_BOUND:
 		log_warnx("delivery daemon (pid %ld) started but is not serving yet: its "
 		    "live.delivery responder is not bound %d s after the launch; see %s",
-		    (long)u->child, UP_SERVE_WAIT_MS / 1000, u->f.log);
+		    (long)u->child, serve_wait_ms() / 1000, u->f.log);
 		return 0;
 	case INTERRUPTED:
 		return 0; /* the loop stops it */
@@ -597,6 +612,19 @@ cmd_up(int argc, char **argv)
 		log_errx("up: --space is required");
 		return 2;
 	}
+	/*
+	 * The stop signals are up's to take (sigtimedwait), from the start:
+	 * before the first broker connection, whose library threads inherit
+	 * this mask. A thread that did not block SIGINT would take a Ctrl-C
+	 * with its default action, and up would die leaving its daemon
+	 * running (SIGSTOPped, even, with nobody to stop it).
+	 */
+	sigemptyset(&u.sigs);
+	sigaddset(&u.sigs, SIGINT);
+	sigaddset(&u.sigs, SIGTERM);
+	sigaddset(&u.sigs, SIGHUP);
+	sigaddset(&u.sigs, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &u.sigs, &u.oldmask);
 	if (launch_files(root, space, &u.f, err, sizeof(err)) != 0) {
 		log_errx("up: %s", err);
 		return 1;
@@ -645,13 +673,12 @@ cmd_up(int argc, char **argv)
 		}
 	}
 
-	sigemptyset(&u.sigs);
-	sigaddset(&u.sigs, SIGINT);
-	sigaddset(&u.sigs, SIGTERM);
-	sigaddset(&u.sigs, SIGHUP);
-	sigaddset(&u.sigs, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &u.sigs, &u.oldmask);
-
+	/* A stop asked while up prepared: nothing launched, nothing to stop. */
+	if (pending_stop(&u)) {
+		log_info("up: %s before the daemon was launched; not launching it",
+		    u.stop_sig == SIGINT ? "interrupted (Ctrl-C)" : "stopped");
+		return 1;
+	}
 	int rc = start_daemon(&u, false);
 	if (rc == 2) {
 		final_record(&u);

@@ -27,6 +27,7 @@
  */
 #include <setjmp.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,6 +146,44 @@ waiting_case(void)
 }
 
 /*
+ * The threads of process pid other than its main one that do not block
+ * SIGHUP, SIGINT and SIGTERM (the main thread takes them with sigtimedwait,
+ * which unblocks them while it waits). A library thread that did not block
+ * them would take a Ctrl-C with its default action: up would die, leaving
+ * its daemon running with nobody to stop it.
+ */
+static int
+threads_taking_stop_signals(pid_t pid)
+{
+	const unsigned long long stops = (1ULL << (SIGHUP - 1)) | (1ULL << (SIGINT - 1)) |
+	    (1ULL << (SIGTERM - 1));
+	char dir[64], path[128], line[256];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%ld/task", (long)pid);
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' || atol(e->d_name) == (long)pid)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/status", dir, e->d_name);
+		FILE *f = fopen(path, "r");
+		unsigned long long blk = 0;
+		if (f == NULL)
+			continue; /* the thread ended */
+		while (fgets(line, sizeof(line), f) != NULL)
+			if (sscanf(line, "SigBlk: %llx", &blk) == 1)
+				break;
+		fclose(f);
+		n += (blk & stops) != stops;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
  * A foreground `cotal up` (opt/val: one more option, or NULL), its output
  * in <dir>/<name>.out (the path into outp), seen reporting the daemon
  * serving: up's pid, the daemon's into *d.
@@ -161,6 +200,7 @@ up_serving(const char *name, char *outp, size_t len, const char *opt, const char
 	if (!file_has(outp, "delivery daemon serving space up", SERVE_MS))
 		fail_msg("up did not report the daemon serving; see %s", outp);
 	assert_true((*d = daemon_after(0, 1000)) > 0);
+	assert_int_equal(threads_taking_stop_signals(up), 0);
 	return up;
 }
 
@@ -407,6 +447,60 @@ test_a_replacement_still_starting_is_stopped_by_down(void **state)
 	assert_true(file_has(outp, "stopped by cotal down while starting; it stays stopped", 0));
 	assert_false(file_has(outp, "running again", 0));
 	assert_int_equal(recorded_pid(), 0);
+}
+
+/*
+ * "... (a replacement that does not bind gets the same not-bound warning as
+ * at start)". Every launch is slow to become ready here (the test hook
+ * COTAL_TEST_READY_DELAY_MS holds its ready write, so live.delivery does
+ * not answer "bound"), and up's wait is cut to 2 s (COTAL_TEST_SERVE_WAIT_MS):
+ * the first daemon and its replacement each get the warning, neither a
+ * serving line; up keeps supervising, and Ctrl-C stops the replacement.
+ */
+static void
+test_a_daemon_that_does_not_bind_gets_the_warning_at_start_and_as_a_replacement(void **state)
+{
+	char outp[H_PATH_MAX * 2];
+	const char *warning = "started but is not serving yet: its live.delivery responder is "
+	    "not bound 2 s after the launch";
+	pid_t up, d1, d2;
+	int status;
+
+	(void)state;
+	snprintf(outp, sizeof(outp), "%s/up-unbound.out", mesh.dir);
+	setenv("COTAL_TEST_READY_DELAY_MS", "6000", 1);
+	setenv("COTAL_TEST_SERVE_WAIT_MS", "2000", 1);
+	/* The replacement claims 1 s late: after the test purged the killed
+	 * holder's row, as if it had expired. */
+	setenv("COTAL_TEST_CLAIM_DELAY_MS", "1000", 1);
+	up = h_cotal_spawn(&mesh, outp, "up", "--space", SPACE, NULL);
+	unsetenv("COTAL_TEST_READY_DELAY_MS");
+	unsetenv("COTAL_TEST_SERVE_WAIT_MS");
+	unsetenv("COTAL_TEST_CLAIM_DELAY_MS");
+	assert_true(up > 0);
+	if (!file_has(outp, warning, 10000))
+		fail_msg("no not-bound warning at start; see %s", outp);
+	assert_true((d1 = daemon_after(0, 1000)) > 0);
+	assert_false(file_has(outp, "delivery daemon serving space", 0));
+	/* The first daemon serves once its hold ends; then it is killed. */
+	assert_true(file_has(logpath, "delivery daemon up (space up)", 10000));
+	assert_int_equal(kill(d1, SIGKILL), 0);
+	assert_int_equal(lease_purge(), 0);
+	if (!file_has(outp, "delivery daemon exited (killed by SIGKILL) while nats-server is "
+	    "running - restarting it", 5000))
+		fail_msg("no restart; see %s", outp);
+	assert_true((d2 = daemon_after(d1, 10000)) > 0);
+	for (int64_t end = mono_ms() + 10000; log_count(outp, warning) < 2 && mono_ms() < end;)
+		nap(100);
+	if (log_count(outp, warning) < 2)
+		fail_msg("the replacement got no not-bound warning; see %s", outp);
+	assert_false(file_has(outp, "running again", 0));
+	assert_true(alive(d2));
+
+	assert_int_equal(kill(up, SIGINT), 0);
+	assert_int_equal(waitpid(up, &status, 0), up);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_false(alive(d2));
 }
 
 /*
@@ -834,6 +928,9 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_a_daemon_ended_by_sigterm_stays_stopped, after),
 		cmocka_unit_test_teardown(test_a_stop_between_two_restart_attempts_wins, after),
 		cmocka_unit_test_teardown(test_a_replacement_still_starting_is_stopped_by_down, after),
+		cmocka_unit_test_teardown(
+		    test_a_daemon_that_does_not_bind_gets_the_warning_at_start_and_as_a_replacement,
+		    after),
 		cmocka_unit_test_teardown(test_a_daemon_cotal_down_stopped_stays_stopped, after),
 		cmocka_unit_test_teardown(test_a_stale_record_is_no_daemon, after),
 		cmocka_unit_test_teardown(test_ctrl_c_while_the_broker_exits_waits_for_the_stop,

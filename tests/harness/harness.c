@@ -21,6 +21,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include "lib/natsconn.h"
 #include "lib/tokens.h"
 
@@ -86,6 +91,9 @@ h_use_broker(enum h_broker b)
 	const char *stuck = getenv("COTAL_TEST_STUCK_S");
 
 	which_broker = b;
+	/* One case (or a pattern of them) by hand: COTAL_TEST_FILTER. */
+	if (getenv("COTAL_TEST_FILTER") != NULL)
+		cmocka_set_test_filter(getenv("COTAL_TEST_FILTER"));
 	if (stuck != NULL && atoi(stuck) > 0) {
 		signal(SIGALRM, on_stuck);
 		alarm((unsigned)atoi(stuck));
