@@ -6,6 +6,11 @@
  * with a MEMORY resolver, the per-space credentials of WIRE.md §8 and the
  * mesh registry record. Running it again keeps every key and credential it
  * already made and adds the spaces that are new.
+ *
+ * `init --dev --open` makes an open mesh instead: a broker without
+ * authentication, and the registry records. Open mode is live-only (the
+ * seed: there is no trusted reader, so no durable backstop): no keys, no
+ * credentials, and no delivery daemon will start on it.
  */
 #include "cli/cli.h"
 
@@ -71,6 +76,7 @@ struct mesh_nodes {
 	int route_ports[MESH_NODES_MAX];  /* cluster (route) ports */
 };
 
+/* One node's nats-server.conf; sys_pub NULL for an open mesh. */
 static int
 write_conf(const struct workspace *ws, const char *listen, const struct mesh_nodes *mn,
 	   int node, const char *sys_pub, json_t *preload, bool sync_always, char *err,
@@ -93,7 +99,8 @@ write_conf(const struct workspace *ws, const char *listen, const struct mesh_nod
 	if (w_ < 0 || (size_t)w_ >= cap - n) { free(buf); \
 		snprintf(err, errlen, "nats-server.conf over %d bytes", CONF_MAX); return -1; } \
 	n += (size_t)w_; } while (0)
-	EMIT("# Written by `cotal mesh init --dev`: a local broker in operator mode.\n");
+	EMIT("# Written by `cotal mesh init --dev`: a local broker%s.\n",
+	    sys_pub != NULL ? " in operator mode" : ", open (no authentication)");
 	const char *fmt = strchr(listen, ':') ? "[%s]:%d" : "%s:%d";
 	if (node == 0)
 		EMIT("server_name: cotal_dev\n");
@@ -117,13 +124,17 @@ write_conf(const struct workspace *ws, const char *listen, const struct mesh_nod
 	}
 	/* The delivery credential's grants ride the CONNECT line (WIRE.md §7). */
 	EMIT("max_control_line: 65536\n");
-	EMIT("operator: \"%s/operator.jwt\"\n", ws->mesh);
-	EMIT("system_account: %s\n", sys_pub);
-	EMIT("resolver: MEMORY\n");
-	EMIT("resolver_preload: {\n");
-	json_object_foreach(preload, acct, jwt)
-		EMIT("  %s: \"%s\"\n", acct, json_string_value(jwt));
-	EMIT("}\n");
+	if (sys_pub == NULL) {
+		EMIT("# Open mode (--open): no authentication; live-only, no delivery daemon.\n");
+	} else {
+		EMIT("operator: \"%s/operator.jwt\"\n", ws->mesh);
+		EMIT("system_account: %s\n", sys_pub);
+		EMIT("resolver: MEMORY\n");
+		EMIT("resolver_preload: {\n");
+		json_object_foreach(preload, acct, jwt)
+			EMIT("  %s: \"%s\"\n", acct, json_string_value(jwt));
+		EMIT("}\n");
+	}
 	if (node == 0)
 		EMIT("jetstream: {\n  store_dir: \"%s/jetstream\"\n", ws->mesh);
 	else
@@ -341,25 +352,122 @@ nodes_url(const char *listen, const struct mesh_nodes *mn, char *out, size_t out
 		    listen, mn->ports[i]);
 }
 
+/*
+ * The keys and JWTs of an operator-mode mesh: the operator, the system
+ * account and one account per space of jspaces (each kept when it exists),
+ * their public keys into mesh, their JWTs into preload (the broker's MEMORY
+ * resolver); the system account's public key into sys_pub.
+ */
+static int
+mesh_keys(const struct workspace *ws, json_t *mesh, json_t *jspaces, json_t *preload,
+	  char sys_pub[NKEY_PUBLIC_LEN + 1], char *err, size_t errlen)
+{
+	char path[WS_FILE_MAX], key[SPACE_KEY_MAX + 1];
+	char pub[NKEY_PUBLIC_LEN + 1], skpub[NKEY_PUBLIC_LEN + 1];
+	struct nkey op = { 0 }, sys = { 0 }, syssk = { 0 };
+	char *jwt = NULL;
+	int rc = -1;
+
+	snprintf(path, sizeof(path), "%s/keys", ws->mesh);
+	if (ws_mkdirs(path, err, errlen) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/keys/operator.nk", ws->mesh);
+	if (devkey_load(path, NKEY_OPERATOR, 1, &op, err, errlen) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/keys/system.nk", ws->mesh);
+	if (devkey_load(path, NKEY_ACCOUNT, 1, &sys, err, errlen) != 0)
+		goto fail;
+	snprintf(path, sizeof(path), "%s/keys/system-signing.nk", ws->mesh);
+	if (devkey_load(path, NKEY_ACCOUNT, 1, &syssk, err, errlen) != 0)
+		goto fail;
+	nkey_public(&sys, pub);
+	nkey_public(&syssk, skpub);
+	json_object_set_new(mesh, "systemAccount", json_string(pub));
+	json_object_set_new(mesh, "systemSigningKey", json_string(skpub));
+
+	/* Operator JWT, naming the system account. */
+	{
+		char oppub[NKEY_PUBLIC_LEN + 1], why[256];
+		nkey_public(&op, oppub);
+		json_t *claims = dev_operator_claims("cotal-dev", oppub, pub);
+		jwt = claims ? dev_jwt_sign(claims, &op, why, sizeof(why)) : NULL;
+		json_decref(claims);
+		if (jwt == NULL) {
+			snprintf(err, errlen, "sign operator: %s", why);
+			goto fail;
+		}
+		snprintf(path, sizeof(path), "%s/operator.jwt", ws->mesh);
+		if (ws_write_file(path, jwt, strlen(jwt), 0600, err, errlen) != 0)
+			goto fail;
+		free(jwt);
+		jwt = NULL;
+		json_object_set_new(mesh, "operator", json_string(oppub));
+	}
+	if (sign_account("SYS", &sys, &syssk, &op, false, &jwt, err, errlen) != 0)
+		goto fail;
+	json_object_set_new(preload, pub, json_string(jwt));
+	free(jwt);
+	jwt = NULL;
+
+	/* One account per space. */
+	const char *sname;
+	json_t *sp;
+	json_object_foreach(jspaces, sname, sp) {
+		struct nkey acc = { 0 }, sk = { 0 };
+		if (!space_key(sname, key, sizeof(key))) {
+			snprintf(err, errlen, "space name too long");
+			goto fail;
+		}
+		snprintf(path, sizeof(path), "%s/keys/space.%s.nk", ws->mesh, key);
+		if (devkey_load(path, NKEY_ACCOUNT, 1, &acc, err, errlen) != 0)
+			goto fail;
+		snprintf(path, sizeof(path), "%s/keys/space.%s-signing.nk", ws->mesh, key);
+		if (devkey_load(path, NKEY_ACCOUNT, 1, &sk, err, errlen) != 0) {
+			nkey_wipe(&acc);
+			goto fail;
+		}
+		int r = sign_account(sname, &acc, &sk, &op, true, &jwt, err, errlen);
+		nkey_public(&acc, pub);
+		nkey_public(&sk, skpub);
+		nkey_wipe(&acc);
+		nkey_wipe(&sk);
+		if (r != 0)
+			goto fail;
+		json_object_set_new(sp, "account", json_string(pub));
+		json_object_set_new(sp, "signingKey", json_string(skpub));
+		json_object_set_new(preload, pub, json_string(jwt));
+		free(jwt);
+		jwt = NULL;
+	}
+
+	nkey_public(&sys, sys_pub);
+	rc = 0;
+fail:
+	free(jwt);
+	nkey_wipe(&op);
+	nkey_wipe(&sys);
+	nkey_wipe(&syssk);
+	return rc;
+}
+
 int
 cmd_mesh_init(int argc, char **argv)
 {
 	const char *root = NULL, *listen = "127.0.0.1", *spaces[MESH_MAX_SPACES];
 	const char *bin = NULL, *sync = NULL;
-	char err[1024], path[WS_FILE_MAX], url[1024], key[SPACE_KEY_MAX + 1];
-	char pub[NKEY_PUBLIC_LEN + 1], skpub[NKEY_PUBLIC_LEN + 1];
+	char err[1024], path[WS_FILE_MAX], url[1024], sys_pub[NKEY_PUBLIC_LEN + 1] = "";
 	size_t nspaces = 0;
-	int dev = 0, rc = 1, nports = 0, nroutes = 0;
+	int dev = 0, open_mode = 0, rc = 1, nports = 0, nroutes = 0;
 	int ports[MESH_NODES_MAX] = { 4222 }, routes[MESH_NODES_MAX] = { 6222 };
 	struct mesh_nodes mn = { 0 };
 	struct workspace ws;
-	struct nkey op = { 0 }, sys = { 0 }, syssk = { 0 };
 	json_t *mesh = NULL, *preload = json_object(), *jspaces;
-	char *jwt = NULL;
 
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--dev") == 0)
 			dev = 1;
+		else if (strcmp(argv[i], "--open") == 0)
+			open_mode = 1;
 		else if (strcmp(argv[i], "--root") == 0 && i + 1 < argc)
 			root = argv[++i];
 		else if (strcmp(argv[i], "--listen") == 0 && i + 1 < argc)
@@ -424,15 +532,19 @@ cmd_mesh_init(int argc, char **argv)
 		log_errx("mesh init: %s", err);
 		goto out;
 	}
-	snprintf(path, sizeof(path), "%s/keys", ws.mesh);
-	if (ws_mkdirs(path, err, sizeof(err)) != 0) {
-		log_errx("mesh init: %s", err);
-		goto out;
-	}
 	snprintf(path, sizeof(path), "%s/dev-mesh.json", ws.mesh);
 	if (access(path, F_OK) == 0) {
 		if ((mesh = ws_dev_mesh(&ws, err, sizeof(err))) == NULL) {
 			log_errx("mesh init: %s", err);
+			goto out;
+		}
+		/* A mesh keeps its mode: open (no authentication) or operator. */
+		const char *was = json_string_value(json_object_get(mesh, "auth"));
+		bool was_open = was != NULL && strcmp(was, "open") == 0;
+		if (was_open != (open_mode != 0)) {
+			log_errx("mesh init: %s is %s dev mesh; a mesh keeps its mode (%s, or init "
+			    "another --root)", path, was_open ? "an open" : "an authenticated",
+			    was_open ? "add --open" : "drop --open");
 			goto out;
 		}
 		/* An existing mesh keeps its nodes and ports unless named. */
@@ -485,76 +597,16 @@ cmd_mesh_init(int argc, char **argv)
 		json_object_set_new(mesh, "spaces", json_object());
 	jspaces = json_object_get(mesh, "spaces");
 
-	snprintf(path, sizeof(path), "%s/keys/operator.nk", ws.mesh);
-	if (devkey_load(path, NKEY_OPERATOR, 1, &op, err, sizeof(err)) != 0)
-		goto fail;
-	snprintf(path, sizeof(path), "%s/keys/system.nk", ws.mesh);
-	if (devkey_load(path, NKEY_ACCOUNT, 1, &sys, err, sizeof(err)) != 0)
-		goto fail;
-	snprintf(path, sizeof(path), "%s/keys/system-signing.nk", ws.mesh);
-	if (devkey_load(path, NKEY_ACCOUNT, 1, &syssk, err, sizeof(err)) != 0)
-		goto fail;
-	nkey_public(&sys, pub);
-	nkey_public(&syssk, skpub);
-	json_object_set_new(mesh, "systemAccount", json_string(pub));
-	json_object_set_new(mesh, "systemSigningKey", json_string(skpub));
-
-	/* Operator JWT, naming the system account. */
-	{
-		char oppub[NKEY_PUBLIC_LEN + 1], why[256];
-		nkey_public(&op, oppub);
-		json_t *claims = dev_operator_claims("cotal-dev", oppub, pub);
-		jwt = claims ? dev_jwt_sign(claims, &op, why, sizeof(why)) : NULL;
-		json_decref(claims);
-		if (jwt == NULL) {
-			snprintf(err, sizeof(err), "sign operator: %s", why);
-			goto fail;
-		}
-		snprintf(path, sizeof(path), "%s/operator.jwt", ws.mesh);
-		if (ws_write_file(path, jwt, strlen(jwt), 0600, err, sizeof(err)) != 0)
-			goto fail;
-		free(jwt);
-		jwt = NULL;
-		json_object_set_new(mesh, "operator", json_string(oppub));
-	}
-	if (sign_account("SYS", &sys, &syssk, &op, false, &jwt, err, sizeof(err)) != 0)
-		goto fail;
-	json_object_set_new(preload, pub, json_string(jwt));
-	free(jwt);
-	jwt = NULL;
-
 	/* Every space of the mesh, old and new. */
 	for (size_t i = 0; i < nspaces; i++)
 		if (json_object_get(jspaces, spaces[i]) == NULL)
 			json_object_set_new(jspaces, spaces[i], json_object());
-	const char *sname;
-	json_t *sp;
-	json_object_foreach(jspaces, sname, sp) {
-		struct nkey acc = { 0 }, sk = { 0 };
-		if (!space_key(sname, key, sizeof(key))) {
-			snprintf(err, sizeof(err), "space name too long");
+	if (open_mode)
+		json_object_set_new(mesh, "auth", json_string("open"));
+	else {
+		json_object_set_new(mesh, "auth", json_string("operator"));
+		if (mesh_keys(&ws, mesh, jspaces, preload, sys_pub, err, sizeof(err)) != 0)
 			goto fail;
-		}
-		snprintf(path, sizeof(path), "%s/keys/space.%s.nk", ws.mesh, key);
-		if (devkey_load(path, NKEY_ACCOUNT, 1, &acc, err, sizeof(err)) != 0)
-			goto fail;
-		snprintf(path, sizeof(path), "%s/keys/space.%s-signing.nk", ws.mesh, key);
-		if (devkey_load(path, NKEY_ACCOUNT, 1, &sk, err, sizeof(err)) != 0) {
-			nkey_wipe(&acc);
-			goto fail;
-		}
-		int r = sign_account(sname, &acc, &sk, &op, true, &jwt, err, sizeof(err));
-		nkey_public(&acc, pub);
-		nkey_public(&sk, skpub);
-		nkey_wipe(&acc);
-		nkey_wipe(&sk);
-		if (r != 0)
-			goto fail;
-		json_object_set_new(sp, "account", json_string(pub));
-		json_object_set_new(sp, "signingKey", json_string(skpub));
-		json_object_set_new(preload, pub, json_string(jwt));
-		free(jwt);
-		jwt = NULL;
 	}
 
 	nodes_url(listen, &mn, url, sizeof(url));
@@ -577,35 +629,38 @@ cmd_mesh_init(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/dev-mesh.json", ws.mesh);
 	if (ws_write_json(path, mesh, 0600, err, sizeof(err)) != 0)
 		goto fail;
-	nkey_public(&sys, pub);
 	for (int node = mn.count > 0 ? 1 : 0; node <= mn.count; node++)
-		if (write_conf(&ws, listen, &mn, node, pub, preload, sync_always, err,
-		    sizeof(err)) != 0)
+		if (write_conf(&ws, listen, &mn, node, open_mode ? NULL : sys_pub, preload,
+		    sync_always, err, sizeof(err)) != 0)
 			goto fail;
+	const char *sname;
+	json_t *sp;
 	json_object_foreach(jspaces, sname, sp) {
-		for (size_t k = 0; k < sizeof(space_creds) / sizeof(space_creds[0]); k++)
+		for (size_t k = 0; !open_mode && k < sizeof(space_creds) / sizeof(space_creds[0]);
+		    k++)
 			if (ensure_creds(&ws, sname, space_creds[k], err, sizeof(err)) != 0)
 				goto fail;
 		if (write_registry(sname, url, ws.root, err, sizeof(err)) != 0)
 			goto fail;
 	}
-	log_ok("dev mesh ready in %s/.cotal (%s %s, %zu space%s) — start it with: "
-	    "cotal mesh start --root %s", ws.root, mn.count > 0 ? "cluster" : "broker", url,
-	    json_object_size(jspaces), json_object_size(jspaces) == 1 ? "" : "s", ws.root);
+	log_ok("%sdev mesh ready in %s/.cotal (%s %s, %zu space%s) — start it with: "
+	    "cotal mesh start --root %s", open_mode ? "open " : "", ws.root,
+	    mn.count > 0 ? "cluster" : "broker", url, json_object_size(jspaces),
+	    json_object_size(jspaces) == 1 ? "" : "s", ws.root);
+	if (open_mode)
+		log_warnx("open mode is live-only: no authentication, no delivery daemon, no "
+		    "durable channels (an auth mesh, without --open, has them)");
 	rc = 0;
 	goto out;
 fail:
 	log_errx("mesh init: %s", err);
 	goto out;
 usage:
-	fprintf(stderr, "usage: cotal mesh init --dev [--root DIR] [--port N] [--nats-server PATH]\n"
+	fprintf(stderr, "usage: cotal mesh init --dev [--open] [--root DIR] [--port N] "
+	    "[--nats-server PATH]\n"
 	    "                       [--sync-interval always|default] --space S [--space S2 ...]\n"
 	    "                       [--cluster N [--port P|P1,P2,.. ] [--route-port R|R1,R2,..]]\n");
 out:
-	free(jwt);
-	nkey_wipe(&op);
-	nkey_wipe(&sys);
-	nkey_wipe(&syssk);
 	json_decref(preload);
 	json_decref(mesh);
 	return rc;

@@ -99,6 +99,11 @@ mint_user(const struct workspace *ws, const struct mint_req *req, struct minted 
 	memset(&user, 0, sizeof(user));
 	if ((mesh = ws_dev_mesh(ws, err, errlen)) == NULL)
 		return -1;
+	if (ws_dev_mesh_open(ws)) {
+		snprintf(err, errlen, "the dev mesh in %s is open (no authentication): it has no "
+		    "accounts and takes no credentials", ws->root);
+		goto out;
+	}
 	sp = json_object_get(json_object_get(mesh, "spaces"), req->space);
 	if (sp == NULL) {
 		snprintf(err, errlen, "space \"%s\" is not part of the dev mesh in %s "

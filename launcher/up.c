@@ -71,6 +71,7 @@ struct up {
 	struct launch_files f;
 	bool detach;
 	bool dev;             /* the workspace runs its own broker (dev mesh) */
+	bool open;            /* and that mesh is open (no authentication) */
 	bool broker_started;  /* and this up started it */
 	bool tls;             /* the mesh registry demands TLS */
 	int64_t creds_ttl_s;
@@ -388,6 +389,7 @@ bring_broker(struct up *u, const char *nats_server)
 
 	u->dev = mesh != NULL;
 	json_decref(mesh);
+	u->open = u->dev && ws_dev_mesh_open(&u->f.ws);
 	if (!u->dev || cli_mesh_running(&u->f.ws))
 		return 0;
 	char *args[] = { (char *)"--root", u->f.ws.root, (char *)"--nats-server",
@@ -646,6 +648,18 @@ cmd_up(int argc, char **argv)
 
 	if (bring_broker(&u, nats_server) != 0)
 		return 1;
+	/* The seed: open dev mode has no delivery daemon. Its broker runs (the
+	 * live path needs no daemon); cotal down stops it if up started it. */
+	if (u.open) {
+		if (u.broker_started) {
+			struct up_record r = { .broker_started = true, .detached = true };
+			up_record_write(&u.f, &r);
+		}
+		log_warnx("up: space %s: %s", space, WS_OPEN_MESH_NO_DAEMON);
+		log_info("up: the open mesh's broker %s; no delivery daemon started",
+		    u.broker_started ? "started (cotal down stops it)" : "runs");
+		return 0;
+	}
 	char url[1024];
 	if (ws_server_url(&u.f.ws, space, NULL, url, sizeof(url), &u.tls, err, sizeof(err)) != 0) {
 		log_errx("up: %s", err);

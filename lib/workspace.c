@@ -306,6 +306,18 @@ ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen)
 	return ws_read_json(path, DEV_MESH_MAX, err, errlen);
 }
 
+bool
+ws_dev_mesh_open(const struct workspace *ws)
+{
+	char err[256];
+	json_t *mesh = ws_dev_mesh(ws, err, sizeof(err));
+	const char *auth = json_string_value(json_object_get(mesh, "auth"));
+	bool open = auth != NULL && strcmp(auth, "open") == 0;
+
+	json_decref(mesh);
+	return open;
+}
+
 int
 ws_registry_path(const char *space, char *out, size_t outlen, char *err, size_t errlen)
 {

@@ -47,6 +47,16 @@ int ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t err
 json_t *ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen);
 
 /*
+ * Is the workspace's dev mesh an open one (`cotal mesh init --dev --open`,
+ * "auth": "open" in dev-mesh.json: no authentication)? Open mode is
+ * live-only: it has no delivery daemon.
+ */
+bool ws_dev_mesh_open(const struct workspace *ws);
+#define WS_OPEN_MESH_NO_DAEMON "an open dev mesh has no delivery daemon: with no " \
+	"authentication there is no trusted reader, so no durable backstop (run an auth " \
+	"mesh, cotal mesh init --dev without --open, for durable channels)"
+
+/*
  * The broker URL for a space: server_opt when given; else the mesh registry
  * record $COTAL_HOME/meshes/space.<key>.json (default ~/.cotal); else the dev
  * mesh of the workspace. Refuses a server_opt that differs from the registry.

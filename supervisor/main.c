@@ -515,6 +515,11 @@ main(int argc, char **argv)
 		return 1;
 	}
 	open_log();
+	if (ws_dev_mesh_open(&S.ws)) {
+		log_errx("delivery: %s; not starting (space %s, %s)", WS_OPEN_MESH_NO_DAEMON,
+		    S.space, S.ws.root);
+		return 1;
+	}
 	if (creds_path(copt, path, sizeof(path), err, sizeof(err)) != 0 ||
 	    sup_creds_load(path, &S.creds, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);

@@ -504,6 +504,82 @@ test_a_daemon_that_does_not_bind_gets_the_warning_at_start_and_as_a_replacement(
 }
 
 /*
+ * "Open dev mode has no delivery daemon. Open mode is deliberately
+ * live-only: there is no trusted reader, so there is no durable backstop.
+ * Run an auth mesh if you need durable channels." An open mesh (mesh init
+ * --dev --open) in its own workspace: up starts its broker and no daemon,
+ * and says why; the live path works without any credential; the daemon
+ * and the minting refuse it by name; down stops the broker up started.
+ */
+static void
+test_an_open_dev_mesh_starts_no_daemon(void **state)
+{
+	struct mesh open = mesh;
+	char out[H_OUT_MAX], port[16], url[64], path[H_PATH_MAX * 2], okey[512];
+	natsConnection *nc = NULL;
+	natsSubscription *sub = NULL;
+	natsMsg *msg = NULL;
+	FILE *f;
+	long broker = 0;
+
+	(void)state;
+	snprintf(open.dir, sizeof(open.dir), "%s/open", mesh.dir);
+	assert_int_equal(mkdir(open.dir, 0700), 0);
+	snprintf(port, sizeof(port), "%d", h_free_port());
+	snprintf(url, sizeof(url), "nats://127.0.0.1:%s", port);
+	if (h_cotal(&open, out, sizeof(out), "mesh", "init", "--dev", "--open", "--port", port,
+	    "--space", "o", "--nats-server", mesh.nats_bin, NULL) != 0)
+		fail_msg("mesh init --open:\n%s", out);
+	assert_non_null(strstr(out, "open mode is live-only"));
+	/* A mesh keeps its mode. */
+	assert_int_equal(h_cotal(&open, out, sizeof(out), "mesh", "init", "--dev", "--port", port,
+	    "--space", "o", NULL), 1);
+	assert_non_null(strstr(out, "is an open dev mesh; a mesh keeps its mode"));
+
+	if (h_cotal(&open, out, sizeof(out), "up", "--space", "o", "--nats-server",
+	    mesh.nats_bin, NULL) != 0)
+		fail_msg("up on the open mesh:\n%s", out);
+	snprintf(path, sizeof(path), "%s/.cotal/mesh/nats-server.pid", open.dir);
+	if ((f = fopen(path, "r")) != NULL) {
+		if (fscanf(f, "%ld", &broker) != 1)
+			broker = 0;
+		fclose(f);
+	}
+	assert_true(broker > 0);
+	h_track((pid_t)broker);
+	assert_non_null(strstr(out, "up: space o: an open dev mesh has no delivery daemon: with "
+	    "no authentication there is no trusted reader, so no durable backstop (run an auth "
+	    "mesh"));
+	assert_non_null(strstr(out, "the open mesh's broker started (cotal down stops it); no "
+	    "delivery daemon started"));
+	space_key("o", okey, sizeof(okey));
+	snprintf(path, sizeof(path), "%s/.cotal/delivery.%s.pid", open.dir, okey);
+	assert_int_not_equal(access(path, F_OK), 0);
+
+	/* The live path needs no daemon and no credential. */
+	assert_int_equal(natsConnection_ConnectTo(&nc, url), NATS_OK);
+	assert_int_equal(natsConnection_SubscribeSync(&sub, nc, "live.o"), NATS_OK);
+	assert_int_equal(natsConnection_PublishString(nc, "live.o", "hello"), NATS_OK);
+	assert_int_equal(natsSubscription_NextMsg(&msg, sub, 5000), NATS_OK);
+	assert_string_equal(natsMsg_GetData(msg), "hello");
+	natsMsg_Destroy(msg);
+	natsSubscription_Destroy(sub);
+	natsConnection_Destroy(nc);
+
+	/* The daemon (through the deprecated entry) and the minting refuse. */
+	assert_int_equal(h_cotal(&open, out, sizeof(out), "deliver", "--space", "o", NULL), 1);
+	assert_non_null(strstr(out, "delivery: an open dev mesh has no delivery daemon"));
+	assert_non_null(strstr(out, "not starting (space o"));
+	assert_int_not_equal(h_cotal(&open, out, sizeof(out), "creds", "mint", "--space", "o",
+	    "--profile", "delivery", NULL), 0);
+	assert_non_null(strstr(out, "is open (no authentication): it has no accounts"));
+
+	assert_int_equal(h_cotal(&open, out, sizeof(out), "down", "--space", "o", NULL), 0);
+	assert_non_null(strstr(out, "broker stopped"));
+	assert_false(alive((pid_t)broker));
+}
+
+/*
  * "Ctrl-C on a foreground up ... stop[s] the daemon with the same stop bare
  * cotal down uses for it. It holds the reservation down takes, so the
  * delivery stop of a concurrent cotal down is refused while it runs. It
@@ -932,6 +1008,7 @@ main(int argc, char **argv)
 		    test_a_daemon_that_does_not_bind_gets_the_warning_at_start_and_as_a_replacement,
 		    after),
 		cmocka_unit_test_teardown(test_a_daemon_cotal_down_stopped_stays_stopped, after),
+		cmocka_unit_test_teardown(test_an_open_dev_mesh_starts_no_daemon, after),
 		cmocka_unit_test_teardown(test_a_stale_record_is_no_daemon, after),
 		cmocka_unit_test_teardown(test_ctrl_c_while_the_broker_exits_waits_for_the_stop,
 		    after),
