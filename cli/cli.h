@@ -23,6 +23,10 @@ int cmd_agent_add(int argc, char **argv);
 int cmd_agent_post(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
+/* `cotal status --spaces MANIFEST [--run-dir DIR]` (status_host.c). */
+int cmd_status_host(int argc, char **argv);
+/* A daemon status file's workers, one line each (status.c). */
+void status_print_workers(json_t *doc, const char *indent);
 
 /* The control rails (rails.c): as the agent itself ... */
 int cmd_agent_join(int argc, char **argv);

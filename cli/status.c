@@ -19,6 +19,36 @@
 
 #define STATUS_MAX (256 * 1024)
 
+/* The workers of a daemon's status file, one line each, after indent. */
+void
+status_print_workers(json_t *doc, const char *indent)
+{
+	json_t *workers, *w;
+	size_t i;
+
+	workers = json_object_get(doc, "workers");
+	json_array_foreach(workers, i, w) {
+		const char *name;
+		json_t *v;
+		char counters[512] = "";
+		size_t off = 0;
+		json_object_foreach(json_object_get(w, "counters"), name, v) {
+			int n = snprintf(counters + off, sizeof(counters) - off, " %s=%lld", name,
+			    (long long)json_integer_value(v));
+			if (n < 0 || (size_t)n >= sizeof(counters) - off)
+				break;
+			off += (size_t)n;
+		}
+		const char *last = json_string_value(json_object_get(w, "lastExit"));
+		printf("%s%-8s %-12s pid %-7lld restarts %lld%s%s%s\n",
+		    indent, json_string_value(json_object_get(w, "role")),
+		    json_string_value(json_object_get(w, "state")),
+		    (long long)json_integer_value(json_object_get(w, "pid")),
+		    (long long)json_integer_value(json_object_get(w, "restarts")), counters,
+		    last && *last ? "  last exit: " : "", last && *last ? last : "");
+	}
+}
+
 int
 cmd_status(int argc, char **argv)
 {
@@ -26,10 +56,12 @@ cmd_status(int argc, char **argv)
 	char err[WS_FILE_MAX + 256];
 	const char *space, *path, *rpath;
 	pid_t rpid;
-	json_t *doc, *workers, *w;
-	size_t i;
+	json_t *doc;
 	int rc;
 
+	for (int k = 0; k < argc; k++)
+		if (strcmp(argv[k], "--spaces") == 0)
+			return cmd_status_host(argc, argv);
 	if ((rc = launch_files_args("status", argc, argv, &f)) != 0)
 		return rc;
 	space = f.space;
@@ -82,27 +114,7 @@ cmd_status(int argc, char **argv)
 	else if (rpid != (pid_t)pid)
 		printf("  ! the pid record names pid %ld, the status file pid %ld\n", (long)rpid,
 		    pid);
-	workers = json_object_get(doc, "workers");
-	json_array_foreach(workers, i, w) {
-		const char *name;
-		json_t *v;
-		char counters[512] = "";
-		size_t off = 0;
-		json_object_foreach(json_object_get(w, "counters"), name, v) {
-			int n = snprintf(counters + off, sizeof(counters) - off, " %s=%lld", name,
-			    (long long)json_integer_value(v));
-			if (n < 0 || (size_t)n >= sizeof(counters) - off)
-				break;
-			off += (size_t)n;
-		}
-		const char *last = json_string_value(json_object_get(w, "lastExit"));
-		printf("  %-8s %-12s pid %-7lld restarts %lld%s%s%s\n",
-		    json_string_value(json_object_get(w, "role")),
-		    json_string_value(json_object_get(w, "state")),
-		    (long long)json_integer_value(json_object_get(w, "pid")),
-		    (long long)json_integer_value(json_object_get(w, "restarts")), counters,
-		    last && *last ? "  last exit: " : "", last && *last ? last : "");
-	}
+	status_print_workers(doc, "  ");
 	json_decref(doc);
 	return 0;
 }

@@ -11,6 +11,7 @@
 #include "supervisor/supervisor.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
+#include "host/host.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,7 +57,9 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
-	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n");
+	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
+	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
+	    "[--user NAME]\n");
 	exit(2);
 }
 
@@ -440,10 +443,15 @@ serve_begin(struct sup *s)
 	char err[WS_FILE_MAX + 256];
 
 	/* The record names this process only once it holds the lease: one that
-	 * loses it never overwrites the live holder's (seed). */
+	 * loses it never overwrites the live holder's (seed). A host's lane
+	 * writes none: the record is what cotal down signals for one space,
+	 * and the host serves several (seed). */
+	if (s->lane)
+		goto start;
 	snprintf(s->pid_path, sizeof(s->pid_path), "%s/delivery.%s.pid", s->ws.cotal, s->key);
 	if (pidfile_write(s->pid_path, getpid(), err, sizeof(err)) != 0)
 		log_warnx("delivery: cannot write %s: %s", s->pid_path, err);
+start:
 	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
 	    s->space, (long)getpid(), s->url);
 	workers_start_all(s);
@@ -466,6 +474,10 @@ main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argv[2], worker_roles);
+	/* Many spaces: the host (host/), which holds no credential. */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--spaces") == 0)
+			return host_main(argc, argv);
 
 	/* Secrets never reach a core file or another process's ptrace. */
 	prctl(PR_SET_DUMPABLE, 0);
@@ -491,6 +503,8 @@ main(int argc, char **argv)
 			tls_opt = true;
 		else if (strcmp(argv[i], "--standby") == 0)
 			S.standby = true;
+		else if (strcmp(argv[i], "--lane") == 0)
+			S.lane = true;
 		else if (strcmp(argv[i], "--tls-ca") == 0 && more)
 			tls_ca = argv[++i];
 		else {

@@ -27,6 +27,10 @@ extern const struct restart_policy restart_delivery;
 /* The timer writer (the seed's writer): 5 s doubling to 300 s; a fault
  * there never takes delivery down. */
 extern const struct restart_policy restart_timer;
+/* A lane of a delivery host (host/): 1 s doubling to 30 s (a lost lease
+ * outlives its holder by up to its 30 s TTL), reset after 60 s; a lane
+ * that keeps closing is reopened for as long as the host runs. */
+extern const struct restart_policy restart_lane;
 
 struct restart_state {
 	int64_t started_ms;                    /* when the current run began */

@@ -30,6 +30,15 @@
 #include "lib/log.h"
 #include "lib/tokens.h"
 
+/* The shard's state, and since when (the status file shows both). */
+static void
+shard_enter(struct sup *s, enum shard_state st)
+{
+	s->shard = st;
+	s->shard_since_ms = wall_ms();
+	s->status_dirty = true;
+}
+
 static const struct lease_io *
 io_of(struct sup *s)
 {
@@ -80,7 +89,7 @@ shard_claim(struct sup *s)
 	snprintf(s->lease.holder, sizeof(s->lease.holder), "local.%s", s->creds.user_pub);
 	snprintf(s->lease.incarnation, sizeof(s->lease.incarnation), "%s", s->instance);
 	s->lease.ready = false;
-	s->shard = SHARD_CLAIMING;
+	shard_enter(s, SHARD_CLAIMING);
 	pthread_mutex_init(&s->wmu, NULL);
 	clear_violation(s);
 #ifdef COTAL_TEST_HOOKS
@@ -102,7 +111,7 @@ shard_claim(struct sup *s)
 		return -1;
 	}
 	s->release_on_exit = true;
-	s->shard = SHARD_STARTING;
+	shard_enter(s, SHARD_STARTING);
 	log_info("delivery: lease of shard 0 claimed (%s, incarnation %s, revision %llu); "
 	    "binding the workers", s->lease.holder, s->lease.incarnation,
 	    (unsigned long long)s->lease.rev);
@@ -187,14 +196,18 @@ shard_workers_bound(struct sup *s)
 	clear_violation(s);
 	if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
 		log_errx("delivery: could not mark the lease of shard 0 ready: %s", why);
-		s->shard = SHARD_RECHECKING;
+		shard_enter(s, SHARD_RECHECKING);
 		workers_quiesce(s);
 		s->quiesce_deadline = mono_ms() + LEASE_QUIESCE_WAIT_MS;
 		return;
 	}
-	s->shard = SHARD_SERVING;
+	shard_enter(s, SHARD_SERVING);
 	workers_send_lease(s);
-	log_ok("delivery daemon up (space %s) — stop with: cotal down", s->space);
+	if (s->lane)
+		log_ok("delivery daemon up (space %s) — a lane of the delivery host (pid %ld)",
+		    s->space, (long)getppid());
+	else
+		log_ok("delivery daemon up (space %s) — stop with: cotal down", s->space);
 	notify_sendf("READY=1\nSTATUS=serving space %s (shard 0)", s->space);
 	s->ev_renew = evtimer_new(s->base, on_renew, s);
 	s->ev_recheck = evtimer_new(s->base, on_recheck, s);
@@ -247,7 +260,7 @@ doubt(struct sup *s, const char *why)
 	if (s->shard == SHARD_RECHECKING || s->stopping)
 		return;
 	log_warnx("delivery: re-checking the lease of shard 0: %s; quiescing the workers", why);
-	s->shard = SHARD_RECHECKING;
+	shard_enter(s, SHARD_RECHECKING);
 	evtimer_del(s->ev_renew);
 	workers_send_lease(s);
 	workers_quiesce(s);
@@ -320,7 +333,7 @@ recheck(struct sup *s)
 		arm(s->ev_recheck, LEASE_RECHECK_RETRY_MS);
 		return;
 	}
-	s->shard = SHARD_SERVING;
+	shard_enter(s, SHARD_SERVING);
 	workers_resume(s);
 	workers_send_lease(s);
 	arm(s->ev_renew, LEASE_RENEW_MS);
@@ -459,7 +472,7 @@ standby_try(struct sup *s)
 	}
 	evtimer_del(s->ev_standby);
 	s->release_on_exit = true;
-	s->shard = SHARD_STARTING;
+	shard_enter(s, SHARD_STARTING);
 	log_ok("delivery: standby: the lease of shard 0 was free; claimed it (%s, incarnation %s, "
 	    "revision %llu); taking over", s->lease.holder, s->lease.incarnation,
 	    (unsigned long long)s->lease.rev);
@@ -476,7 +489,7 @@ on_standby(evutil_socket_t fd, short what, void *arg)
 void
 standby_begin(struct sup *s)
 {
-	s->shard = SHARD_STANDBY;
+	shard_enter(s, SHARD_STANDBY);
 	s->ev_standby = evtimer_new(s->base, on_standby, s);
 	shard_watch(s);
 	log_info("delivery: standby (--standby): another delivery daemon holds the lease of "

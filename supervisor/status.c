@@ -51,8 +51,11 @@ status_write(struct sup *s)
 		    "restarts", (json_int_t)w->restart.restarts, "lastExit", w->last_exit,
 		    "counters", counters));
 	}
-	doc = json_pack("{s:I, s:s, s:s, s:I, s:o}", "pid", (json_int_t)getpid(),
-	    "space", s->space, "server", s->url,
+	static const char *const shard_names[] = { "claiming", "starting", "serving",
+		"rechecking", "standby" };
+	doc = json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:I, s:o}", "pid", (json_int_t)getpid(),
+	    "space", s->space, "server", s->url, "shard", shard_names[s->shard], "shardSince",
+	    (json_int_t)s->shard_since_ms, "lane", s->lane,
 	    "updatedAt", (json_int_t)tv.tv_sec * 1000 + tv.tv_usec / 1000, "workers", list);
 	if (ws_write_json(s->status_path, doc, 0600, err, sizeof(err)) != 0)
 		log_warnx("delivery: cannot write the status file: %s", err);

@@ -105,7 +105,9 @@ struct sup {
 	struct lease lease;
 	enum shard_state { SHARD_CLAIMING, SHARD_STARTING, SHARD_SERVING, SHARD_RECHECKING,
 		SHARD_STANDBY } shard;
+	int64_t shard_since_ms;       /* wall clock: in this state since */
 	bool standby;                 /* --standby: wait for a held lease */
+	bool lane;                    /* --lane: a host's lane (host/): no pid record */
 	struct event *ev_standby;
 	void (*on_claimed)(struct sup *s); /* the standby claimed: start serving */
 	bool startup_done;            /* the lease watch is bound */

@@ -1,0 +1,391 @@
+/* The delivery host: see host.h. Its loop, the manifest, its records. */
+#include "host/host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "host/lane.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/manifest.h"
+#include "supervisor/notify.h"
+#include "supervisor/pidfile.h"
+
+/* A reload's closed lanes may still be stopping beside their successors. */
+#define HOST_LANES_MAX (2 * MANIFEST_LANES_MAX)
+#define HOST_TICK_MS 1000
+
+struct host {
+	const char *manifest;
+	struct lane_exec x;
+	char self_exe[PATH_MAX];
+	char pid_path[PATH_MAX + 64], status_path[PATH_MAX + 64];
+	struct lane *lanes[HOST_LANES_MAX];
+	size_t n;
+	bool stopping;
+	bool dirty;              /* the status file is behind */
+	int64_t started_wall_ms;
+};
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
+	    "[--user USER]\n");
+	exit(2);
+}
+
+/* ---- lanes ---- */
+
+static int
+host_add(struct host *h, const struct manifest_lane *m)
+{
+	struct lane *l;
+
+	if (h->n == HOST_LANES_MAX || (l = lane_new(m)) == NULL) {
+		log_errx("host: lane %s: no room (%d lanes at most, stopping ones included)",
+		    m->space, HOST_LANES_MAX);
+		return -1;
+	}
+	h->lanes[h->n++] = l;
+	h->dirty = true;
+	return 0;
+}
+
+/* A lane of space still running or stopping (a predecessor a reload closed). */
+static bool
+space_busy(const struct host *h, const struct lane *self)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		const struct lane *o = h->lanes[i];
+		if (o != self && o->pid > 0 && strcmp(o->m.space, self->m.space) == 0)
+			return true;
+	}
+	return false;
+}
+
+static struct lane *
+lane_of_pid(struct host *h, pid_t pid)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->lanes[i]->pid == pid)
+			return h->lanes[i];
+	return NULL;
+}
+
+static void
+reap(struct host *h)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		struct lane *l = lane_of_pid(h, pid);
+		if (l == NULL)
+			continue;
+		lane_relay(l, true); /* its last lines before the host's */
+		lane_exited(l, status);
+		h->dirty = true;
+	}
+}
+
+static void
+sweep_done(struct host *h)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < h->n; i++) {
+		if (lane_done(h->lanes[i])) {
+			lane_free(h->lanes[i]);
+			h->dirty = true;
+		} else
+			h->lanes[k++] = h->lanes[i];
+	}
+	h->n = k;
+}
+
+static void
+stop_all(struct host *h, const char *why)
+{
+	if (h->stopping)
+		return;
+	h->stopping = true;
+	log_info("host: %s; stopping %zu lane%s", why, h->n, h->n == 1 ? "" : "s");
+	notify_send("STOPPING=1");
+	for (size_t i = 0; i < h->n; i++)
+		lane_close(h->lanes[i]);
+	h->dirty = true;
+}
+
+/* SIGHUP: the manifest again; only what changed is touched. */
+static void
+reload(struct host *h)
+{
+	struct manifest m;
+	char err[1024];
+	size_t opened = 0, closed = 0;
+
+	if (manifest_load(h->manifest, &m, err, sizeof(err)) != 0) {
+		log_errx("host: SIGHUP: %s; every lane stays as it is", err);
+		return;
+	}
+	for (size_t i = 0; i < h->n; i++) {
+		struct lane *l = h->lanes[i];
+		const struct manifest_lane *e = manifest_find(&m, l->m.space);
+		if (l->closing)
+			continue;
+		if (e == NULL || strcmp(e->root, l->m.root) != 0 ||
+		    strcmp(e->server, l->m.server) != 0) {
+			log_info("host: SIGHUP: lane %s %s; closing it", l->m.space, e == NULL ?
+			    "is no longer in the manifest" : "changed its root or server");
+			lane_close(l);
+			closed++;
+		}
+	}
+	for (size_t j = 0; j < m.n; j++) {
+		bool have = false;
+		for (size_t i = 0; i < h->n && !have; i++)
+			have = !h->lanes[i]->closing &&
+			    strcmp(h->lanes[i]->m.space, m.lanes[j].space) == 0;
+		if (!have && host_add(h, &m.lanes[j]) == 0)
+			opened++;
+	}
+	log_info("host: SIGHUP: manifest %s re-read: %zu lane%s to open, %zu to close, the "
+	    "others untouched", h->manifest, opened, opened == 1 ? "" : "s", closed);
+	manifest_free(&m);
+	h->dirty = true;
+}
+
+/* ---- records ---- */
+
+static void
+write_status(struct host *h)
+{
+	json_t *lanes = json_array(), *doc;
+	char err[512];
+
+	for (size_t i = 0; i < h->n; i++) {
+		const struct lane *l = h->lanes[i];
+		json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "space", l->m.space,
+		    "root", l->m.root, "state", lane_state_name(l), "pid", (json_int_t)l->pid,
+		    "since", (json_int_t)l->since_wall_ms, "reopens",
+		    (json_int_t)l->rs.restarts, "lastExit", l->last_exit);
+		if (l->m.server[0] != '\0')
+			json_object_set_new(o, "server", json_string(l->m.server));
+		if (l->state == LANE_REOPENING && !l->closing)
+			json_object_set_new(o, "reopenAt", json_integer(wall_ms() +
+			    (l->reopen_at > mono_ms() ? l->reopen_at - mono_ms() : 0)));
+		json_array_append_new(lanes, o);
+	}
+	doc = json_pack("{s:I, s:s, s:I, s:b, s:I, s:o}", "pid", (json_int_t)getpid(),
+	    "manifest", h->manifest, "started", (json_int_t)h->started_wall_ms, "stopping",
+	    h->stopping, "updatedAt", (json_int_t)wall_ms(), "lanes", lanes);
+	if (doc == NULL || ws_write_json(h->status_path, doc, 0600, err, sizeof(err)) != 0)
+		log_warnx("host: cannot write %s: %s", h->status_path, doc ? err : "out of memory");
+	json_decref(doc);
+	h->dirty = false;
+}
+
+/* Another live host of this run directory and manifest? */
+static bool
+host_alive(pid_t pid)
+{
+	char path[64], cmd[4096];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return false;
+	n = fread(cmd, 1, sizeof(cmd) - 1, f);
+	fclose(f);
+	cmd[n] = '\0';
+	for (size_t i = 0; i + 9 <= n + 1; i++)
+		if (memcmp(cmd + i, "--spaces", 9) == 0)
+			return true;
+	return false;
+}
+
+/* ---- the loop ---- */
+
+static int
+next_timeout(const struct host *h)
+{
+	int64_t now = mono_ms(), t = now + HOST_TICK_MS;
+
+	for (size_t i = 0; i < h->n; i++) {
+		const struct lane *l = h->lanes[i];
+		if (l->state == LANE_REOPENING && !l->closing && l->reopen_at < t)
+			t = l->reopen_at;
+		if (l->state == LANE_STOPPING && l->kill_at < t)
+			t = l->kill_at;
+	}
+	return t > now ? (int)(t - now) : 0;
+}
+
+static void
+run(struct host *h, int sfd)
+{
+	struct pollfd pfd[1 + HOST_LANES_MAX];
+	struct lane *owner[1 + HOST_LANES_MAX];
+	int64_t wd_ms = notify_watchdog_interval_ms(), wd_next = mono_ms();
+
+	for (;;) {
+		nfds_t n = 0;
+		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		for (size_t i = 0; i < h->n; i++)
+			if (h->lanes[i]->out >= 0) {
+				owner[n] = h->lanes[i];
+				pfd[n++] = (struct pollfd){ .fd = h->lanes[i]->out, .events = POLLIN };
+			}
+		if (poll(pfd, n, next_timeout(h)) < 0 && errno != EINTR)
+			fatal("host: poll");
+
+		for (nfds_t k = 1; k < n; k++)
+			if (pfd[k].revents != 0)
+				lane_relay(owner[k], false);
+		if (pfd[0].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+				switch (si.ssi_signo) {
+				case SIGTERM:
+					stop_all(h, "received SIGTERM");
+					break;
+				case SIGINT:
+					stop_all(h, "received SIGINT");
+					break;
+				case SIGHUP:
+					if (!h->stopping)
+						reload(h);
+					break;
+				case SIGCHLD:
+					break;
+				}
+			}
+		}
+		reap(h);
+		for (size_t i = 0; i < h->n; i++) {
+			struct lane *l = h->lanes[i];
+			lane_kill_late(l);
+			if (!h->stopping && l->state == LANE_REOPENING && !l->closing &&
+			    mono_ms() >= l->reopen_at && !space_busy(h, l)) {
+				lane_open(l, &h->x);
+				h->dirty = true;
+			}
+		}
+		sweep_done(h);
+		if (h->dirty)
+			write_status(h);
+		if (h->stopping && h->n == 0)
+			return;
+		if (wd_ms > 0 && mono_ms() >= wd_next) {
+			notify_send("WATCHDOG=1");
+			wd_next = mono_ms() + wd_ms;
+		}
+	}
+}
+
+int
+host_main(int argc, char **argv)
+{
+	static struct host h;
+	const char *run_dir = getenv("RUNTIME_DIRECTORY");
+	char err[1024];
+	struct manifest m;
+	sigset_t sigs;
+	int sfd;
+	pid_t other;
+
+	log_init(NULL, stderr);
+	for (int i = 1; i < argc; i++) {
+		bool more = i + 1 < argc;
+		if (strcmp(argv[i], "--spaces") == 0 && more)
+			h.manifest = argv[++i];
+		else if (strcmp(argv[i], "--server") == 0 && more)
+			h.x.server = argv[++i];
+		else if (strcmp(argv[i], "--run-dir") == 0 && more)
+			run_dir = argv[++i];
+		else if (strcmp(argv[i], "--user") == 0 && more)
+			h.x.user = argv[++i];
+		else {
+			log_errx("host: unknown or incomplete argument \"%s\" (a host takes --spaces, "
+			    "--server, --run-dir and --user; each lane's space and root come from the "
+			    "manifest)", argv[i]);
+			usage();
+		}
+	}
+	if (h.manifest == NULL)
+		usage();
+	/* The whole manifest is valid before anything starts. */
+	if (manifest_load(h.manifest, &m, err, sizeof(err)) != 0) {
+		log_errx("host: %s", err);
+		return 1;
+	}
+	if (manifest_host_files(h.manifest, run_dir, h.pid_path, sizeof(h.pid_path),
+	    h.status_path, sizeof(h.status_path), err, sizeof(err)) != 0) {
+		log_errx("host: %s", err);
+		manifest_free(&m);
+		return 1;
+	}
+	if ((other = pidfile_read(h.pid_path, err, sizeof(err))) > 0 && other != getpid() &&
+	    host_alive(other)) {
+		log_errx("host: another delivery host (pid %ld) serves from this run directory (its "
+		    "record %s); a second host for the same spaces belongs on another machine or "
+		    "--run-dir, where the lanes' leases decide", (long)other, h.pid_path);
+		manifest_free(&m);
+		return 1;
+	}
+	ssize_t n = readlink("/proc/self/exe", h.self_exe, sizeof(h.self_exe) - 1);
+	if (n <= 0) {
+		log_warn("host: readlink /proc/self/exe");
+		manifest_free(&m);
+		return 1;
+	}
+	h.self_exe[n] = '\0';
+	h.x.self_exe = h.self_exe;
+	h.started_wall_ms = wall_ms();
+
+	/* Read and cleared before any lane exists: the host alone speaks to
+	 * systemd. */
+	notify_init();
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if ((sfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		log_warn("host: signalfd");
+		manifest_free(&m);
+		return 1;
+	}
+	if (pidfile_write(h.pid_path, getpid(), err, sizeof(err)) != 0)
+		log_warnx("host: cannot write %s: %s", h.pid_path, err);
+	for (size_t i = 0; i < m.n; i++)
+		host_add(&h, &m.lanes[i]);
+	log_ok("delivery host up (pid %ld): %zu lane%s from %s; status %s", (long)getpid(), m.n,
+	    m.n == 1 ? "" : "s", h.manifest, h.status_path);
+	manifest_free(&m);
+	notify_sendf("READY=1\nSTATUS=%zu lanes", h.n);
+
+	run(&h, sfd);
+
+	close(sfd);
+	pidfile_remove_if_ours(h.pid_path, getpid());
+	unlink(h.status_path);
+	log_info("host: every lane stopped; exiting");
+	return 0;
+}

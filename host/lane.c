@@ -1,0 +1,234 @@
+/* One lane of the delivery host: see lane.h. */
+#include "host/lane.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+
+struct lane *
+lane_new(const struct manifest_lane *m)
+{
+	struct lane *l = calloc(1, sizeof(*l));
+
+	if (l == NULL)
+		return NULL;
+	l->m = *m;
+	l->state = LANE_REOPENING;
+	l->out = -1;
+	l->reopen_at = mono_ms();
+	l->since_wall_ms = wall_ms();
+	restart_init(&l->rs, &restart_lane);
+	return l;
+}
+
+void
+lane_free(struct lane *l)
+{
+	if (l == NULL)
+		return;
+	if (l->out >= 0)
+		close(l->out);
+	free(l);
+}
+
+static void
+enter(struct lane *l, enum lane_state st)
+{
+	l->state = st;
+	l->since_wall_ms = wall_ms();
+}
+
+int
+lane_open(struct lane *l, const struct lane_exec *x)
+{
+	const char *server = l->m.server[0] != '\0' ? l->m.server : x->server;
+	char *argv[12];
+	int n = 0, p[2];
+	pid_t pid;
+
+	argv[n++] = (char *)"cotal-deliveryd";
+	argv[n++] = (char *)"--space";
+	argv[n++] = l->m.space;
+	argv[n++] = (char *)"--root";
+	argv[n++] = l->m.root;
+	if (server != NULL) {
+		argv[n++] = (char *)"--server";
+		argv[n++] = (char *)server;
+	}
+	if (x->user != NULL) {
+		argv[n++] = (char *)"--user";
+		argv[n++] = (char *)x->user;
+	}
+	argv[n++] = (char *)"--lane";
+	argv[n] = NULL;
+
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		log_warn("host: lane %s: pipe", l->m.space);
+		l->reopen_at = mono_ms() + restart_lane.initial_ms;
+		return -1;
+	}
+	fflush(NULL);
+	if ((pid = fork()) < 0) {
+		log_warn("host: lane %s: fork", l->m.space);
+		close(p[0]);
+		close(p[1]);
+		l->reopen_at = mono_ms() + restart_lane.initial_ms;
+		return -1;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		/* Its own process group: a terminal's Ctrl-C reaches the host,
+		 * which stops the lanes; and the signals the host blocks are
+		 * the lane's to take. */
+		setpgid(0, 0);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
+			_exit(127);
+		closefrom(3);
+		execv(x->self_exe, argv);
+		fprintf(stderr, "✗ host: exec %s: %s\n", x->self_exe, strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	if (l->out >= 0)
+		close(l->out); /* the last run's pipe, drained */
+	l->out = p[0];
+	fcntl(l->out, F_SETFL, fcntl(l->out, F_GETFL) | O_NONBLOCK);
+	l->used = 0;
+	l->pid = pid;
+	l->opens++;
+	restart_started(&l->rs, mono_ms());
+	enter(l, LANE_RUNNING);
+	log_info("host: lane %s opened (pid %ld, root %s%s%s)", l->m.space, (long)pid, l->m.root,
+	    server != NULL ? ", broker " : "", server != NULL ? server : "");
+	return 0;
+}
+
+static void
+emit(const struct lane *l, const char *s, size_t n)
+{
+	/* One write per line: lines of several lanes never interleave. */
+	char out[LANE_LINE_MAX + SPACE_NAME_MAX + 8];
+	int w = snprintf(out, sizeof(out), "[%s] %.*s\n", l->m.space, (int)n, s);
+
+	if (w > 0 && write(2, out, (size_t)w < sizeof(out) ? (size_t)w : sizeof(out) - 1) < 0)
+		return;
+}
+
+void
+lane_relay(struct lane *l, bool flush)
+{
+	for (;;) {
+		if (l->out < 0)
+			return;
+		if (l->used == sizeof(l->line)) {
+			/* A line over the bound: emitted cut, the rest follows as
+			 * a line of its own. */
+			emit(l, l->line, l->used);
+			l->used = 0;
+		}
+		ssize_t r = read(l->out, l->line + l->used, sizeof(l->line) - l->used);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r > 0) {
+			size_t start = 0;
+			l->used += (size_t)r;
+			for (size_t i = 0; i < l->used; i++)
+				if (l->line[i] == '\n') {
+					emit(l, l->line + start, i - start);
+					start = i + 1;
+				}
+			memmove(l->line, l->line + start, l->used - start);
+			l->used -= start;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+			/* EOF: the lane and its workers are gone. */
+			if (l->used > 0)
+				emit(l, l->line, l->used);
+			l->used = 0;
+			close(l->out);
+			l->out = -1;
+			return;
+		}
+		if (flush && l->used > 0) {
+			emit(l, l->line, l->used);
+			l->used = 0;
+		}
+		return;
+	}
+}
+
+void
+lane_exited(struct lane *l, int wstatus)
+{
+	bool loop;
+
+	restart_cause(wstatus, l->last_exit, sizeof(l->last_exit));
+	l->pid = 0;
+	if (l->closing) {
+		log_info("host: lane %s closed (%s)", l->m.space, l->last_exit);
+		enter(l, LANE_REOPENING);
+		return;
+	}
+	int64_t delay = restart_after_death(&l->rs, &restart_lane, mono_ms(), &loop);
+	l->reopen_at = mono_ms() + delay;
+	enter(l, LANE_REOPENING);
+	log_warnx("host: lane %s exited (%s); reopening it in %lld ms (reopen %u; the other "
+	    "lanes are not touched)", l->m.space, l->last_exit, (long long)delay,
+	    l->rs.restarts);
+}
+
+void
+lane_close(struct lane *l)
+{
+	l->closing = true;
+	if (l->state == LANE_RUNNING && l->pid > 0) {
+		if (kill(l->pid, SIGTERM) != 0)
+			log_warn("host: lane %s: SIGTERM to pid %ld", l->m.space, (long)l->pid);
+		l->kill_at = mono_ms() + LANE_STOP_GRACE_MS;
+		enter(l, LANE_STOPPING);
+	}
+}
+
+void
+lane_kill_late(struct lane *l)
+{
+	if (l->state != LANE_STOPPING || l->pid <= 0 || mono_ms() < l->kill_at)
+		return;
+	log_warnx("host: lane %s (pid %ld) has not exited %d s after SIGTERM; sending SIGKILL",
+	    l->m.space, (long)l->pid, LANE_STOP_GRACE_MS / 1000);
+	kill(-l->pid, SIGKILL);
+	kill(l->pid, SIGKILL);
+	l->kill_at = INT64_MAX;
+}
+
+bool
+lane_done(const struct lane *l)
+{
+	return l->closing && l->pid == 0 && l->out < 0;
+}
+
+const char *
+lane_state_name(const struct lane *l)
+{
+	switch (l->state) {
+	case LANE_REOPENING:
+		return l->closing ? "closed" : l->opens == 0 ? "opening" : "reopening";
+	case LANE_RUNNING:
+		return "running";
+	case LANE_STOPPING:
+		return "stopping";
+	}
+	return "?";
+}
