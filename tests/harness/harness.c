@@ -1125,6 +1125,33 @@ h_daemon_start(struct mesh *m, struct daemon *d, ...)
 	return 0;
 }
 
+pid_t
+h_daemon_spawn(struct mesh *m, const char *outpath, ...)
+{
+	char *argv[32], *a;
+	int n = 0;
+	va_list ap;
+	pid_t pid;
+
+	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	va_start(ap, outpath);
+	while ((a = va_arg(ap, char *)) != NULL && n < 31)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	if ((pid = spawn_logged(m, argv, outpath)) > 0)
+		track_broker(pid, true);
+	return pid;
+}
+
+void
+h_space_view(const struct mesh *m, const char *space, struct mesh *out)
+{
+	*out = *m;
+	snprintf(out->space, sizeof(out->space), "%s", space);
+	space_token(space, out->token, sizeof(out->token));
+}
+
 json_t *
 h_daemon_status(struct daemon *d)
 {

@@ -215,6 +215,12 @@ struct daemon {
 /* Start cotal-deliveryd --space <space> --root <dir> [extra...] (NULL-ended),
  * stdout/stderr into <dir>/daemon.out. */
 int h_daemon_start(struct mesh *m, struct daemon *d, ...) __attribute__((sentinel));
+/* Run cotal-deliveryd with exactly these arguments (NULL-ended; a delivery
+ * host's --spaces ...) in the background, stdout and stderr appended to
+ * outpath; killed with the test. Its pid. */
+pid_t h_daemon_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
+/* The mesh m seen as another of its spaces (same broker and root). */
+void h_space_view(const struct mesh *m, const char *space, struct mesh *out);
 /* Wait until the status file shows every worker connected; 0 or -1. */
 int h_daemon_wait_connected(struct daemon *d, int ms);
 /* The status file, parsed (NULL when absent). */
