@@ -122,6 +122,30 @@ test_cause_names_the_signal(void **state)
 	assert_string_equal(buf, "exit status 3");
 }
 
+/* Issue 17: a host's lane that keeps closing is reopened 1 s, 2 s, ... up
+ * to 30 s apart (a lost lease outlives its holder by its 30 s TTL), for as
+ * long as the host runs; a lane that served a minute starts over at 1 s. */
+static void
+test_a_lane_is_reopened_with_backoff_for_as_long_as_the_host_runs(void **state)
+{
+	struct restart_state s;
+	bool loop = false;
+	int64_t now = 0, want = 1000;
+
+	(void)state;
+	restart_init(&s, &restart_lane);
+	for (int i = 0; i < 20; i++) {
+		restart_started(&s, now);
+		now += 10;
+		assert_int_equal(restart_after_death(&s, &restart_lane, now, &loop), want);
+		assert_false(loop);
+		want = want * 2 > 30000 ? 30000 : want * 2;
+	}
+	restart_started(&s, now);
+	now += 60 * 1000;
+	assert_int_equal(restart_after_death(&s, &restart_lane, now, &loop), 1000);
+}
+
 int
 main(void)
 {
@@ -132,6 +156,7 @@ main(void)
 		cmocka_unit_test(test_spread_out_deaths_are_not_a_loop),
 		cmocka_unit_test(test_timer_writer_backs_off_and_never_ends_the_daemon),
 		cmocka_unit_test(test_cause_names_the_signal),
+		cmocka_unit_test(test_a_lane_is_reopened_with_backoff_for_as_long_as_the_host_runs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
