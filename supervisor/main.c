@@ -282,12 +282,32 @@ on_status_timer(evutil_socket_t fd, short what, void *arg)
 		status_write(&S);
 }
 
+/*
+ * systemd's LoadCredential= copy of a credential file: $CREDENTIALS_DIRECTORY
+ * /<file>, or for a host's lane (one unit, several spaces) /space.<key>.<file>
+ * (LoadCredential=space.<key>.delivery.creds:...). "" when there is none.
+ */
+static void
+systemd_cred(const char *file, char *out, size_t outlen)
+{
+	const char *cd = getenv("CREDENTIALS_DIRECTORY");
+
+	out[0] = '\0';
+	if (cd == NULL || *cd == '\0')
+		return;
+	if (S.lane)
+		snprintf(out, outlen, "%s/space.%s.%s", cd, S.key, file);
+	else
+		snprintf(out, outlen, "%s/%s", cd, file);
+	if (access(out, F_OK) != 0)
+		out[0] = '\0';
+}
+
 /* The credential: --creds, else the workspace's, else systemd's. */
 static int
 creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 {
-	char dir[WS_PATH_MAX];
-	const char *cd = getenv("CREDENTIALS_DIRECTORY");
+	char dir[WS_PATH_MAX], alt[WS_FILE_MAX];
 
 	if (opt != NULL) {
 		snprintf(out, outlen, "%s", opt);
@@ -298,13 +318,18 @@ creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 	snprintf(out, outlen, "%s/delivery.creds", dir);
 	if (access(out, F_OK) == 0)
 		return 0;
-	if (cd != NULL && *cd != '\0') {
-		snprintf(out, outlen, "%s/delivery.creds", cd);
-		if (access(out, F_OK) == 0)
-			return 0;
+	systemd_cred("delivery.creds", alt, sizeof(alt));
+	if (alt[0] != '\0') {
+		snprintf(out, outlen, "%s", alt);
+		return 0;
 	}
-	snprintf(err, errlen, "no delivery credential: %s/delivery.creds is missing%s "
-	    "(pass --creds FILE)", dir, cd ? " and so is $CREDENTIALS_DIRECTORY/delivery.creds" : "");
+	if (getenv("CREDENTIALS_DIRECTORY") != NULL)
+		snprintf(err, errlen, "no delivery credential: %s/delivery.creds is missing, and so "
+		    "is $CREDENTIALS_DIRECTORY/%s%s%sdelivery.creds (pass --creds FILE)", dir,
+		    S.lane ? "space." : "", S.lane ? S.key : "", S.lane ? "." : "");
+	else
+		snprintf(err, errlen, "no delivery credential: %s/delivery.creds is missing (pass "
+		    "--creds FILE)", dir);
 	return -1;
 }
 
@@ -351,14 +376,13 @@ admit_sys_creds(char *err, size_t errlen)
 
 	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
-	const char *cd = getenv("CREDENTIALS_DIRECTORY");
 	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
 		/* The workspace's, else systemd's LoadCredential= copy. */
 		snprintf(path[w], sizeof(path[w]), "%s/%s", dir, files[w]);
-		if (access(path[w], F_OK) != 0 && cd != NULL && *cd != '\0') {
+		if (access(path[w], F_OK) != 0) {
 			char alt[WS_FILE_MAX];
-			snprintf(alt, sizeof(alt), "%s/%s", cd, files[w]);
-			if (access(alt, F_OK) == 0)
+			systemd_cred(files[w], alt, sizeof(alt));
+			if (alt[0] != '\0')
 				snprintf(path[w], sizeof(path[w]), "%s", alt);
 		}
 		if (access(path[w], F_OK) != 0)

@@ -106,12 +106,12 @@ host_lane(const char *statpath, int i, long *reopens)
 /* Lane i serves: its own status file names the pid the host gave it and a
  * serving shard. */
 static bool
-lane_serving(const char *statpath, int i, int ms)
+lane_serving_in(const char *statpath, int i, int ms, const char *root)
 {
 	char key[512], path[H_PATH_MAX * 3];
 
 	space_key(NAMES[i], key, sizeof(key));
-	snprintf(path, sizeof(path), "%s/.cotal/delivery.%s.status.json", base.dir, key);
+	snprintf(path, sizeof(path), "%s/.cotal/delivery.%s.status.json", root, key);
 	for (int64_t end = mono_ms() + ms;; nap(100)) {
 		pid_t pid = host_lane(statpath, i, NULL);
 		json_t *doc = json_load_file(path, 0, NULL);
@@ -124,6 +124,12 @@ lane_serving(const char *statpath, int i, int ms)
 		if (mono_ms() >= end)
 			return false;
 	}
+}
+
+static bool
+lane_serving(const char *statpath, int i, int ms)
+{
+	return lane_serving_in(statpath, i, ms, base.dir);
 }
 
 /* A host for manifest, run directory dir, output in <base>/<name>.out;
@@ -612,28 +618,55 @@ test_a_lane_whose_connections_are_kicked_is_disrupted_alone(void **state)
 }
 
 /*
- * A lane that cannot start (its root holds no credential) is retried with
- * backoff, each attempt logged with its space and cause; the others serve.
+ * A lane that cannot start (its root, a workspace of its own, holds no
+ * credential) is retried with backoff, each attempt logged with its space
+ * and cause; the others serve. Then its credentials appear where a systemd
+ * unit's LoadCredential= puts a lane's (CREDENTIALS_DIRECTORY/space.<key>.
+ * <file>: one unit, several spaces), and its next reopen serves.
  */
 static void
 test_a_lane_without_its_credential_is_retried_with_backoff(void **state)
 {
+	static const char *const files[] = { "delivery.creds", "sys-observer.creds",
+		"sys-evictor.creds" };
 	char outp[H_PATH_MAX * 2], extra[H_PATH_MAX * 3], empty[H_PATH_MAX * 2];
+	char creddir[H_PATH_MAX * 2], key[512], cmd[H_PATH_MAX * 8];
 
 	(void)state;
 	snprintf(empty, sizeof(empty), "%s/empty", base.dir);
-	mkdir(empty, 0700);
+	snprintf(creddir, sizeof(creddir), "%s/credentials", base.dir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/.cotal' '%s'", empty, creddir);
+	assert_int_equal(system(cmd), 0);
 	snprintf(extra, sizeof(extra), "{\"space\":\"h4\",\"root\":\"%s\"}", empty);
 	manifest_write(manifest, 0x3, extra);
+	setenv("CREDENTIALS_DIRECTORY", creddir, 1);
 	host_up(0, "host-nocreds", manifest, rundir, 0x3, outp, sizeof(outp));
+	unsetenv("CREDENTIALS_DIRECTORY");
 	if (!h_log_has(outp, "host: lane h4 exited (exit status 1); reopening it in 2000 ms", 15000))
 		fail_msg("no second retry of h4; see %s", outp);
 	assert_true(h_log_has(outp, "host: lane h4 exited (exit status 1); reopening it in 1000 ms",
 	    0));
-	assert_true(h_log_has(outp, "[h4] ✗ delivery:", 0));
+	space_key("h4", key, sizeof(key));
+	if (!h_log_has(outp, "[h4] ✗ delivery: no delivery credential:", 0) ||
+	    !h_log_has(outp, "and so is $CREDENTIALS_DIRECTORY/space.", 0))
+		fail_msg("h4's cause is not named; see %s", outp);
 	for (int k = 0; k < 5; k++)
 		post_round(0x3);
 	all_delivered(0x3, 0, "h4 without a credential");
+
+	for (size_t k = 0; k < 3; k++) {
+		snprintf(cmd, sizeof(cmd), "cp '%s/.cotal/space.%s/%s' '%s/space.%s.%s'", base.dir, key,
+		    files[k], creddir, key, files[k]);
+		assert_int_equal(system(cmd), 0);
+	}
+	if (!lane_serving_in(hoststat, 3, REOPEN_MS, empty))
+		fail_msg("h4 does not serve on its LoadCredential= files; see %s", outp);
+	snprintf(cmd, sizeof(cmd), "%s/space.%s.delivery.creds", creddir, key);
+	char line[H_PATH_MAX * 3];
+	snprintf(line, sizeof(line), "[h4] • delivery: credential %s", cmd);
+	assert_true(h_log_has(outp, line, 0));
+	post_round(0xb);
+	all_delivered(0xb, 0, "h4 given its credential");
 }
 
 /*
