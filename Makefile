@@ -19,7 +19,7 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-repeat check-unit demo demo-stop clean fuzz bench
+.PHONY: all build asan deps check check-repeat check-unit demo demo-stop clean fuzz bench bench-host
 
 all: build
 
@@ -66,6 +66,10 @@ fuzz:
 # The data path's benchmark (reported, not asserted): docs/BENCHMARKS.md.
 bench: deps build
 	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_fanout $(BENCH_ARGS)
+
+# A delivery host's memory per lane and start-up at 1, 10 and 50 lanes.
+bench-host: deps build
+	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_host $(BENCH_ARGS)
 
 # A local authenticated dev mesh with one provisioned space and two agents.
 demo: deps build

@@ -415,6 +415,21 @@ h_cotal(struct mesh *m, char *out, size_t outlen, ...)
 }
 
 int
+h_cotal_argv(struct mesh *m, char *out, size_t outlen, char *const args[])
+{
+	char *argv[128];
+	size_t n = 0;
+
+	argv[n++] = (char *)COTAL_CLI_PATH;
+	for (size_t i = 0; args[i] != NULL && n + 3 < 128; i++)
+		argv[n++] = args[i];
+	argv[n++] = (char *)"--root";
+	argv[n++] = m->dir;
+	argv[n] = NULL;
+	return run_capture(m, argv, out, outlen);
+}
+
+int
 h_registry_set(struct mesh *m, const char *field, json_t *value)
 {
 	char reg[H_PATH_MAX * 2], key[512];

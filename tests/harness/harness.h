@@ -133,6 +133,8 @@ int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
 /* Run the cotal CLI (root, COTAL_HOME set); stdout+stderr into out.
  * Returns its exit status, or -1 if it could not run. argv ends with NULL. */
 int h_cotal(struct mesh *m, char *out, size_t outlen, ...) __attribute__((sentinel));
+/* The same with the arguments in a NULL-ended array (up to 120). */
+int h_cotal_argv(struct mesh *m, char *out, size_t outlen, char *const args[]);
 /* The same in the background (a foreground `cotal up`), stdout and stderr
  * appended to outpath; killed with the test. Its pid. */
 pid_t h_cotal_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
