@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -75,6 +76,8 @@ lane_open(struct lane *l, const struct lane_exec *x)
 		l->reopen_at = mono_ms() + restart_lane.initial_ms;
 		return -1;
 	}
+	pid_t host = getpid();
+
 	fflush(NULL);
 	if ((pid = fork()) < 0) {
 		log_warn("host: lane %s: fork", l->m.space);
@@ -90,6 +93,12 @@ lane_open(struct lane *l, const struct lane_exec *x)
 		 * which stops the lanes; and the signals the host blocks are
 		 * the lane's to take. */
 		setpgid(0, 0);
+		/* A host that dies (even by SIGKILL) stops its lanes the seed's
+		 * way: each gets SIGTERM and releases its lease, so the host's
+		 * restart finds the leases free instead of orphans holding them.
+		 * The binary is not set-id: the setting survives the exec. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != host)
+			_exit(127);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)

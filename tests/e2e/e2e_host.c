@@ -103,6 +103,22 @@ host_lane(const char *statpath, int i, long *reopens)
 	return pid;
 }
 
+/* Lines of path holding needle. */
+static int
+log_count(const char *path, const char *needle)
+{
+	char line[8192];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
 /* Lane i serves: its own status file names the pid the host gave it and a
  * serving shard. */
 static bool
@@ -763,6 +779,52 @@ test_a_second_host_is_refused_lane_by_lane(void **state)
 	assert_true(h_log_has(out, "host: another delivery host (pid", 0));
 }
 
+/*
+ * The host SIGKILLed (an OOM kill, a crash): every lane gets SIGTERM from
+ * the kernel (PR_SET_PDEATHSIG) and releases its lease, so the host's
+ * restart serves every lane at once instead of waiting out leases, or
+ * finding orphans holding them.
+ */
+static void
+test_a_killed_host_leaves_no_lane_behind(void **state)
+{
+	char outp[H_PATH_MAX * 2], outb[H_PATH_MAX * 2], logs[3][H_PATH_MAX * 3], key[512];
+	int released[3];
+	pid_t p[3];
+
+	(void)state;
+	manifest_write(manifest, 0x7, NULL);
+	host_up(0, "host-killed", manifest, rundir, 0x7, outp, sizeof(outp));
+	for (int i = 0; i < 3; i++) {
+		p[i] = host_lane(hoststat, i, NULL);
+		/* Nobody relays a lane's lines once its host is dead: its own
+		 * log in its root has them. */
+		space_key(NAMES[i], key, sizeof(key));
+		snprintf(logs[i], sizeof(logs[i]), "%s/.cotal/delivery.%s.log", base.dir, key);
+		released[i] = log_count(logs[i], "lease of shard 0 released");
+	}
+	assert_int_equal(kill(hosts[0], SIGKILL), 0);
+	assert_int_equal(waitpid(hosts[0], NULL, 0), hosts[0]);
+	hosts[0] = 0;
+	for (int i = 0; i < 3; i++) {
+		for (int64_t end = mono_ms() + 10000;
+		    log_count(logs[i], "lease of shard 0 released") == released[i] && mono_ms() < end;)
+			nap(50);
+		if (log_count(logs[i], "lease of shard 0 released") == released[i])
+			fail_msg("lane %s did not release its lease; see %s", NAMES[i], logs[i]);
+		for (int64_t end = mono_ms() + 10000; kill(p[i], 0) == 0 && mono_ms() < end;)
+			nap(50);
+		assert_int_not_equal(kill(p[i], 0), 0);
+	}
+	int64_t t0 = mono_ms();
+	host_up(0, "host-restarted", manifest, rundir, 0x7, outb, sizeof(outb));
+	printf("• a SIGKILLed host's restart: every lane serving %lld ms later\n",
+	    (long long)(mono_ms() - t0));
+	assert_false(h_log_has(outb, "a live lease already exists", 0));
+	post_round(0x7);
+	all_delivered(0x7, 0, "a restarted host");
+}
+
 /* A manifest is validated whole before anything starts: a bad entry is
  * refused naming its index and field, a space twice too. */
 static void
@@ -813,6 +875,7 @@ main(int argc, char **argv)
 		    after),
 		cmocka_unit_test_teardown(test_sighup_adds_one_space_and_removes_another, after),
 		cmocka_unit_test_teardown(test_a_second_host_is_refused_lane_by_lane, after),
+		cmocka_unit_test_teardown(test_a_killed_host_leaves_no_lane_behind, after),
 		cmocka_unit_test_teardown(test_a_lane_whose_lease_is_taken_closes_alone, after),
 		cmocka_unit_test_teardown(test_a_lane_whose_credential_expires_closes_alone, after),
 		cmocka_unit_test_teardown(
