@@ -826,7 +826,8 @@ test_a_killed_host_leaves_no_lane_behind(void **state)
 }
 
 /* A manifest is validated whole before anything starts: a bad entry is
- * refused naming its index and field, a space twice too. */
+ * refused naming its index and field, a space twice too (the first through
+ * `cotal deliver --spaces`, the deprecated entry, which runs the host). */
 static void
 test_a_bad_manifest_is_refused_before_anything_starts(void **state)
 {
@@ -853,9 +854,17 @@ test_a_bad_manifest_is_refused_before_anything_starts(void **state)
 		assert_non_null(f);
 		fputs(bad[i].json, f);
 		fclose(f);
-		snprintf(cmd, sizeof(cmd), "%s --spaces '%s' --run-dir '%s' > '%s' 2>&1",
-		    COTAL_DAEMON_PATH, path, rundir, out);
+		/* The first through the deprecated entry, the rest direct. */
+		if (i == 0)
+			snprintf(cmd, sizeof(cmd), "COTAL_DELIVERYD='%s' %s deliver --spaces '%s' "
+			    "--run-dir '%s' > '%s' 2>&1", COTAL_DAEMON_PATH, COTAL_CLI_PATH, path,
+			    rundir, out);
+		else
+			snprintf(cmd, sizeof(cmd), "%s --spaces '%s' --run-dir '%s' > '%s' 2>&1",
+			    COTAL_DAEMON_PATH, path, rundir, out);
 		int st = system(cmd);
+		if (i == 0)
+			assert_true(h_log_has(out, "cotal deliver is deprecated", 0));
 		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
 		if (!h_log_has(out, bad[i].says, 0))
 			fail_msg("manifest %zu: no \"%s\" in %s", i, bad[i].says, out);
