@@ -19,7 +19,7 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-repeat check-unit demo demo-stop clean fuzz bench bench-host
+.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz bench bench-host
 
 all: build
 
@@ -45,6 +45,12 @@ check: deps build asan
 	@cd $(ASAN_BUILD) && $(BROKER_ENV) \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j$(TEST_JOBS)
+
+# The delivery service preset under a real systemd (root only): a Debian 12
+# root (cached in build/systemd/) booted with systemd-nspawn, the units and
+# the built daemon in it (tests/systemd/).
+check-systemd: deps build
+	@BUILD=$(BUILD) bash tests/systemd/check-systemd.sh
 
 # The whole of `make check`, N times over (N=5 by default): one line per
 # run, pass or fail, with its time; each run's output in build/repeat/.

@@ -1,0 +1,226 @@
+#!/bin/bash
+# The checks of `make check-systemd`, run as root inside the booted Debian 12
+# container (tests/systemd/check-systemd.sh puts this file, the built
+# daemon and CLI, a broker and the units there). Each check prints one line,
+# "ok - ..." or "not ok - ...", with what it measured; the exit status is
+# the number of checks that failed.
+#
+# Usage: inside.sh PORT   (the broker's loopback port, free on the host)
+set -u
+port=$1
+space=demo
+key=$(printf %s "$space" | od -An -tx1 | tr -d ' \n')
+unit="cotal-deliveryd@$space.service"
+mesh=/srv/mesh
+work=/var/lib/cotal
+log=$work/.cotal/delivery.$key.log
+status_file=$work/.cotal/delivery.$key.status.json
+failed=0
+passed=0
+
+ok() { echo "ok - $*"; passed=$((passed + 1)); }
+no() { echo "not ok - $*"; failed=$((failed + 1)); }
+check() { # check "what" command...
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else no "$what"; fi
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+cotal() { /usr/local/bin/cotal "$@" --root "$mesh"; }
+main_pid() { systemctl show -p MainPID --value "$unit"; }
+state() { systemctl show -p ActiveState --value "$unit"; }
+# Wait up to $1 s for the daemon's liveness responder to answer bound.
+bound_within() {
+	local end=$(($(date +%s) + $1))
+	while [ "$(date +%s)" -le "$end" ]; do
+		cotal admin liveness --space "$space" --wait 1000 2>&1 | grep -q '^bound' && return 0
+		sleep 0.3
+	done
+	return 1
+}
+
+# ---- the mesh: a dev broker on loopback, the space provisioned ----
+export COTAL_NATS_SERVER=/usr/local/bin/nats-server
+cotal mesh init --dev --port "$port" --space "$space" >/dev/null || { echo "not ok - mesh init"; exit 1; }
+cotal mesh start >/dev/null || { echo "not ok - mesh start"; exit 1; }
+cotal space provision "$space" >/dev/null || { echo "not ok - provision"; exit 1; }
+# The credentials as an operator installs them: root's, 0600.
+install -d -m 0700 /etc/cotal/$space
+for f in delivery sys-observer sys-evictor; do
+	install -m 0600 "$mesh/.cotal/space.$key/$f.creds" "/etc/cotal/$space/$f.creds"
+done
+echo "COTAL_DELIVERYD_ARGS=--server nats://127.0.0.1:$port" > /etc/cotal/$space.env
+systemd-sysusers >/dev/null
+systemctl daemon-reload
+
+# ---- active only after READY=1, with the lease ready ----
+# The ready write held 3 s (the build's test hook): the unit must stay
+# "activating" all that time, and be "active" with the responder bound.
+mkdir -p /run/systemd/system/$unit.d
+printf '[Service]\nEnvironment=COTAL_TEST_READY_DELAY_MS=3000\n' > /run/systemd/system/$unit.d/hold.conf
+systemctl daemon-reload
+t0=$(now_ms)
+systemctl start --no-block "$unit"
+activating=0
+while [ "$(state)" != active ] && [ $(($(now_ms) - t0)) -lt 20000 ]; do
+	[ "$(state)" = activating ] && activating=$((activating + 1))
+	sleep 0.1
+done
+t_active=$(($(now_ms) - t0))
+rm -f /run/systemd/system/$unit.d/hold.conf
+systemctl daemon-reload
+if [ "$(state)" = active ] && [ "$activating" -ge 20 ] && [ "$t_active" -ge 3000 ] && bound_within 0; then
+	ok "the unit became active $t_active ms after its start, only after READY=1 (the ready write held 3 s: activating until then), with the responder bound"
+else
+	no "active only after READY=1: state $(state) after $t_active ms, seen activating $activating times"
+fi
+grep -q "delivery daemon up (space $space)" "$log" && ok "the daemon's log in its workspace: $log" || no "the daemon's log"
+
+# ---- a durable post reaches a member's dlv_ consumer ----
+cotal agent add alice --space "$space" --allow general >/dev/null &&
+cotal agent add bob --space "$space" --allow general >/dev/null &&
+cotal agent join alice general --space "$space" >/dev/null &&
+cotal agent join bob general --space "$space" >/dev/null &&
+cotal agent post alice general "hello through systemd" --space "$space" >/dev/null
+if cotal agent recv bob --space "$space" --wait 5000 2>&1 | grep -q "hello through systemd"; then
+	ok "a durable post reached bob's dlv_ consumer through the daemon in the unit"
+else
+	no "a durable post reaching bob's dlv_ consumer"
+fi
+
+# ---- credentials from $CREDENTIALS_DIRECTORY, the sources 0600 root ----
+cdir=/run/credentials/$unit
+if grep -q "delivery: credential $cdir/delivery.creds" "$log" &&
+   grep -q "delivery: sys-observer.creds" "$log" &&
+   [ "$(stat -c '%a %U' /etc/cotal/$space/delivery.creds)" = "600 root" ]; then
+	ok "the credentials came from \$CREDENTIALS_DIRECTORY ($cdir), their sources 0600 root"
+else
+	no "the credentials from \$CREDENTIALS_DIRECTORY"
+fi
+
+# ---- the processes: the unit's user, every worker confined ----
+pid=$(main_pid)
+uid=$(id -u cotal-delivery)
+if [ "$(awk '/^Uid:/ {print $2}' /proc/$pid/status)" = "$uid" ] &&
+   [ "$(awk '/^CapEff:/ {print $2}' /proc/$pid/status)" = 0000000000000000 ]; then
+	ok "the daemon (pid $pid) runs as cotal-delivery (uid $uid) with no capability"
+else
+	no "the daemon's user and capabilities: $(grep -E '^(Uid|CapEff):' /proc/$pid/status | tr '\n' ' ')"
+fi
+workers=$(/usr/local/bin/cotal status --space "$space" --root "$work" 2>/dev/null |
+	awk '$1 ~ /^(fanout|reader|registry|timer)$/ {print $1 ":" $4}')
+confined=0
+for w in $workers; do
+	wp=${w#*:}
+	if grep -q '^Seccomp:[[:space:]]*2' /proc/$wp/status && grep -q '^NoNewPrivs:[[:space:]]*1' /proc/$wp/status &&
+	   [ "$(awk '/^Uid:/ {print $2}' /proc/$wp/status)" = "$uid" ]; then
+		confined=$((confined + 1))
+	else
+		no "worker $w: $(grep -E '^(Seccomp|NoNewPrivs|Uid):' /proc/$wp/status | tr '\n' ' ')"
+	fi
+done
+[ "$confined" -eq 4 ] && ok "all 4 workers ($(echo $workers)) show Seccomp: 2 and NoNewPrivs: 1, as cotal-delivery" ||
+	no "4 confined workers (found $confined)"
+
+# ---- the sandbox: /etc read-only, addresses outside the allow list ----
+if nsenter -t "$pid" -m sh -c 'echo x > /etc/cotal-written' 2>/dev/null; then
+	no "writing under /etc in the unit's mount namespace succeeded"
+else
+	ok "writing under /etc fails in the unit's namespace ($(nsenter -t "$pid" -m sh -c 'echo x > /etc/cotal-written' 2>&1 | sed 's/.*: //'))"
+fi
+# A listener on the host's address (not loopback): reachable from outside
+# the unit's cgroup, refused from inside it (IPAddressDeny=any).
+addr=$(hostname -I | awk '{print $1}')
+/usr/local/bin/nats-server -a 0.0.0.0 -p $((port + 1)) >/dev/null 2>&1 &
+plain=$!
+sleep 1
+cg=$(awk -F: '$1 == "0" {print $3}' /proc/$pid/cgroup)
+outside=$(timeout 5 bash -c "exec 3<>/dev/tcp/$addr/$((port + 1)) && echo connected" 2>&1)
+# (The cgroup's name holds a "\x2d": passed through the environment, quoted.)
+inside=$(CG="$cg" timeout 5 bash -c 'echo $$ > "/sys/fs/cgroup/unified$CG/cgroup.procs" 2>/dev/null ||
+	echo $$ > "/sys/fs/cgroup$CG/cgroup.procs"; exec 3<>"/dev/tcp/$0/$1" && echo connected' \
+	"$addr" "$((port + 1))" 2>&1)
+kill $plain 2>/dev/null
+if [ "$outside" = connected ] && ! echo "$inside" | grep -q connected; then
+	ok "a connection to $addr:$((port + 1)) (outside IPAddressAllow=localhost) connects from outside the unit's cgroup, and from inside it $([ -z "$inside" ] && echo "never (its packets dropped: nothing within 5 s)" || echo "fails: $(echo "$inside" | head -1)")"
+else
+	no "IPAddressDeny: outside the cgroup '$outside', inside '$inside'"
+fi
+
+# ---- the watchdog: a frozen daemon is killed and restarted ----
+mkdir -p /run/systemd/system/$unit.d
+printf '[Service]\nWatchdogSec=4s\nTimeoutAbortSec=2s\n' > /run/systemd/system/$unit.d/watchdog.conf
+systemctl daemon-reload
+systemctl restart "$unit"
+bound_within 30 >/dev/null
+pid=$(main_pid)
+t0=$(now_ms)
+kill -STOP "$pid"
+while [ "$(main_pid)" = "$pid" ] && [ $(($(now_ms) - t0)) -lt 30000 ]; do sleep 0.2; done
+t_killed=$(($(now_ms) - t0))
+if bound_within 90 && [ "$(main_pid)" != "$pid" ]; then
+	ok "a daemon frozen with SIGSTOP was killed by the watchdog $t_killed ms later and restarted; serving again $(($(now_ms) - t0)) ms after the freeze (the killed holder's lease outlives it: up to its 30 s TTL)"
+else
+	no "the watchdog: frozen pid $pid, main pid now $(main_pid), state $(state)"
+fi
+journalctl -u "$unit" --no-pager 2>/dev/null | grep -q "Watchdog timeout" && ok "systemd logged the watchdog timeout" ||
+	no "systemd's watchdog timeout in the journal"
+rm -f /run/systemd/system/$unit.d/watchdog.conf
+systemctl daemon-reload
+
+# ---- systemctl stop: the lease released, exit 0 within TimeoutStopSec ----
+bound_within 30 >/dev/null
+t0=$(now_ms)
+systemctl stop "$unit"
+t_stop=$(($(now_ms) - t0))
+result=$(systemctl show -p Result --value "$unit")
+code=$(systemctl show -p ExecMainStatus --value "$unit")
+if [ "$result" = success ] && [ "$code" = 0 ] && [ "$t_stop" -lt 15000 ] &&
+   tail -5 "$log" | grep -q "lease of shard 0 released"; then
+	ok "systemctl stop: exit 0 after $t_stop ms (TimeoutStopSec 15 s), the lease released"
+else
+	no "systemctl stop: result $result, status $code, $t_stop ms"
+fi
+t0=$(now_ms)
+systemctl start "$unit"
+if bound_within 5; then
+	ok "the next daemon bound $(($(now_ms) - t0)) ms after its start (no lease to wait out)"
+else
+	no "the next daemon bound at once"
+fi
+systemctl stop "$unit"
+
+# ---- the host unit: one lane, its credentials by LoadCredential= ----
+mkdir -p /etc/systemd/system/cotal-deliveryd-host.service.d
+{
+	echo "[Service]"
+	echo "ExecStart="
+	echo "ExecStart=/usr/local/sbin/cotal-deliveryd --spaces /etc/cotal/spaces.json --server nats://127.0.0.1:$port"
+	for f in delivery sys-observer sys-evictor; do
+		echo "LoadCredential=space.$key.$f.creds:/etc/cotal/$space/$f.creds"
+	done
+} > /etc/systemd/system/cotal-deliveryd-host.service.d/lanes.conf
+echo "{\"spaces\":[{\"space\":\"$space\",\"root\":\"$work\"}]}" > /etc/cotal/spaces.json
+systemctl daemon-reload
+t0=$(now_ms)
+systemctl start cotal-deliveryd-host.service
+lane_serving() { # the status file is written within 0.5 s of a change
+	local end=$(($(date +%s) + 10))
+	while [ "$(date +%s)" -le "$end" ]; do
+		/usr/local/bin/cotal status --spaces /etc/cotal/spaces.json \
+			--run-dir /run/cotal-deliveryd-host 2>&1 | grep -q "1 of 1 lane serving" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+if bound_within 20 && lane_serving; then
+	ok "the host unit's lane serves $(($(now_ms) - t0)) ms after its start, on space.$key.* credentials"
+else
+	no "the host unit's lane serving"
+fi
+systemctl stop cotal-deliveryd-host.service
+[ "$(systemctl show -p Result --value cotal-deliveryd-host.service)" = success ] &&
+	ok "the host unit stopped cleanly" || no "the host unit's stop"
+
+echo "check-systemd: $passed passed, $failed failed"
+exit "$failed"
