@@ -116,6 +116,12 @@ notify_init(void)
 	unsetenv("WATCHDOG_PID");
 }
 
+bool
+notify_active(void)
+{
+	return N.on;
+}
+
 int
 notify_send(const char *state)
 {

@@ -8,6 +8,7 @@
 #ifndef COTAL_NOTIFY_H
 #define COTAL_NOTIFY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* The longest state text sent; a longer one is not sent at all. */
@@ -30,6 +31,8 @@ void notify_init(void);
  * Blocks at most one second when the receiver's queue is full.
  */
 int notify_send(const char *state);
+/* Under systemd: NOTIFY_SOCKET was set and valid. */
+bool notify_active(void);
 int notify_sendf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Milliseconds between WATCHDOG=1 pings: half of WATCHDOG_USEC (at least

@@ -206,6 +206,9 @@ shard_workers_bound(struct sup *s)
 	if (s->lane)
 		log_ok("delivery daemon up (space %s) — a lane of the delivery host (pid %ld)",
 		    s->space, (long)getppid());
+	else if (notify_active())
+		log_ok("delivery daemon up (space %s) — a systemd service: stop it with systemctl "
+		    "stop", s->space);
 	else
 		log_ok("delivery daemon up (space %s) — stop with: cotal down", s->space);
 	notify_sendf("READY=1\nSTATUS=serving space %s (shard 0)", s->space);

@@ -76,6 +76,16 @@ else
 fi
 grep -q "delivery daemon up (space $space)" "$log" && ok "the daemon's log in its workspace: $log" || no "the daemon's log"
 
+# ---- journald: each of the daemon's lines once, the log file the record ----
+n_journal=$(journalctl -u "$unit" --no-pager -o cat 2>/dev/null | grep -c "delivery daemon up (space $space)")
+n_log=$(grep -c "delivery daemon up (space $space)" "$log")
+if [ "$n_journal" = 1 ] && [ "$n_log" = 1 ] &&
+   journalctl -u "$unit" --no-pager -o cat | grep -q "a systemd service: stop it with systemctl stop"; then
+	ok "journald has each of the daemon's lines once (as its log file does)"
+else
+	no "the daemon's lines in journald: $n_journal, in its log: $n_log"
+fi
+
 # ---- a durable post reaches a member's dlv_ consumer ----
 cotal agent add alice --space "$space" --allow general >/dev/null &&
 cotal agent add bob --space "$space" --allow general >/dev/null &&
