@@ -11,7 +11,6 @@
 #include "cli/cli.h"
 
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -36,19 +35,24 @@ clock_of(json_int_t ms, char *buf, size_t len)
 	return buf;
 }
 
-/* The host's entry for space, or NULL. */
+/* The host's entry for space, or NULL: the current one, not a
+ * predecessor a reload is still closing. */
 static json_t *
 host_lane(json_t *host, const char *space)
 {
-	json_t *l;
+	json_t *l, *found = NULL;
 	size_t i;
 
 	json_array_foreach(json_object_get(host, "lanes"), i, l) {
 		const char *s = json_string_value(json_object_get(l, "space"));
-		if (s != NULL && strcmp(s, space) == 0)
-			return l;
+		const char *st = json_string_value(json_object_get(l, "state"));
+		if (s == NULL || strcmp(s, space) != 0)
+			continue;
+		if (found == NULL || (st != NULL && strcmp(st, "closed") != 0 &&
+		    strcmp(st, "stopping") != 0))
+			found = l;
 	}
-	return NULL;
+	return found;
 }
 
 /* One lane: the host's view, then the lane's own. true when serving. */
@@ -82,8 +86,11 @@ print_lane(const struct manifest_lane *m, json_t *hl)
 	if (pid <= 0)
 		return false;
 
+	/* The root the host opened the lane with (the manifest may have
+	 * changed since, without a SIGHUP). */
+	const char *root = json_string_value(json_object_get(hl, "root"));
 	space_key(m->space, key, sizeof(key));
-	if (ws_locate(m->root, &ws, err, sizeof(err)) != 0) {
+	if (ws_locate(root != NULL ? root : m->root, &ws, err, sizeof(err)) != 0) {
 		printf("  ! %s\n", err);
 		return false;
 	}
@@ -147,15 +154,27 @@ cmd_status_host(int argc, char **argv)
 		manifest_free(&m);
 		return 1;
 	}
-	if ((pid = pidfile_read(pidp, err, sizeof(err))) <= 0 || kill(pid, 0) != 0) {
-		printf("delivery host for %s: not running (%s)\n", manifest,
-		    pid < 0 ? err : pid == 0 ? "no pid record" : "its recorded pid is gone");
+	if ((pid = pidfile_read(pidp, err, sizeof(err))) < 0) {
+		log_errx("status: %s", err); /* unreadable: not "not running" */
+		manifest_free(&m);
+		return 1;
+	}
+	if (pid == 0 || pidfile_verify_host(pid) == 0) {
+		printf("delivery host for %s: not running (%s)\n", manifest, pid == 0 ?
+		    "no pid record" : "its recorded pid is no delivery host now");
 		manifest_free(&m);
 		return 3;
 	}
 	if ((host = ws_read_json(statp, HOST_STATUS_MAX, err, sizeof(err))) == NULL) {
 		printf("delivery host for %s: pid %ld, no status yet (%s)\n", manifest, (long)pid,
 		    err);
+		manifest_free(&m);
+		return 1;
+	}
+	if (json_integer_value(json_object_get(host, "pid")) != pid) {
+		printf("delivery host for %s: pid %ld, its status file %s is another run's\n",
+		    manifest, (long)pid, statp);
+		json_decref(host);
 		manifest_free(&m);
 		return 1;
 	}

@@ -198,26 +198,6 @@ write_status(struct host *h)
 	h->dirty = false;
 }
 
-/* Another live host of this run directory and manifest? */
-static bool
-host_alive(pid_t pid)
-{
-	char path[64], cmd[4096];
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return false;
-	n = fread(cmd, 1, sizeof(cmd) - 1, f);
-	fclose(f);
-	cmd[n] = '\0';
-	for (size_t i = 0; i + 9 <= n + 1; i++)
-		if (memcmp(cmd + i, "--spaces", 9) == 0)
-			return true;
-	return false;
-}
-
 /* ---- the loop ---- */
 
 static int
@@ -227,7 +207,9 @@ next_timeout(const struct host *h)
 
 	for (size_t i = 0; i < h->n; i++) {
 		const struct lane *l = h->lanes[i];
-		if (l->state == LANE_REOPENING && !l->closing && l->reopen_at < t)
+		/* One waiting for its predecessor's exit is woken by SIGCHLD. */
+		if (l->state == LANE_REOPENING && !l->closing && l->reopen_at < t &&
+		    !space_busy(h, l))
 			t = l->reopen_at;
 		if (l->state == LANE_STOPPING && l->kill_at < t)
 			t = l->kill_at;
@@ -302,7 +284,7 @@ host_main(int argc, char **argv)
 {
 	static struct host h;
 	const char *run_dir = getenv("RUNTIME_DIRECTORY");
-	char err[1024];
+	char err[1024], first[PATH_MAX];
 	struct manifest m;
 	sigset_t sigs;
 	int sfd;
@@ -328,6 +310,17 @@ host_main(int argc, char **argv)
 	}
 	if (h.manifest == NULL)
 		usage();
+	/* systemd lists several RuntimeDirectory= paths colon-separated. */
+	if (run_dir != NULL && strchr(run_dir, ':') != NULL) {
+		snprintf(first, sizeof(first), "%.*s", (int)strcspn(run_dir, ":"), run_dir);
+		run_dir = first;
+	}
+	/* A lane's pipe must never be handed fd 0, 1 or 2. */
+	int nul;
+	while ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0 && nul <= 2)
+		fcntl(nul, F_SETFD, 0);
+	if (nul > 2)
+		close(nul);
 	/* The whole manifest is valid before anything starts. */
 	if (manifest_load(h.manifest, &m, err, sizeof(err)) != 0) {
 		log_errx("host: %s", err);
@@ -340,7 +333,7 @@ host_main(int argc, char **argv)
 		return 1;
 	}
 	if ((other = pidfile_read(h.pid_path, err, sizeof(err))) > 0 && other != getpid() &&
-	    host_alive(other)) {
+	    pidfile_verify_host(other) != 0) {
 		log_errx("host: another delivery host (pid %ld) serves from this run directory (its "
 		    "record %s); a second host for the same spaces belongs on another machine or "
 		    "--run-dir, where the lanes' leases decide", (long)other, h.pid_path);
@@ -372,8 +365,13 @@ host_main(int argc, char **argv)
 		manifest_free(&m);
 		return 1;
 	}
-	if (pidfile_write(h.pid_path, getpid(), err, sizeof(err)) != 0)
-		log_warnx("host: cannot write %s: %s", h.pid_path, err);
+	/* Without its record the host could not be found, stopped or shown. */
+	if (pidfile_write(h.pid_path, getpid(), err, sizeof(err)) != 0) {
+		log_errx("host: cannot write its pid record %s: %s (--run-dir names where)",
+		    h.pid_path, err);
+		close(sfd);
+		return 1;
+	}
 	for (size_t i = 0; i < m.n; i++)
 		host_add(&h, &m.lanes[i]);
 	log_ok("delivery host up (pid %ld): %zu lane%s from %s; status %s", (long)getpid(), m.n,

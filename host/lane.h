@@ -14,6 +14,7 @@
 
 #define LANE_LINE_MAX 4096          /* a longer relayed line is cut */
 #define LANE_STOP_GRACE_MS 15000    /* SIGTERM, then SIGKILL (the seed's stop) */
+#define LANE_READS_MAX 16           /* pipe reads per wake-up, per lane */
 
 enum lane_state {
 	LANE_REOPENING,   /* not running; (re)opened at reopen_at */

@@ -648,13 +648,15 @@ cmd_up(int argc, char **argv)
 
 	if (bring_broker(&u, nats_server) != 0)
 		return 1;
+	/* A broker this up started is cotal down's to stop, however up ends
+	 * from here (a failed step, a Ctrl-C before the launch). */
+	if (u.broker_started) {
+		struct up_record r = { .broker_started = true, .detached = true };
+		up_record_write(&u.f, &r);
+	}
 	/* The seed: open dev mode has no delivery daemon. Its broker runs (the
 	 * live path needs no daemon); cotal down stops it if up started it. */
 	if (u.open) {
-		if (u.broker_started) {
-			struct up_record r = { .broker_started = true, .detached = true };
-			up_record_write(&u.f, &r);
-		}
 		log_warnx("up: space %s: %s", space, WS_OPEN_MESH_NO_DAEMON);
 		log_info("up: the open mesh's broker %s; no delivery daemon started",
 		    u.broker_started ? "started (cotal down stops it)" : "runs");

@@ -94,6 +94,11 @@ lane_parse(json_t *entry, size_t i, struct manifest_lane *l, char *err, size_t e
 	    field(entry, i, "root", true, l->root, sizeof(l->root), err, errlen) != 0 ||
 	    field(entry, i, "server", false, l->server, sizeof(l->server), err, errlen) != 0)
 		return -1;
+	if (l->space[0] == '-') {
+		snprintf(err, errlen, "spaces[%zu].space: \"%.256s\" begins with '-' (it would read "
+		    "as an option)", i, l->space);
+		return -1;
+	}
 	if (l->root[0] != '/') {
 		snprintf(err, errlen, "spaces[%zu].root: \"%.256s\" is not an absolute path", i,
 		    l->root);

@@ -213,7 +213,8 @@ ws_read_file(const char *path, size_t max, size_t *lenp, char *err, size_t errle
 	struct stat st;
 	char *buf;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put there is refused below, never waited on. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0) {
 		snprintf(err, errlen, "open %s: %s", path, strerror(errno));

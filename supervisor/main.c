@@ -498,10 +498,15 @@ main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argv[2], worker_roles);
-	/* Many spaces: the host (host/), which holds no credential. */
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--spaces") == 0)
-			return host_main(argc, argv);
+	/* Many spaces: the host (host/), which holds no credential. A lane
+	 * (--lane) never is one, whatever its space is called. */
+	bool host = false, lane = false;
+	for (int i = 1; i < argc; i++) {
+		host = host || strcmp(argv[i], "--spaces") == 0;
+		lane = lane || strcmp(argv[i], "--lane") == 0;
+	}
+	if (host && !lane)
+		return host_main(argc, argv);
 
 	/* Secrets never reach a core file or another process's ptrace. */
 	prctl(PR_SET_DUMPABLE, 0);

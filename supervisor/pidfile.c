@@ -157,3 +157,15 @@ pidfile_verify(pid_t pid, const char *space)
 		return 0;
 	return r;
 }
+
+int
+pidfile_verify_host(pid_t pid)
+{
+	if (pid <= 1)
+		return 0;
+	/* NULs read as spaces: " --spaces " is that argument exactly. */
+	int r = ws_pid_runs(pid, "cotal-deliveryd", " --spaces ");
+	if (r != 0 && exited(pid))
+		return 0;
+	return r;
+}

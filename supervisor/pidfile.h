@@ -46,4 +46,8 @@ void pidfile_remove_if_ours(const char *path, pid_t pid);
  */
 int pidfile_verify(pid_t pid, const char *space);
 
+/* The same for a delivery host's record: alive, not a zombie, its command
+ * line names cotal-deliveryd and holds the argument "--spaces". */
+int pidfile_verify_host(pid_t pid);
+
 #endif

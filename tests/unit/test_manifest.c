@@ -65,6 +65,8 @@ test_each_bad_entry_is_named_by_index_and_field(void **state)
 		  "spaces[0].space: holds a NUL or control byte" },
 		{ "{\"spaces\":[{\"space\":\"a\\u0000b\",\"root\":\"/a\"}]}",
 		  "not JSON (line 1: \\u0000 is not allowed" },
+		{ "{\"spaces\":[{\"space\":\"--spaces\",\"root\":\"/a\"}]}",
+		  "spaces[0].space: \"--spaces\" begins with '-' (it would read as an option)" },
 		{ "{\"spaces\":[{\"space\":\"a\",\"root\":\"srv/a\"}]}",
 		  "spaces[0].root: \"srv/a\" is not an absolute path" },
 		{ "{\"spaces\":[{\"space\":\"a\",\"root\":\"/a\",\"server\":\"http://x\"}]}",
