@@ -144,6 +144,9 @@ pull_close(struct puller *p)
 {
 	natsSubscription_Destroy(p->sub);
 	p->sub = NULL;
+	/* Its connection may be destroyed next (a credential reload): nothing
+	 * here may reach it again. */
+	p->nc = NULL;
 }
 
 /* A status message (404, 408, ...) ends a request: it comes to the reply
@@ -327,7 +330,7 @@ pull_loop_run(const struct pull_loop *l)
 {
 	char err[1024];
 	natsMsgList list;
-	uint64_t reconnects = conn_reconnects(l->pull->nc);
+	uint64_t reconnects = 0;
 	bool doubt = false, idle = false;
 	int64_t idle_checked = 0;
 
@@ -348,6 +351,9 @@ pull_loop_run(const struct pull_loop *l)
 	}
 	log_ok("%s bound to %s", l->what, l->bound);
 	worker_bound();
+	/* Counted on the connection setup bound to: after a credential
+	 * reload the puller held the destroyed one until then. */
+	reconnects = conn_reconnects(l->pull->nc);
 	while (worker_wait_open()) {
 		/* After a reconnect or a failed fetch, before anything else:
 		 * what a lost node was carrying to us is asked back (the
