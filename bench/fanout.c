@@ -5,7 +5,8 @@
  * For each member count M it posts to a durable channel with M members and
  * measures, end to end through the real daemon:
  *   - copies/s from CHAT to DLV (every copy costs an INBOX and a DLV store),
- *   - post-to-DLV latency (p50, p99) of a paced stream of posts,
+ *   - post-to-DLV latency (p50, p99) of a stream of posts paced at 10 % and
+ *     50 % of the copies/s just measured (--latency-at),
  *   - the daemon's and the broker's CPU per copy (/proc/<pid>/stat of the
  *     supervisor, its workers and nats-server),
  * and the raw ceiling: one C client publishing the same number of copies
@@ -16,7 +17,8 @@
  * or not a dlv_ consumer exists, so none is made for them.
  *
  *   bench_fanout [--copies N] [--members 1,10,100,1000] [--other-rows R]
- *                [--latency-posts K] [--sync always|default] [--cluster]
+ *                [--latency-posts K] [--latency-at F,F] [--sync always|default]
+ *                [--cluster]
  *
  * --cluster: on a 3-node cluster on loopback (h_cluster_up), every stream
  * with 3 replicas, the raw stream too; the broker's CPU is the three nodes'.
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include "lib/natsconn.h"
+#include "lib/pull.h"
 #include "tests/harness/harness.h"
 
 #define MAX_ROUNDS 8
@@ -199,9 +202,14 @@ post_burst(const char *channel, int n, int gap_us)
 {
 	char subj[512], body[1024], id[64];
 	jsPubOptions po;
+	int64_t start = now_ns();
 
 	for (int i = 0; i < n; i++) {
 		const struct agent *a = &posters[i % POSTERS];
+		/* Paced by the clock, not by sleeps that add up. */
+		for (int64_t due = start + (int64_t)i * gap_us * 1000, t; gap_us > 0 &&
+		    (t = now_ns()) < due;)
+			usleep((useconds_t)((due - t) / 1000));
 		if (gap_us == 0 && i % 256 == 0)
 			while (fanout_backlog() > POST_BACKLOG_MAX)
 				usleep(2000);
@@ -214,8 +222,6 @@ post_burst(const char *channel, int n, int gap_us)
 		    id, now_ns() / 1000000, mesh.space, a->owner, a->actor, a->name, now_ns(), channel);
 		if (js_PublishAsync(post_conns[i % POSTERS].js, subj, body, len, NULL) != NATS_OK)
 			die("publish", subj);
-		if (gap_us > 0)
-			usleep((useconds_t)gap_us);
 	}
 	jsPubOptions_Init(&po);
 	po.MaxWait = 60000;
@@ -272,16 +278,17 @@ cmp_i64(const void *a, const void *b)
 }
 
 /* Paced posts; latency = arrival in DLV of the copy for one member (the
- * last written), from an ephemeral consumer on its frame subject. */
+ * last written), read as it arrives through a pull consumer on its frame
+ * subject (lib/pull.c: a lone message is handed on at once). */
 static void
 measure_latency(const char *channel, const struct lc *sample, int k, int gap_us, double *p50,
 		double *p99)
 {
-	char stream[256], filter[512];
+	char stream[256], filter[512], err[512];
 	jsConsumerConfig cc;
-	jsSubOptions so;
+	jsConsumerInfo *ci = NULL;
 	jsErrCode jerr = 0;
-	natsSubscription *sub = NULL;
+	struct puller pl;
 	int64_t *lat = calloc((size_t)k, sizeof(*lat));
 	int got = 0;
 
@@ -292,19 +299,18 @@ measure_latency(const char *channel, const struct lc *sample, int k, int gap_us,
 	cc.FilterSubject = filter;
 	cc.AckPolicy = js_AckNone;
 	cc.DeliverPolicy = js_DeliverNew;
-	jsSubOptions_Init(&so);
-	so.Stream = stream;
-	so.Config = cc;
-	if (js_PullSubscribe(&sub, prov.js, filter, NULL, NULL, &so, &jerr) != NATS_OK)
+	cc.InactiveThreshold = (int64_t)60 * 1000000000;
+	if (js_AddConsumer(&ci, prov.js, stream, &cc, NULL, &jerr) != NATS_OK ||
+	    pull_attach(prov.nc, "_INBOX", stream, ci->Name, &pl, err, sizeof(err)) != 0)
 		die("latency consumer", filter);
-	/* Posts at 5 ms intervals, on a thread of their own; frames read here. */
+	/* Posts paced on a thread of their own; frames read here. */
 	pthread_t th;
 	struct paced arg = { channel, k, gap_us };
 	pthread_create(&th, NULL, latency_poster, &arg);
 	int64_t deadline = now_ns() + ((int64_t)k * gap_us / 1000 + 30000) * 1000000;
 	while (got < k && now_ns() < deadline) {
 		natsMsgList list = { 0 };
-		if (natsSubscription_Fetch(&list, sub, 64, 200, &jerr) == NATS_OK) {
+		if (pull_fetch(&pl, 64, 200, &list) == NATS_OK) {
 			int64_t t = now_ns();
 			for (int i = 0; i < list.Count && got < k; i++) {
 				const char *d = natsMsg_GetData(list.Msgs[i]);
@@ -316,8 +322,9 @@ measure_latency(const char *channel, const struct lc *sample, int k, int gap_us,
 		natsMsgList_Destroy(&list);
 	}
 	pthread_join(th, NULL);
-	natsSubscription_Unsubscribe(sub);
-	natsSubscription_Destroy(sub);
+	pull_close(&pl);
+	js_DeleteConsumer(prov.js, stream, ci->Name, NULL, &jerr);
+	jsConsumerInfo_Destroy(ci);
 	if (got < k)
 		die("latency", "frames missing");
 	qsort(lat, (size_t)k, sizeof(*lat), cmp_i64);
@@ -325,7 +332,6 @@ measure_latency(const char *channel, const struct lc *sample, int k, int gap_us,
 	*p99 = (double)lat[(k * 99) / 100 < k ? (k * 99) / 100 : k - 1] / 1e6;
 	free(lat);
 }
-
 
 /* The raw ceiling: n async publishes with message ids from one client to a
  * stream set up like INBOX_<s>. msgs/s. */
@@ -406,9 +412,14 @@ add_other_rows(int n)
 	}
 }
 
+#define LAT_MAX 4
+static double lat_at[LAT_MAX] = { 0.1, 0.5 }; /* of the round's copies/s */
+static int nlat = 2;
+
 struct result {
 	int members, posts, other_rows;
-	double copies_s, raw_s, p50, p99, daemon_us, broker_us, fanout_us, reader_us, raw_broker_us;
+	double copies_s, raw_s, daemon_us, broker_us, fanout_us, reader_us, raw_broker_us;
+	double p50[LAT_MAX], p99[LAT_MAX];
 };
 
 static void
@@ -449,10 +460,13 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 	/* A worker restarted meanwhile has a new pid: its share reads 0. */
 	r->fanout_us = r1[0] >= r0[0] ? (double)(r1[0] - r0[0]) / (double)hz * 1e6 / (double)total : 0;
 	r->reader_us = r1[1] >= r0[1] ? (double)(r1[1] - r0[1]) / (double)hz * 1e6 / (double)total : 0;
-	/* Latency at a third of the measured throughput, so it is the path's
-	 * own and not a queue's. */
-	int gap = (int)(1e6 * m / (r->copies_s / 3));
-	measure_latency(channel, &v[m - 1], lat_posts, gap < 5000 ? 5000 : gap, &r->p50, &r->p99);
+	/* Latency at fractions of the measured throughput (issue 18: 10 % and
+	 * 50 %), so it is the path's own and not a queue's. */
+	for (int k = 0; k < nlat; k++) {
+		int gap = (int)(1e6 * m / (r->copies_s * lat_at[k]));
+		measure_latency(channel, &v[m - 1], lat_posts, gap < 200 ? 200 : gap, &r->p50[k],
+		    &r->p99[k]);
+	}
 	double rb = raw_broker_us;
 	r->raw_s = (raw_before + raw_ceiling(total_copies, m)) / 2;
 	r->raw_broker_us = (rb + raw_broker_us) / 2;
@@ -481,13 +495,20 @@ main(int argc, char **argv)
 			sync = argv[++i];
 		else if (strcmp(argv[i], "--cluster") == 0)
 			on_cluster = true;
+		else if (strcmp(argv[i], "--latency-at") == 0 && i + 1 < argc) {
+			nlat = 0;
+			for (char *t = strtok(argv[++i], ","); t && nlat < LAT_MAX; t = strtok(NULL, ","))
+				if ((lat_at[nlat] = atof(t)) > 0 && lat_at[nlat] <= 1)
+					nlat++;
+		}
 		else if (strcmp(argv[i], "--members") == 0 && i + 1 < argc) {
 			nm = 0;
 			for (char *t = strtok(argv[++i], ","); t && nm < MAX_ROUNDS; t = strtok(NULL, ","))
 				members[nm++] = atoi(t);
 		} else {
 			fprintf(stderr, "usage: bench_fanout [--copies N] [--members 1,10,100,1000] "
-			    "[--other-rows R] [--latency-posts K] [--sync always|default] [--cluster]\n");
+			    "[--other-rows R] [--latency-posts K] [--latency-at 0.1,0.5] [--sync always|default] "
+			    "[--cluster]\n");
 			return 2;
 		}
 	}
@@ -524,15 +545,22 @@ main(int argc, char **argv)
 	printf("broker store sync: %s\n\n", strcmp(sync, "always") == 0 ?
 	    "sync_interval: always (every write on disk before its ack)" :
 	    "the broker's default (background flush every 2 min)");
-	printf("| members | other rows | posts | copies/s | raw broker msgs/s | ratio | p50 ms | p99 ms "
-	    "| daemon CPU µs/copy (fan-out, reader) | broker CPU µs/copy | broker CPU µs/raw msg |\n");
-	printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	printf("| members | other rows | posts | copies/s | raw broker msgs/s | ratio |");
+	for (int k = 0; k < nlat; k++)
+		printf(" p50/p99 ms at %.0f %% |", lat_at[k] * 100);
+	printf(" daemon CPU µs/copy (fan-out, reader) | broker CPU µs/copy | broker CPU µs/raw msg "
+	    "| broker ÷ raw |\n|---:|---:|---:|---:|---:|---:|");
+	for (int k = 0; k < nlat; k++)
+		printf("---:|");
+	printf("---:|---:|---:|---:|\n");
 	for (int i = 0; i < nres; i++) {
 		struct result *r = &res[i];
-		printf("| %d | %d | %d | %.0f | %.0f | %.2f | %.1f | %.1f | %.1f (%.1f, %.1f) | %.1f | %.1f |\n",
-		    r->members, r->other_rows, r->posts, r->copies_s, r->raw_s, r->copies_s / r->raw_s,
-		    r->p50, r->p99, r->daemon_us, r->fanout_us, r->reader_us, r->broker_us,
-		    r->raw_broker_us);
+		printf("| %d | %d | %d | %.0f | %.0f | %.2f |", r->members, r->other_rows, r->posts,
+		    r->copies_s, r->raw_s, r->copies_s / r->raw_s);
+		for (int k = 0; k < nlat; k++)
+			printf(" %.1f / %.1f |", r->p50[k], r->p99[k]);
+		printf(" %.1f (%.1f, %.1f) | %.1f | %.1f | %.1f |\n", r->daemon_us, r->fanout_us,
+		    r->reader_us, r->broker_us, r->raw_broker_us, r->broker_us / r->raw_broker_us);
 	}
 	h_daemon_kill(&dmn);
 	for (int k = 0; k < POSTERS; k++)

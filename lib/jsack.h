@@ -2,12 +2,14 @@
  * The delivery metadata JetStream puts in a consumer message's reply
  * subject: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>,
  * or the newer form with <domain>.<account hash> after $JS.ACK and a random
- * token at the end. Pure parsing: the reply subject is the broker's bytes.
+ * token at the end; and the PubAck a publish gets. Pure parsing: both are
+ * the broker's bytes.
  */
 #ifndef COTAL_JSACK_H
 #define COTAL_JSACK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define JS_ACK_SUBJECT_MAX 512
@@ -23,5 +25,12 @@ struct js_ack_meta {
 /* false when reply is no such subject (NULL, too long, a field that is not
  * a decimal number). */
 bool js_ack_meta(const char *reply, struct js_ack_meta *out);
+
+/*
+ * A PubAck, JetStream's answer to a publish: 0 with the stream sequence
+ * (a duplicate's too), or -1 with why (the broker's error and its code, or
+ * what is wrong with the answer). The common answer is read in place.
+ */
+int js_puback_parse(const char *data, size_t len, uint64_t *seq, char *why, size_t whylen);
 
 #endif

@@ -1,79 +1,15 @@
 /* Batched asynchronous publishes (see pubbatch.h). */
 #include "lib/pubbatch.h"
 
-#include <stdint.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "lib/clock.h"
+#include "lib/jsack.h"
 #include "lib/natsconn.h"
-
-static size_t
-slot_of(const struct pubbatch *b, const natsMsg *m)
-{
-	uintptr_t h = (uintptr_t)m;
-
-	h ^= h >> 17;
-	h *= 0x9E3779B97F4A7C15ULL;
-	return (size_t)(h >> 7) & (b->nslots - 1);
-}
-
-static void
-slot_put(struct pubbatch *b, natsMsg *m, int item)
-{
-	size_t i = slot_of(b, m);
-
-	while (b->slots[i].msg != NULL)
-		i = (i + 1) & (b->nslots - 1);
-	b->slots[i].msg = m;
-	b->slots[i].item = item;
-	b->used++;
-}
-
-/*
- * The item of a message in flight, and the slot retired: once answered, the
- * message is freed and its address may come back for another item.
- */
-static int
-slot_take(struct pubbatch *b, const natsMsg *m)
-{
-	size_t i;
-	int item;
-
-	if (b->nslots == 0)
-		return -1;
-	for (i = slot_of(b, m); b->slots[i].msg != NULL; i = (i + 1) & (b->nslots - 1))
-		if (b->slots[i].msg == m && b->slots[i].item >= 0) {
-			item = b->slots[i].item;
-			b->slots[i].item = -1;
-			return item;
-		}
-	return -1;
-}
-
-/* Keep the table at most half full. */
-static int
-slot_room(struct pubbatch *b)
-{
-	struct pubslot *old = b->slots;
-	size_t oldn = b->nslots, n;
-
-	if (b->nslots != 0 && (b->used + 1) * 2 <= b->nslots)
-		return 0;
-	n = b->nslots ? b->nslots * 2 : 1024;
-	if ((b->slots = calloc(n, sizeof(*b->slots))) == NULL) {
-		b->slots = old;
-		return -1;
-	}
-	b->nslots = n;
-	b->used = 0;
-	for (size_t i = 0; i < oldn; i++)
-		if (old[i].msg != NULL)
-			slot_put(b, old[i].msg, old[i].item);
-	free(old);
-	return 0;
-}
+#include "lib/worker.h"
 
 static void
 mark_failed(struct pubbatch *b, int item, const char *why)
@@ -89,205 +25,231 @@ mark_failed(struct pubbatch *b, int item, const char *why)
 	}
 }
 
-static void
-on_puback(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *arg)
+/* "<gen>.<n>" after the reply prefix, or -1. */
+static int
+reply_index(const struct pubbatch *b, const char *subj, uint32_t *gen, size_t *n)
 {
-	struct pubbatch *b = arg;
-	char why[300];
+	size_t pl = strlen(b->reply);
+	char *end;
 
-	(void)js;
-	pthread_mutex_lock(&b->mu);
-	int item = slot_take(b, msg);
-	if (pa != NULL && pa->Sequence > b->max_seq)
-		b->max_seq = pa->Sequence;
-	if (pa == NULL) {
-		snprintf(why, sizeof(why), "publish to %s: %s", natsMsg_GetSubject(msg),
-		    pae && pae->ErrText ? pae->ErrText :
-		    natsStatus_GetText(pae ? pae->Err : NATS_ERR));
-		mark_failed(b, item, why);
+	if (strncmp(subj, b->reply, pl) != 0)
+		return -1;
+	unsigned long long g = strtoull(subj + pl, &end, 10);
+	if (end == subj + pl || *end != '.')
+		return -1;
+	const char *p = end + 1;
+	unsigned long long k = strtoull(p, &end, 10);
+	if (end == p || *end != '\0' || g > UINT32_MAX)
+		return -1;
+	*gen = (uint32_t)g;
+	*n = (size_t)k;
+	return 0;
+}
+
+/* One answer: its publish's item succeeds or fails. */
+static void
+answer(struct pubbatch *b, natsMsg *m)
+{
+	uint32_t gen;
+	size_t n;
+	uint64_t seq;
+	char why[300], text[600];
+
+	/* An answer to an earlier batch (its item already failed for want of
+	 * it), or to a publish already answered, changes nothing. */
+	if (reply_index(b, natsMsg_GetSubject(m), &gen, &n) != 0 || gen != b->gen ||
+	    n >= b->npub || b->item_of[n] < 0)
+		return;
+	int item = b->item_of[n];
+	b->item_of[n] = -1;
+	b->inflight--;
+	if (js_puback_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &seq, why,
+	    sizeof(why)) != 0) {
+		const char *status = NULL;
+		if (natsMsg_GetDataLength(m) == 0 &&
+		    natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status != NULL)
+			snprintf(why, sizeof(why), "the broker answered status %s%s", status,
+			    strcmp(status, "503") == 0 ? " (no stream listens on the subject)" : "");
+		snprintf(text, sizeof(text), "publish %zu of the batch: %s", n, why);
+		mark_failed(b, item, text);
+		return;
 	}
-	if (item >= 0 && b->inflight > 0 && --b->inflight == 0)
-		pthread_cond_broadcast(&b->answered);
-	pthread_mutex_unlock(&b->mu);
-	natsMsg_Destroy(msg);
+	if (seq > b->max_seq)
+		b->max_seq = seq;
+}
+
+/* Read answers until none is outstanding, or for at most wait_ms (0: only
+ * what has arrived). */
+static void
+drain(struct pubbatch *b, int64_t wait_ms)
+{
+	int64_t until = mono_ms() + wait_ms;
+
+	while (b->inflight > 0) {
+		natsMsg *m = NULL;
+		int64_t left = wait_ms > 0 ? until - mono_ms() : 0;
+		if (wait_ms > 0 && left <= 0)
+			break;
+		if (natsSubscription_NextMsg(&m, b->sub, left) != NATS_OK)
+			break;
+		answer(b, m);
+		natsMsg_Destroy(m);
+	}
 }
 
 int
-pubbatch_init(struct pubbatch *b, natsConnection *nc)
+pubbatch_init(struct pubbatch *b, natsConnection *nc, const char *inbox_prefix)
 {
-	jsOptions o;
+	char uniq[64], subj[sizeof(b->reply) + 2];
 
 	memset(b, 0, sizeof(*b));
-	pthread_mutex_init(&b->mu, NULL);
-	pthread_cond_init(&b->answered, NULL);
-	jsOptions_Init(&o);
-	o.PublishAsync.MaxPending = PUBBATCH_MAX_PENDING;
-	o.PublishAsync.StallWait = PUBBATCH_STALL_MS;
-	o.PublishAsync.AckHandler = on_puback;
-	o.PublishAsync.AckHandlerClosure = b;
-	return natsConnection_JetStream(&b->js, nc, &o) == NATS_OK ? 0 : -1;
+	b->nc = nc;
+	if (conn_unique_token(uniq, sizeof(uniq)) != 0 ||
+	    (size_t)snprintf(b->reply, sizeof(b->reply), "%s.pa.%s.", inbox_prefix, uniq) >=
+	    sizeof(b->reply) - 24)
+		return -1;
+	snprintf(subj, sizeof(subj), "%s>", b->reply);
+	if (natsConnection_SubscribeSync(&b->sub, nc, subj) != NATS_OK ||
+	    natsSubscription_SetPendingLimits(b->sub, -1, -1) != NATS_OK ||
+	    natsConnection_JetStream(&b->js, nc, NULL) != NATS_OK) {
+		pubbatch_destroy(b);
+		return -1;
+	}
+	return 0;
 }
 
 void
 pubbatch_destroy(struct pubbatch *b)
 {
-	if (b->js != NULL) {
-		natsMsgList pending = { 0 };
-		/* libnats 3.4.1 dereferences its pending map unchecked: ask
-		 * only once an asynchronous publish has made it. */
-		if (b->published && js_PublishAsyncGetPendingList(&pending, b->js) == NATS_OK)
-			natsMsgList_Destroy(&pending);
-		jsCtx_Destroy(b->js);
-	}
-	free(b->slots);
+	natsSubscription_Destroy(b->sub);
+	jsCtx_Destroy(b->js);
+	free(b->item_of);
 	free(b->failed);
-	pthread_cond_destroy(&b->answered);
-	pthread_mutex_destroy(&b->mu);
 	memset(b, 0, sizeof(*b));
 }
 
 int
 pubbatch_begin(struct pubbatch *b, int nitems)
 {
-	pthread_mutex_lock(&b->mu);
 	if (nitems > b->cap_items) {
 		bool *f = realloc(b->failed, (size_t)nitems * sizeof(bool));
-		if (f == NULL) {
-			pthread_mutex_unlock(&b->mu);
+		if (f == NULL)
 			return -1;
-		}
 		b->failed = f;
 		b->cap_items = nitems;
 	}
-	memset(b->failed, 0, (size_t)nitems * sizeof(bool));
+	if (nitems > 0)
+		memset(b->failed, 0, (size_t)nitems * sizeof(bool));
 	b->nitems = nitems;
-	if (b->slots != NULL)
-		memset(b->slots, 0, b->nslots * sizeof(*b->slots));
-	b->used = 0;
+	b->gen++;
+	b->npub = 0;
 	b->inflight = 0;
 	b->broken = false;
 	b->error[0] = '\0';
 	b->max_seq = 0;
-	pthread_mutex_unlock(&b->mu);
 	return 0;
 }
 
 void
 pubbatch_fail(struct pubbatch *b, int item, const char *why)
 {
-	pthread_mutex_lock(&b->mu);
 	mark_failed(b, item, why);
-	pthread_mutex_unlock(&b->mu);
 }
 
 void
 pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *data, size_t len,
 		 const char *msgid, const char *hname, const char *hval)
 {
+	char reply[sizeof(b->reply) + 24], why[600], err[400];
 	natsMsg *m = NULL;
-	jsPubOptions po;
 	natsStatus s;
-	char why[600], err[400];
 
 	/* Once a publish failed (the broker gone, no room for more PubAcks),
 	 * the rest of the batch fails at once instead of stalling one by one:
 	 * it is redelivered and published again. */
 	if (b->broken) {
-		pubbatch_fail(b, item, "an earlier publish of the batch failed");
+		mark_failed(b, item, "an earlier publish of the batch failed");
 		return;
 	}
-	s = natsMsg_Create(&m, subj, NULL, data, (int)len);
-	if (s == NATS_OK && msgid != NULL)
-		s = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
-	if (s == NATS_OK && hname != NULL)
-		s = natsMsgHeader_Set(m, hname, hval);
-	if (s != NATS_OK) {
+	if (b->npub == b->cap_pub) {
+		size_t cap = b->cap_pub ? b->cap_pub * 2 : 1024;
+		int *v = realloc(b->item_of, cap * sizeof(*v));
+		if (v == NULL) {
+			mark_failed(b, item, "out of memory");
+			return;
+		}
+		b->item_of = v;
+		b->cap_pub = cap;
+	}
+	/* Room for one more answer outstanding. */
+	if (b->inflight >= PUBBATCH_MAX_PENDING)
+		drain(b, 0);
+	if (b->inflight >= PUBBATCH_MAX_PENDING) {
+		int64_t until = mono_ms() + PUBBATCH_STALL_MS;
+		while (b->inflight >= PUBBATCH_MAX_PENDING && mono_ms() < until)
+			drain(b, until - mono_ms());
+		if (b->inflight >= PUBBATCH_MAX_PENDING) {
+			snprintf(why, sizeof(why), "publish to %s: no room for another PubAck within "
+			    "%d ms (%d outstanding)", subj, PUBBATCH_STALL_MS, PUBBATCH_MAX_PENDING);
+			mark_failed(b, item, why);
+			b->broken = true;
+			return;
+		}
+	} else if (b->npub % PUBBATCH_DRAIN_EVERY == PUBBATCH_DRAIN_EVERY - 1)
+		drain(b, 0);
+	snprintf(reply, sizeof(reply), "%s%" PRIu32 ".%zu", b->reply, b->gen, b->npub);
+	if (msgid == NULL && hname == NULL)
+		s = natsConnection_PublishRequest(b->nc, subj, reply, data, (int)len);
+	else {
+		s = natsMsg_Create(&m, subj, reply, data, (int)len);
+		if (s == NATS_OK && msgid != NULL)
+			s = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
+		if (s == NATS_OK && hname != NULL)
+			s = natsMsgHeader_Set(m, hname, hval);
+		if (s == NATS_OK)
+			s = natsConnection_PublishMsg(b->nc, m);
 		natsMsg_Destroy(m);
-		snprintf(why, sizeof(why), "build a message for %s", subj);
-		pubbatch_fail(b, item, why);
-		return;
 	}
-	/* Known before the PubAck can arrive. */
-	pthread_mutex_lock(&b->mu);
-	if (slot_room(b) != 0) {
-		pthread_mutex_unlock(&b->mu);
-		natsMsg_Destroy(m);
-		pubbatch_fail(b, item, "out of memory");
-		return;
-	}
-	slot_put(b, m, item);
-	b->inflight++;
-	pthread_mutex_unlock(&b->mu);
-	natsMsg *mine = m;
-	b->published = true;
-	/* A PubAck that never comes (the broker went away) times out in
-	 * libnats and frees its slot. */
-	jsPubOptions_Init(&po);
-	po.MaxWait = PUBBATCH_WAIT_MS;
-	s = js_PublishMsgAsync(b->js, &mine, &po);
 	if (s != NATS_OK) {
-		/* Still ours: the library did not take it. */
 		conn_strerror(s, err, sizeof(err));
 		snprintf(why, sizeof(why), "publish to %s: %s", subj, err);
-		pthread_mutex_lock(&b->mu);
-		if (slot_take(b, m) >= 0)
-			b->inflight--;
 		mark_failed(b, item, why);
 		b->broken = true;
-		pthread_mutex_unlock(&b->mu);
-		natsMsg_Destroy(mine);
+		return;
 	}
+	b->item_of[b->npub++] = item;
+	b->inflight++;
 }
 
 void
 pubbatch_wait(struct pubbatch *b)
 {
-	jsPubOptions po;
-	natsMsgList pending = { 0 };
-	struct timespec dl;
+	char why[600], viol[400];
 
-	if (!b->published)
+	if (b->npub == 0)
 		return;
-	jsPubOptions_Init(&po);
-	po.MaxWait = PUBBATCH_WAIT_MS;
-	if (js_PublishAsyncComplete(b->js, &po) != NATS_OK &&
-	    js_PublishAsyncGetPendingList(&pending, b->js) == NATS_OK) {
-		/* What is still unanswered fails its item and gets no handler;
-		 * a retry is deduped by its Nats-Msg-Id where it has one. */
-		pthread_mutex_lock(&b->mu);
-		for (int i = 0; i < pending.Count; i++) {
-			int item = slot_take(b, pending.Msgs[i]);
-			if (item >= 0 && b->inflight > 0)
-				b->inflight--;
-			mark_failed(b, item, "no PubAck in time");
+	if (b->inflight > 0)
+		drain(b, PUBBATCH_WAIT_MS);
+	if (b->inflight == 0)
+		return;
+	/* What is still unanswered fails its item; a retry is deduped by its
+	 * Nats-Msg-Id where it has one. A publish the broker refused is
+	 * answered by nobody: name the refusal. */
+	if (worker_violation(NULL, viol, sizeof(viol)))
+		snprintf(why, sizeof(why), "no PubAck within %d ms: permission denied (%s)",
+		    PUBBATCH_WAIT_MS, viol);
+	else
+		snprintf(why, sizeof(why), "no PubAck within %d ms", PUBBATCH_WAIT_MS);
+	for (size_t n = 0; n < b->npub; n++)
+		if (b->item_of[n] >= 0) {
+			mark_failed(b, b->item_of[n], why);
+			b->item_of[n] = -1;
 		}
-		pthread_mutex_unlock(&b->mu);
-		natsMsgList_Destroy(&pending);
-	}
-	/* libnats counts a PubAck in before it runs its handler: wait for the
-	 * handlers too, or a late failure would be missed. */
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += PUBBATCH_WAIT_MS / 1000 + 1;
-	pthread_mutex_lock(&b->mu);
-	while (b->inflight > 0)
-		if (pthread_cond_timedwait(&b->answered, &b->mu, &dl) != 0)
-			break;
-	if (b->inflight > 0) {
-		/* Handlers that never ran: fail every item still in the table. */
-		for (size_t i = 0; i < b->nslots; i++)
-			if (b->slots[i].msg != NULL && b->slots[i].item >= 0)
-				mark_failed(b, b->slots[i].item, "no PubAck handled in time");
-	}
-	pthread_mutex_unlock(&b->mu);
+	b->inflight = 0;
 }
 
 bool
 pubbatch_failed(struct pubbatch *b, int item)
 {
-	bool f;
-
-	pthread_mutex_lock(&b->mu);
-	f = item >= 0 && item < b->nitems && b->failed[item];
-	pthread_mutex_unlock(&b->mu);
-	return f;
+	return item >= 0 && item < b->nitems && b->failed[item];
 }

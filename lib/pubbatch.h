@@ -3,40 +3,45 @@
  * every publish belongs to an item, and an item succeeds only when every one
  * of its publishes got its PubAck (a duplicate's counts). The fan-out acks a
  * post, and the reader an entry, only then (ARCHITECTURE.md "Data flow").
+ *
+ * The PubAcks are collected here, on the calling thread, not by libnats's
+ * asynchronous publish (issue 18): each publish carries a reply subject
+ * <inbox prefix>.pa.<unique>.<batch>.<n> whose last token indexes the
+ * publish, so an answer finds its item without a map, a timer or a handler
+ * thread, and a late answer to an earlier batch is recognised and ignored.
+ * One batch at a time, by one thread.
  */
 #ifndef COTAL_PUBBATCH_H
 #define COTAL_PUBBATCH_H
 
 #include <nats/nats.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define PUBBATCH_MAX_PENDING 4096 /* PubAcks outstanding at once */
 #define PUBBATCH_STALL_MS 2000    /* a publish waits this long for room */
 #define PUBBATCH_WAIT_MS 4000     /* a batch waits this long for its PubAcks */
-
-struct pubslot {
-	natsMsg *msg;
-	int item;
-};
+#define PUBBATCH_DRAIN_EVERY 128  /* answers read without waiting, every this many publishes */
 
 struct pubbatch {
-	jsCtx *js;                /* publishes and every other JetStream call */
-	pthread_mutex_t mu;
-	struct pubslot *slots;    /* open addressing, keyed by message */
-	size_t nslots, used;
+	jsCtx *js;                /* every other JetStream call of the worker */
+	natsConnection *nc;
+	natsSubscription *sub;    /* <reply>> : the PubAcks, synchronous */
+	char reply[200];          /* <inbox prefix>.pa.<unique>. */
+	uint32_t gen;             /* the batch, in each reply subject */
+	int *item_of;             /* publish n -> its item, or -1 once answered */
+	size_t npub, cap_pub;     /* publishes of this batch */
+	size_t inflight;          /* published, not answered */
 	bool *failed;
 	int nitems, cap_items;
 	uint64_t max_seq;         /* highest stream sequence a PubAck named */
-	bool published;           /* nats.c's pending map exists only after one */
 	bool broken;              /* a publish of this batch failed: fail the rest at once */
-	pthread_cond_t answered;  /* a handler ran */
-	size_t inflight;          /* published, handler not yet run */
 	char error[256];          /* the first failure of the batch */
 };
 
-int pubbatch_init(struct pubbatch *b, natsConnection *nc);
+/* Replies under inbox_prefix (the credential's own). 0, or -1. */
+int pubbatch_init(struct pubbatch *b, natsConnection *nc, const char *inbox_prefix);
 void pubbatch_destroy(struct pubbatch *b);
 /* Start a batch of nitems items, none failed. -1 when out of memory. */
 int pubbatch_begin(struct pubbatch *b, int nitems);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/jsack.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
 #include "lib/worker.h"
@@ -125,7 +126,9 @@ pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
 		return -1;
 	}
 	snprintf(p->reply, sizeof(p->reply), "%s.pull.%s", inbox_prefix, u);
-	s = natsConnection_SubscribeSync(&p->sub, nc, p->reply);
+	char wild[sizeof(p->reply) + 2];
+	snprintf(wild, sizeof(wild), "%s.*", p->reply);
+	s = natsConnection_SubscribeSync(&p->sub, nc, wild);
 	if (s == NATS_OK)
 		s = natsSubscription_SetPendingLimits(p->sub, -1, -1);
 	if (s != NATS_OK) {
@@ -149,105 +152,143 @@ pull_close(struct puller *p)
 	p->nc = NULL;
 }
 
-/* A status message (404, 408, ...) ends a request: it comes to the reply
- * subject itself, a delivered message under its stream subject. */
+/* A status message (404, 408, 409) ends a request: it comes to the
+ * request's own reply subject, a delivered message under its stream
+ * subject. The current request's end takes its credit back. */
 static bool
-is_status(struct puller *p, natsMsg *m)
+take_status(struct puller *p, natsMsg *m)
 {
-	return strcmp(natsMsg_GetSubject(m), p->reply) == 0;
+	const char *subj = natsMsg_GetSubject(m);
+	size_t rl = strlen(p->reply);
+
+	if (strncmp(subj, p->reply, rl) != 0 || subj[rl] != '.')
+		return false;
+	if (strtoull(subj + rl + 1, NULL, 10) == p->req)
+		p->credit = 0;
+	return true;
 }
 
-static int
-append(natsMsgList *list, int *cap, natsMsg *m)
+/* A delivered message taken into the batch. */
+static void
+take_msg(struct puller *p, natsMsgList *list, natsMsg *m)
 {
-	if (list->Count == *cap) {
-		int n = *cap ? *cap * 2 : 64;
-		natsMsg **v = realloc(list->Msgs, sizeof(*v) * (size_t)n);
-		if (v == NULL)
-			return -1;
-		list->Msgs = v;
-		*cap = n;
-	}
+	struct js_ack_meta md;
+
+	if (p->credit > 0)
+		p->credit--;
+	p->behind = js_ack_meta(natsMsg_GetReply(m), &md) ? md.pending : 1;
 	list->Msgs[list->Count++] = m;
-	return 0;
+}
+
+/* Ask for up to n messages, waiting up to expires_ms for them. */
+static natsStatus
+request(struct puller *p, int n, int expires_ms)
+{
+	char body[128], reply[160];
+	natsStatus s;
+
+	snprintf(body, sizeof(body), "{\"batch\":%d,\"expires\":%" PRId64 "}", n,
+	    (int64_t)expires_ms * 1000000);
+	snprintf(reply, sizeof(reply), "%s.%" PRIu64, p->reply, p->req + 1);
+	s = natsConnection_PublishRequestString(p->nc, p->next, reply, body);
+	if (s == NATS_OK) {
+		p->req++;
+		p->credit = n;
+		p->req_until = mono_ms() + expires_ms;
+	}
+	return s;
 }
 
 /*
- * Send one request and collect its answer: up to batch messages, ended by
- * the broker's status or by the batch filling. expires_ms 0: do not wait
- * for messages (no_wait). The count collected, or -1 when the broker did
- * not answer in time or the connection failed (*s says how).
+ * The open request: 1 it may still deliver (its expiry, and then the
+ * broker's answer to it, not yet overdue), 0 none is open, -1 its end is
+ * overdue: the broker answered neither with its messages nor with its
+ * expiry (a consumer leader lost on the way), and it is forgotten.
  */
 static int
-request(struct puller *p, int batch, int expires_ms, natsMsgList *list, int *cap, natsStatus *s)
+request_state(struct puller *p)
 {
-	char body[128];
-	int got = 0, wait = expires_ms > 0 ? expires_ms + 1000 : PULL_ANSWER_MS;
+	if (p->credit <= 0)
+		return 0;
+	if (mono_ms() < p->req_until + PULL_ANSWER_MS)
+		return 1;
+	p->credit = 0;
+	return -1;
+}
 
-	if (expires_ms > 0)
-		snprintf(body, sizeof(body), "{\"batch\":%d,\"expires\":%" PRId64 "}", batch,
-		    (int64_t)expires_ms * 1000000);
-	else
-		snprintf(body, sizeof(body), "{\"batch\":%d,\"no_wait\":true}", batch);
-	*s = natsConnection_PublishRequestString(p->nc, p->next, p->reply, body);
+/* The next queued message, waiting up to wait_ms: 1 a message taken into
+ * the list, 2 a request's end, 0 nothing in time, -1 a failure (*s). */
+static int
+next(struct puller *p, natsMsgList *list, int64_t wait_ms, natsStatus *s)
+{
+	natsMsg *m = NULL;
+
+	*s = natsSubscription_NextMsg(&m, p->sub, wait_ms > 0 ? wait_ms : 0);
+	if (*s == NATS_TIMEOUT) {
+		*s = NATS_OK;
+		return 0;
+	}
 	if (*s != NATS_OK)
 		return -1;
-	while (got < batch) {
-		natsMsg *m = NULL;
-		*s = natsSubscription_NextMsg(&m, p->sub, wait);
-		if (*s == NATS_TIMEOUT)
-			return got > 0 ? got : -1;
-		if (*s != NATS_OK)
-			return -1;
-		if (is_status(p, m)) {
-			natsMsg_Destroy(m);
-			break;
-		}
-		if (append(list, cap, m) != 0) {
-			natsMsg_Destroy(m);
-			*s = NATS_NO_MEMORY;
-			return -1;
-		}
-		got++;
+	if (take_status(p, m)) {
+		natsMsg_Destroy(m);
+		return 2;
 	}
-	*s = NATS_OK;
-	return got;
+	take_msg(p, list, m);
+	return 1;
+}
+
+static int
+request_size(int max, int have)
+{
+	return max - have < PULL_REQUEST_MAX ? max - have : PULL_REQUEST_MAX;
 }
 
 natsStatus
 pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 {
 	natsStatus s = NATS_OK;
-	int cap = 0, got;
+	int64_t quiet = mono_ms() + (wait_ms > 0 ? wait_ms : 0);
+	int st;
 
 	memset(list, 0, sizeof(*list));
 	if (max > PULL_BATCH_MAX)
 		max = PULL_BATCH_MAX;
-	/* A message a request gave up on may still have arrived: it is ours. */
-	for (natsMsg *m = NULL; list->Count < max &&
-	    natsSubscription_NextMsg(&m, p->sub, 0) == NATS_OK; m = NULL) {
-		if (is_status(p, m) || append(list, &cap, m) != 0)
-			natsMsg_Destroy(m);
+	if (max < 1)
+		max = 1;
+	if ((list->Msgs = calloc((size_t)max, sizeof(*list->Msgs))) == NULL)
+		return NATS_NO_MEMORY;
+	/* What has arrived already: ours, whichever request it answered. */
+	for (int got = 1; got != 0 && list->Count < max;)
+		if ((got = next(p, list, 0, &s)) < 0)
+			return s;
+	/* Nothing: the first message to arrive within wait_ms. */
+	while (list->Count == 0) {
+		if ((st = request_state(p)) < 0)
+			return NATS_TIMEOUT;
+		if (st == 0 && (s = request(p, request_size(max, 0), wait_ms > 0 ? wait_ms :
+		    PULL_WAIT_MS)) != NATS_OK)
+			return s;
+		int64_t left = quiet - mono_ms(), overdue = p->req_until + PULL_ANSWER_MS - mono_ms();
+		if (left <= 0)
+			return NATS_OK; /* a quiet consumer; the request stays open */
+		if (next(p, list, left < overdue ? left : overdue, &s) < 0)
+			return s;
+		if (list->Count == 0 && p->credit == 0)
+			return NATS_OK; /* it expired: a quiet consumer */
 	}
-	if (list->Count == 0) {
-		got = request(p, max < PULL_REQUEST_MAX ? max : PULL_REQUEST_MAX, 0, list, &cap, &s);
-		if (got < 0)
-			return s == NATS_OK ? NATS_TIMEOUT : s;
-		if (got == 0) {
-			/* Nothing waiting: the first message to arrive, at once. */
-			got = request(p, 1, wait_ms, list, &cap, &s);
-			if (got <= 0)
-				return got < 0 && s != NATS_TIMEOUT ? s : NATS_OK;
-		}
+	/* What is pending behind, until the batch is full or nothing is. */
+	while (list->Count < max && p->behind > 0) {
+		if (request_state(p) == 0 &&
+		    request(p, request_size(max, list->Count), PULL_WAIT_MS) != NATS_OK)
+			break; /* handle what we have; the next fetch sees the failure */
+		if (next(p, list, PULL_BEHIND_MS, &s) <= 0)
+			break; /* said pending, yet nothing came in time: hand on what we have */
 	}
-	/* And whatever is waiting behind, up to max. */
-	while (list->Count < max) {
-		int want = max - list->Count;
-		want = want < PULL_REQUEST_MAX ? want : PULL_REQUEST_MAX;
-		got = request(p, want, 0, list, &cap, &s);
-		if (got < want)
-			break;
-	}
+	/* More pending than this batch holds: the next request goes out now,
+	 * so its messages arrive while this batch is handled. */
+	if (p->behind > 0 && request_state(p) == 0)
+		request(p, request_size(max, 0), PULL_WAIT_MS);
 	return NATS_OK;
 }
 
@@ -297,6 +338,7 @@ pull_recover(struct puller *p)
 	json_t *doc;
 	int sent = 0;
 
+	p->credit = 0; /* a lost node took the open request along */
 	/* Short: during a leader election nobody answers; the loop asks
 	 * again after its next fetch. */
 	if (natsConnection_Request(&r, p->nc, p->info, "", 0, PULL_INFO_MS) != NATS_OK)

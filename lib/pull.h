@@ -3,11 +3,15 @@
  * creating it when it does not exist, fetch batches from it without holding
  * a lone message back for the rest of a batch, and ack what it fetched.
  *
- * The pull requests are made here rather than by libnats's fetch: a request
- * that does not wait has no expiry, and libnats then stops waiting for its
- * answer at once, leaving the messages to arrive into a later call, where
- * libnats 3.4.1 overruns an array sized for fewer (STYLE.md pitfalls). Here
- * every request is answered in full before the next one goes out.
+ * The pull requests are made here rather than by libnats's fetch (whose
+ * no-wait requests have no expiry and leave answers to overrun a later
+ * call's array in libnats 3.4.1, STYLE.md pitfalls). One request is open at
+ * a time, with an expiry; what it delivers is queued on our own reply
+ * subscription. A batch ends when it is full or when its last message says
+ * the consumer has nothing more pending (the last token of its ack reply
+ * subject), so a lone post is handed on at once, and while a batch is
+ * handled the next request is already out when more is pending (issue 18:
+ * no round trip of idle time per batch).
  */
 #ifndef COTAL_PULL_H
 #define COTAL_PULL_H
@@ -20,7 +24,8 @@
 #define PULL_REQUEST_MAX 256 /* messages asked for in one pull request */
 #define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
-#define PULL_ANSWER_MS 5000  /* the broker's answer to a request that does not wait */
+#define PULL_ANSWER_MS 5000  /* the broker's answer to a request, beyond its expiry */
+#define PULL_BEHIND_MS 200   /* a message said more is pending: the next one within this */
 #define PULL_SETUP_RETRY_MS 2000
 #define PULL_ERROR_NAP_MS 200
 
@@ -34,8 +39,13 @@ struct puller {
 	char next[512];          /* $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer> */
 	char info[512];          /* $JS.API.CONSUMER.INFO.<stream>.<consumer> */
 	char ack[512];           /* $JS.ACK.<stream>.<consumer> */
-	char reply[128];
+	char reply[128];         /* <inbox prefix>.pull.<unique>; requests <reply>.<n> */
+	uint64_t req;            /* the open request's number */
+	int credit;              /* messages it may still deliver, 0: none open */
+	int64_t req_until;       /* when it expires (monotonic ms) */
+	uint64_t behind;         /* pending after the last message taken */
 };
+
 
 /*
  * Bind durable `cfg->Durable` on stream, creating it with cfg when it does
@@ -52,8 +62,10 @@ int pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream
 void pull_close(struct puller *p);
 /*
  * Up to max messages: what is waiting, at once; when nothing is, the first
- * to arrive within wait_ms, and then what is waiting behind it. NATS_OK with
- * list->Count possibly 0 on a quiet consumer; another status on failure.
+ * to arrive within wait_ms, and then what is pending behind it. NATS_OK with
+ * list->Count possibly 0 on a quiet consumer; NATS_TIMEOUT when the broker
+ * answered neither with a message nor with the request's end; another
+ * status on failure.
  */
 natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list);
 
@@ -62,10 +74,12 @@ natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
  * messages it was carrying to us (a pull's answer) never arrive, yet the
  * consumer counts them delivered: they would come back only after the ack
  * wait (60 s, WIRE.md §3), and the reader's ack floor, which paces the
- * fan-out, would hold copying up that long. Called between batches, when
- * the worker holds no message of this consumer, after its connection came
- * back, a fetch failed, or every PULL_IDLE_CHECK_MS while it is idle: every message still pending for us is lost, so
- * each one is NAKed (redelivered at once). The pending ones are those
+ * fan-out, would hold copying up that long. Called between batches, after
+ * its connection came back, a fetch failed, or every PULL_IDLE_CHECK_MS
+ * while it is idle: every message still pending for us is taken as lost,
+ * so each one is NAKed (redelivered at once), and the open request is
+ * forgotten (a lost node took it along). A message already on its way to
+ * us may so come twice: a duplicate, never a loss. The pending ones are those
  * between the ack floor and the last delivered (at most PULL_RECOVER_MAX,
  * the ones holding the floor first); a NAK of one already acked is ignored
  * by the broker. The NAKs carry the ack reply subject's first form

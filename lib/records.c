@@ -715,13 +715,74 @@ skip_value(const char *p, const char *end)
 	return p;
 }
 
+/* A JSON integer as the fan-out writes it (no sign, no leading zero, at
+ * most INT64_MAX), or NULL. */
+static const char *
+canon_uint(const char *p, const char *end, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = p;
+
+	while (p < end && *p >= '0' && *p <= '9' && p - s < 19)
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	if (p == s || (p < end && *p >= '0' && *p <= '9') || (*s == '0' && p - s > 1) ||
+	    v > (uint64_t)INT64_MAX)
+		return NULL;
+	*out = v;
+	return p;
+}
+
+static const char *
+canon_lit(const char *p, const char *end, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0 ? p + n : NULL;
+}
+
+/*
+ * The tail after the message exactly as entry_prefix and entry_build lay
+ * it out, ,"channel":"<c>","seq":N,"reason":"…","generation":G}, read in
+ * place (issue 18: no decode per entry). 0, or -1 when it is laid out any
+ * other way: the caller then decodes it.
+ */
+static int
+tail_canonical(const char *p, const char *end, struct entry_view *v, const char **reason)
+{
+	const char *c;
+
+	if ((p = canon_lit(p, end, ",\"channel\":\"")) == NULL)
+		return -1;
+	for (c = p; p < end && *p != '"'; p++)
+		if (*p == '\\' || (unsigned char)*p < 0x20 || p - c >= CHANNEL_MAX)
+			return -1;
+	if (p == end)
+		return -1;
+	memcpy(v->channel, c, (size_t)(p - c));
+	v->channel[p - c] = '\0';
+	if ((p = canon_lit(p, end, "\",\"seq\":")) == NULL ||
+	    (p = canon_uint(p, end, &v->seq)) == NULL ||
+	    (p = canon_lit(p, end, ",\"reason\":\"")) == NULL)
+		return -1;
+	if ((c = canon_lit(p, end, "durable-channel\"")) != NULL)
+		*reason = "durable-channel";
+	else if ((c = canon_lit(p, end, "live-mention\"")) != NULL)
+		*reason = "live-mention";
+	else
+		return -1;
+	if ((p = canon_lit(c, end, ",\"generation\":")) == NULL ||
+	    (p = canon_uint(p, end, &v->generation)) == NULL || p + 1 != end || *p != '}')
+		return -1;
+	return 0;
+}
+
 int
 entry_view(const char *data, size_t len, struct entry_view *v)
 {
 	static const char head[] = "{\"msg\":{";
-	const char *end = data + len, *m, *me;
+	const char *end = data + len, *m, *me, *reason = NULL;
 	char tail[CHANNEL_MAX + 256], suffix[CHANNEL_MAX + 32];
-	json_t *t, *ch;
+	json_t *t = NULL;
 	int rc = -1;
 
 	memset(v, 0, sizeof(*v));
@@ -731,19 +792,23 @@ entry_view(const char *data, size_t len, struct entry_view *v)
 	if ((me = skip_value(m, end)) == NULL || (size_t)(end - me) >= sizeof(tail) - 1 ||
 	    end - me < 2 || *me != ',')
 		return -1;
-	/* The rest, {"channel":…,"seq":…,…}, is small: decode it. */
-	tail[0] = '{';
-	memcpy(tail + 1, me + 1, (size_t)(end - me - 1));
-	t = json_loadb(tail, (size_t)(end - me), JSON_REJECT_DUPLICATES, NULL);
-	if (!json_is_object(t))
-		goto out;
-	ch = json_object_get(t, "channel");
-	const char *c = json_string_value(ch);
-	const char *reason = json_string_value(json_object_get(t, "reason"));
-	if (c == NULL || strlen(c) > CHANNEL_MAX || !channel_concrete_valid(c) ||
-	    json_object_get(t, "msg") != NULL ||
-	    get_cursor(json_object_get(t, "seq"), &v->seq) != 0 || v->seq == 0 ||
-	    get_cursor(json_object_get(t, "generation"), &v->generation) != 0 || reason == NULL)
+	if (tail_canonical(me, end, v, &reason) != 0) {
+		/* The rest, {"channel":…,"seq":…,…}, is small: decode it. */
+		tail[0] = '{';
+		memcpy(tail + 1, me + 1, (size_t)(end - me - 1));
+		t = json_loadb(tail, (size_t)(end - me), JSON_REJECT_DUPLICATES, NULL);
+		if (!json_is_object(t))
+			goto out;
+		const char *c = json_string_value(json_object_get(t, "channel"));
+		reason = json_string_value(json_object_get(t, "reason"));
+		if (c == NULL || strlen(c) > CHANNEL_MAX || json_object_get(t, "msg") != NULL ||
+		    get_cursor(json_object_get(t, "seq"), &v->seq) != 0 ||
+		    get_cursor(json_object_get(t, "generation"), &v->generation) != 0 ||
+		    reason == NULL)
+			goto out;
+		strcpy(v->channel, c);
+	}
+	if (!channel_concrete_valid(v->channel) || v->seq == 0)
 		goto out;
 	if (strcmp(reason, "durable-channel") == 0)
 		v->reason = REASON_DURABLE;
@@ -753,17 +818,18 @@ entry_view(const char *data, size_t len, struct entry_view *v)
 		goto out;
 	/* The message's own channel must be the entry's, and last: a concrete
 	 * channel needs no escaping. */
-	int n = snprintf(suffix, sizeof(suffix), "\"channel\":\"%s\"}", c);
+	int n = snprintf(suffix, sizeof(suffix), "\"channel\":\"%s\"}", v->channel);
 	size_t ml = (size_t)(me - m);
 	if (n <= 0 || (size_t)n + 1 > ml || memcmp(m + ml - (size_t)n, suffix, (size_t)n) != 0 ||
 	    (m[ml - (size_t)n - 1] != ',' && m[ml - (size_t)n - 1] != '{'))
 		goto out;
-	strcpy(v->channel, c);
 	v->msg = m;
 	v->msglen = ml;
 	rc = 0;
 out:
 	json_decref(t);
+	if (rc != 0)
+		v->channel[0] = '\0';
 	return rc;
 }
 

@@ -22,6 +22,7 @@
 
 #include "lib/aclindex.h"
 #include "lib/clock.h"
+#include "lib/jsack.h"
 #include "lib/kvmirror.h"
 #include "lib/log.h"
 #include "lib/pubbatch.h"
@@ -601,12 +602,10 @@ fanout_batch(natsMsgList *list)
 	/* Fetch, check: decode every post before routing any. */
 	for (int i = 0; i < list->Count; i++) {
 		struct post *p = &posts[i];
-		jsMsgMetaData *md = NULL;
+		struct js_ack_meta md;
 		p->m = list->Msgs[i];
-		if (natsMsg_GetMetaData(&md, p->m) == NATS_OK) {
-			p->seq = md->Sequence.Stream;
-			jsMsgMetaData_Destroy(md);
-		}
+		if (js_ack_meta(natsMsg_GetReply(p->m), &md))
+			p->seq = md.sseq;
 		if (chat_subject_parse(natsMsg_GetSubject(p->m), F.prefix, &p->cs, why,
 		    sizeof(why)) != 0) {
 			log_drop(DROP_SUBJECT, p->seq, why);
@@ -722,8 +721,8 @@ setup(char *err, size_t errlen)
 	snprintf(F.inbox, sizeof(F.inbox), "INBOX_%s", token);
 	F.lead_head = F.lead_n = F.lead_posts = 0;
 	snprintf(filter, sizeof(filter), "cotal.%s.chat.>", token);
-	if (pubbatch_init(&F.pub, W.nc) != 0) {
-		snprintf(err, errlen, "cannot make a JetStream context");
+	if (pubbatch_init(&F.pub, W.nc, W.cfg.inbox_prefix) != 0) {
+		snprintf(err, errlen, "cannot make a JetStream context or subscribe for PubAcks");
 		return -1;
 	}
 	/* WIRE.md §3: durable pull, explicit ack, ack wait 60 s, deliver new. */

@@ -21,6 +21,7 @@
 
 #include "lib/aclindex.h"
 #include "lib/clock.h"
+#include "lib/jsack.h"
 #include "lib/kvmirror.h"
 #include "lib/log.h"
 #include "lib/natsconn.h"
@@ -240,12 +241,11 @@ reader_batch(natsMsgList *list)
 	worker_count(C_ENTRIES, (uint64_t)list->Count);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
-		jsMsgMetaData *md = NULL;
+		struct js_ack_meta md;
 		it->m = list->Msgs[i];
-		if (natsMsg_GetMetaData(&md, it->m) == NATS_OK) {
-			it->seq = md->Sequence.Stream;
-			it->delivered = md->NumDelivered;
-			jsMsgMetaData_Destroy(md);
+		if (js_ack_meta(natsMsg_GetReply(it->m), &md)) {
+			it->seq = md.sseq;
+			it->delivered = md.delivered;
 		}
 		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
 		    sizeof(why)) != 0 || item_parse(it, why, sizeof(why)) != 0) {
@@ -387,8 +387,8 @@ setup(char *err, size_t errlen)
 	snprintf(R.prefix, sizeof(R.prefix), "cotal.%s", token);
 	snprintf(R.stream, sizeof(R.stream), "INBOX_%s", token);
 	snprintf(filter, sizeof(filter), "cotal.%s.dinbox.>", token);
-	if (pubbatch_init(&R.pub, W.nc) != 0) {
-		snprintf(err, errlen, "cannot make a JetStream context");
+	if (pubbatch_init(&R.pub, W.nc, W.cfg.inbox_prefix) != 0) {
+		snprintf(err, errlen, "cannot make a JetStream context or subscribe for PubAcks");
 		return -1;
 	}
 	/* WIRE.md §3: durable pull, explicit ack, ack wait 60 s, deliver all,

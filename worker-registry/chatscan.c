@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/jsack.h"
 #include "lib/natsconn.h"
 #include "lib/pull.h"
 #include "lib/worker.h"
@@ -21,14 +22,9 @@
 uint64_t
 chat_seq(natsMsg *m)
 {
-	jsMsgMetaData *md = NULL;
-	uint64_t seq = 0;
+	struct js_ack_meta md;
 
-	if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
-		seq = md->Sequence.Stream;
-		jsMsgMetaData_Destroy(md);
-	}
-	return seq;
+	return js_ack_meta(natsMsg_GetReply(m), &md) ? md.sseq : 0;
 }
 
 static void

@@ -326,8 +326,8 @@ catchup(struct request *r, struct member_row *row, uint64_t *fence, bool *evicte
 	snprintf(name, sizeof(name), "cu_%s-%s-%s_%" PRIu64, row->who.owner, row->who.actor,
 	    row->who.uid, row->generation);
 	strmap_init(&c.per_subject);
-	if (pubbatch_init(&c.pub, W.nc) != 0)
-		fatalx("cannot make a JetStream context");
+	if (pubbatch_init(&c.pub, W.nc, W.cfg.inbox_prefix) != 0)
+		fatalx("cannot make a JetStream context or subscribe for PubAcks");
 	rc = chat_scan(name, row->channel, row->join_cursor + 1, *fence, catchup_batch, &c,
 	    &pending, c.err, sizeof(c.err));
 	*evicted = c.evicted;

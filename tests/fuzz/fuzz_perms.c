@@ -6,8 +6,11 @@
  *      check of every need of the table (lib/needs.c);
  *   1: the rest is two subjects split at the first NUL: subject_covers and
  *      subject_overlaps, and what must hold between them;
- *   2: the rest is a reply subject: js_ack_meta.
+ *   2: the rest is a reply subject: js_ack_meta;
+ *   3: the rest is a PubAck: js_puback_parse, which must agree with a
+ *      full decode on every answer it accepts.
  */
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +87,23 @@ subjects(const uint8_t *data, size_t size)
 	free(a);
 }
 
+static void
+puback(const char *d, size_t n)
+{
+	char why[256];
+	uint64_t seq = 0;
+
+	if (js_puback_parse(d, n, &seq, why, sizeof(why)) != 0)
+		return;
+	/* Accepted: a JSON object whose seq is that number, and no error. */
+	json_t *doc = json_loadb(d, n, 0, NULL);
+	json_t *sq = json_object_get(doc, "seq");
+	if (!json_is_object(doc) || json_object_get(doc, "error") != NULL ||
+	    !json_is_integer(sq) || (uint64_t)json_integer_value(sq) != seq || seq == 0)
+		abort();
+	json_decref(doc);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -92,7 +112,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size == 0)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0:
 		claims(data + 1, size - 1);
 		break;
@@ -106,6 +126,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s[size - 1] = '\0';
 		(void)js_ack_meta(s, &m);
 		free(s);
+		break;
+	case 3:
+		puback((const char *)data + 1, size - 1);
 		break;
 	}
 	return 0;

@@ -225,6 +225,50 @@ test_ack_metadata_both_forms(void **state)
 	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.99999999999999999999.3", &m));
 }
 
+/* Issue 18: the PubAck read in place, and in full where it is not the
+ * common answer. */
+static void
+test_puback_read_in_place_and_in_full(void **state)
+{
+	static const struct {
+		const char *body;
+		int rc;
+		uint64_t seq;
+		const char *why;
+	} cases[] = {
+		{ "{\"stream\":\"INBOX_s\",\"seq\":42}", 0, 42, NULL },
+		{ "{\"stream\":\"INBOX_s\",\"seq\":42,\"duplicate\":true}", 0, 42, NULL },
+		{ "{\"stream\":\"INBOX_s\",\"domain\":\"d\",\"seq\":7}", 0, 7, NULL },
+		{ "{\"seq\":9,\"stream\":\"INBOX_s\"}", 0, 9, NULL },                  /* decoded */
+		{ "{\"stream\":\"error\",\"seq\":5}", 0, 5, NULL },                     /* decoded */
+		{ "{\"stream\":\"INBOX_s\",\"seq\": 11}", 0, 11, NULL },               /* decoded */
+		{ "{\"error\":{\"code\":503,\"err_code\":10077,\"description\":\"maximum messages "
+		  "exceeded\"},\"stream\":\"INBOX_s\",\"seq\":0}", -1, 0,
+		  "maximum messages exceeded (err_code 10077)" },
+		{ "{\"stream\":\"INBOX_s\",\"seq\":1,\"error\":{\"code\":400}}", -1, 0,
+		  "an error without a description (err_code 0)" },
+		{ "{\"stream\":\"INBOX_s\",\"seq\":0}", -1, 0, "a PubAck without a stream sequence" },
+		{ "{\"stream\":\"INBOX_s\",\"seq\":99999999999999999999}", -1, 0, NULL },
+		{ "{\"stream\":\"INBOX_s\"}", -1, 0, "a PubAck without a stream sequence" },
+		{ "", -1, 0, "an empty answer (no stream took the message)" },
+		{ "+OK", -1, 0, "an answer that is not a PubAck" },
+	};
+	char why[256];
+	uint64_t seq;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		why[0] = '\0';
+		int rc = js_puback_parse(cases[i].body, strlen(cases[i].body), &seq, why, sizeof(why));
+		if (rc != cases[i].rc)
+			fail_msg("case %zu: %d, want %d: %s (%s)", i, rc, cases[i].rc, cases[i].body, why);
+		if (rc == 0)
+			assert_true(seq == cases[i].seq);
+		else if (cases[i].why != NULL)
+			assert_string_equal(why, cases[i].why);
+	}
+}
+
 int
 main(void)
 {
@@ -236,6 +280,7 @@ main(void)
 		cmocka_unit_test(test_bad_grants_are_refused_naming_the_field),
 		cmocka_unit_test(test_need_names_are_filled),
 		cmocka_unit_test(test_ack_metadata_both_forms),
+		cmocka_unit_test(test_puback_read_in_place_and_in_full),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

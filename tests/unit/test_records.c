@@ -1731,6 +1731,61 @@ test_entry_view_refuses_what_it_cannot_check(void **state)
 	assert_int_equal(v.reason, REASON_MENTION);
 }
 
+/* Issue 18: the tail read in place agrees with the decode on every
+ * layout; whatever is not the fan-out's own layout is decoded. */
+static void
+test_entry_view_tail_in_place_agrees_with_the_decode(void **state)
+{
+	static const struct {
+		const char *tail;
+		int rc;
+		uint64_t seq, gen;
+		enum entry_reason reason;
+	} cases[] = {
+		/* the fan-out's own layout */
+		{ ",\"channel\":\"c\",\"seq\":42,\"reason\":\"durable-channel\",\"generation\":7}", 0, 42, 7,
+		  REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":9223372036854775807,\"reason\":\"live-mention\","
+		  "\"generation\":0}", 0, 9223372036854775807ULL, 0, REASON_MENTION },
+		/* laid out otherwise: decoded, same answer */
+		{ ", \"channel\": \"c\", \"seq\": 42, \"reason\": \"durable-channel\", \"generation\": 7 }",
+		  0, 42, 7, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"generation\":7,\"seq\":42,\"reason\":\"durable-channel\"}", 0, 42, 7,
+		  REASON_DURABLE },
+		{ ",\"channel\":\"\\u0063\",\"seq\":42,\"reason\":\"durable-channel\",\"generation\":7}", 0,
+		  42, 7, REASON_DURABLE },
+		/* refused both ways */
+		{ ",\"channel\":\"c\",\"seq\":042,\"reason\":\"durable-channel\",\"generation\":7}", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":9223372036854775808,\"reason\":\"durable-channel\","
+		  "\"generation\":7}", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":-1,\"reason\":\"durable-channel\",\"generation\":7}", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":1,\"reason\":\"durable-channel\",\"generation\":7}x", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":1,\"reason\":\"durable-channel\",\"generation\":7,"
+		  "\"generation\":8}", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"d\",\"seq\":1,\"reason\":\"durable-channel\",\"generation\":7}", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":1.5,\"reason\":\"durable-channel\",\"generation\":7}", -1, 0, 0, REASON_DURABLE },
+		{ ",\"channel\":\"c\",\"seq\":1,\"reason\":\"durable-channelx\",\"generation\":7}", -1, 0, 0, REASON_DURABLE },
+	};
+	char buf[512];
+	struct entry_view v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = snprintf(buf, sizeof(buf), "{\"msg\":{\"id\":\"a\",\"channel\":\"c\"}%s",
+		    cases[i].tail);
+		int rc = entry_view(buf, (size_t)n, &v);
+		if (rc != cases[i].rc)
+			fail_msg("case %zu: entry_view %d, want %d: %s", i, rc, cases[i].rc, buf);
+		if (rc != 0)
+			continue;
+		assert_string_equal(v.channel, "c");
+		assert_true(v.seq == cases[i].seq);
+		assert_true(v.generation == cases[i].gen);
+		assert_int_equal(v.reason, cases[i].reason);
+		assert_int_equal(v.msglen, strlen("{\"id\":\"a\",\"channel\":\"c\"}"));
+	}
+}
+
 int
 main(void)
 {
@@ -1786,6 +1841,7 @@ main(void)
 		cmocka_unit_test(test_frame_build_overwrites_msg_channel),
 		cmocka_unit_test(test_entry_view_takes_the_fanouts_entry_apart),
 		cmocka_unit_test(test_entry_view_refuses_what_it_cannot_check),
+		cmocka_unit_test(test_entry_view_tail_in_place_agrees_with_the_decode),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
