@@ -90,9 +90,9 @@ static const struct ipc_role {
 	const char *role;
 	const char *counters[IPC_COUNTERS];
 } roles[] = {
-	{ "fanout", { "posts", "copies", "acked", "dropped", "retried",
+	{ "fanout", { "posts", "copies", "acked", "dropped", "retried", "batches",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
-	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried",
+	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried", "batches",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
 	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
 	    "evictions", "unanswered", [IPC_COUNTER_VIOLATIONS] = "violations" } },

@@ -169,6 +169,14 @@ conn_reconnects(natsConnection *nc)
 	return n;
 }
 
+#define PUSH_MS 2000
+
+void
+conn_push(natsConnection *nc)
+{
+	natsConnection_FlushTimeout(nc, PUSH_MS);
+}
+
 int
 conn_open(const struct conn_opts *o, const struct creds *c, natsConnection **out,
 	  char *err, size_t errlen)

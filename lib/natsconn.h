@@ -70,6 +70,14 @@ natsStatus conn_servers(natsOptions *opts, const char *url);
  * connection failed over, and what a lost server held for it (a watch's
  * consumer, deliveries in flight) may be gone. 0 when unknown. */
 uint64_t conn_reconnects(natsConnection *nc);
+/*
+ * Send what is buffered now, before waiting on its answer. libnats 3.4.1's
+ * flusher thread holds every buffered write back for a millisecond to
+ * gather more (conn.c _flusher), so a request left to it waits that long
+ * before it leaves (issue 18: up to 1 ms per hop). A PING goes out with the
+ * buffer and its PONG is awaited, which the caller's own wait hides.
+ */
+void conn_push(natsConnection *nc);
 
 /* A fresh unique subject token of [A-Za-z0-9] (nats.c's inbox NUID), for
  * reply subjects and consumer names under the credential's own prefix.

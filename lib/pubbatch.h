@@ -33,6 +33,8 @@ struct pubbatch {
 	int *item_of;             /* publish n -> its item, or -1 once answered */
 	size_t npub, cap_pub;     /* publishes of this batch */
 	size_t inflight;          /* published, not answered */
+	natsMsg **spent;          /* published or answered, destroyed together */
+	size_t nspent, cap_spent;
 	bool *failed;
 	int nitems, cap_items;
 	uint64_t max_seq;         /* highest stream sequence a PubAck named */

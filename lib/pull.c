@@ -266,9 +266,12 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 	while (list->Count == 0) {
 		if ((st = request_state(p)) < 0)
 			return NATS_TIMEOUT;
-		if (st == 0 && (s = request(p, request_size(max, 0), wait_ms > 0 ? wait_ms :
-		    PULL_WAIT_MS)) != NATS_OK)
-			return s;
+		if (st == 0) {
+			if ((s = request(p, request_size(max, 0), wait_ms > 0 ? wait_ms :
+			    PULL_WAIT_MS)) != NATS_OK)
+				return s;
+			conn_push(p->nc);
+		}
 		int64_t left = quiet - mono_ms(), overdue = p->req_until + PULL_ANSWER_MS - mono_ms();
 		if (left <= 0)
 			return NATS_OK; /* a quiet consumer; the request stays open */
@@ -279,12 +282,18 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 	}
 	/* What is pending behind, until the batch is full or nothing is. */
 	while (list->Count < max && p->behind > 0) {
-		if (request_state(p) == 0 &&
-		    request(p, request_size(max, list->Count), PULL_WAIT_MS) != NATS_OK)
-			break; /* handle what we have; the next fetch sees the failure */
+		if (request_state(p) == 0) {
+			if (request(p, request_size(max, list->Count), PULL_WAIT_MS) != NATS_OK)
+				break; /* handle what we have; the next fetch sees the failure */
+			conn_push(p->nc);
+		}
 		if (next(p, list, PULL_BEHIND_MS, &s) <= 0)
 			break; /* said pending, yet nothing came in time: hand on what we have */
 	}
+	/* And what arrived meanwhile, without waiting for it. */
+	for (int got = 1; got != 0 && list->Count < max;)
+		if ((got = next(p, list, 0, &s)) < 0)
+			break;
 	/* More pending than this batch holds: the next request goes out now,
 	 * so its messages arrive while this batch is handled. */
 	if (p->behind > 0 && request_state(p) == 0)

@@ -53,7 +53,7 @@
 #define LEAD_POLL_MS 20           /* the reader's progress, asked this often */
 
 /* Counters (ipc.c names them). */
-enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED };
+enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED, C_BATCHES };
 
 /* The membership rows of one channel. */
 struct roster {
@@ -598,6 +598,7 @@ fanout_batch(natsMsgList *list)
 	if (posts == NULL)
 		fatalx("out of memory");
 	worker_count(C_POSTS, (uint64_t)list->Count);
+	worker_count(C_BATCHES, 1);
 
 	/* Fetch, check: decode every post before routing any. */
 	for (int i = 0; i < list->Count; i++) {

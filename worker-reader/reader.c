@@ -41,7 +41,7 @@
 #define BAD_LOG_EVERY_MS 10000
 
 /* Counters (ipc.c names them). */
-enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED };
+enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED, C_BATCHES };
 
 struct reader {
 	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
@@ -239,6 +239,7 @@ reader_batch(natsMsgList *list)
 	if (items == NULL)
 		fatalx("out of memory");
 	worker_count(C_ENTRIES, (uint64_t)list->Count);
+	worker_count(C_BATCHES, 1);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		struct js_ack_meta md;
