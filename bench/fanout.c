@@ -18,7 +18,10 @@
  *
  *   bench_fanout [--copies N] [--members 1,10,100,1000] [--other-rows R]
  *                [--latency-posts K] [--latency-at F,F] [--sync always|default]
- *                [--cluster]
+ *                [--cluster] [--rows-rss N]
+ *
+ * --rows-rss N: after the rounds, every worker's RSS before and after N
+ * lifecycles' read-ACL and membership rows are added (memory per row).
  *
  * --cluster: on a 3-node cluster on loopback (h_cluster_up), every stream
  * with 3 replicas, the raw stream too; the broker's CPU is the three nodes'.
@@ -488,6 +491,83 @@ raw_ceiling(int n, int members)
 	return n / s;
 }
 
+/* A worker's resident memory in kB (VmRSS). */
+static long
+rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * Issue 18: memory per row. n lifecycles, each with a read-ACL row and a
+ * membership row (on n / 100 channels of 100 members), published to the
+ * buckets asynchronously; a post on one of the channels then makes the
+ * fan-out and the reader read their mirrors to the end (the barrier), and
+ * every worker's RSS is read before and after. Bytes per lifecycle (one
+ * ACL row and one membership row).
+ */
+static void
+rows_rss(int n)
+{
+	static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
+	char subj[512], body[1024], actor[40], uid[27], channel[64];
+	long before[4], after[4];
+	jsPubOptions po;
+
+	for (int k = 0; k < 4; k++)
+		before[k] = rss_kb(h_daemon_worker_pid(&dmn, roles[k]));
+	uint64_t join = 0;
+	if (h_chat_last_seq(&prov, &mesh, &join) != 0)
+		die("chat info", NULL);
+	for (int i = 0; i < n; i++) {
+		random_token(actor, 21, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567");
+		random_token(uid, 27, "abcdefghijklmnopqrstuvwxyz0123456789");
+		snprintf(channel, sizeof(channel), "rows-%d", i / 100);
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.%s.%s", mesh.token, actor, uid);
+		int len = snprintf(body, sizeof(body), "{\"allowSubscribe\":[\"%s\"],\"revision\":1,"
+		    "\"updatedAt\":%" PRId64 "}", channel, now_ns() / 1000000);
+		if (js_PublishAsync(prov.js, subj, body, len, NULL) != NATS_OK)
+			die("acl row", subj);
+		snprintf(subj, sizeof(subj), "$KV.cotal_members_%s.%s/local.%s.%s", mesh.token, channel,
+		    actor, uid);
+		len = snprintf(body, sizeof(body), "{\"channel\":\"%s\",\"owner\":\"local.%s\","
+		    "\"lifecycleUid\":\"%s\",\"state\":\"durable-active\",\"joinCursor\":%" PRIu64
+		    ",\"generation\":1,\"activated\":true,\"writerIdentity\":\"bench\","
+		    "\"updatedAt\":%" PRId64 "}", channel, actor, uid, join, now_ns() / 1000000);
+		if (js_PublishAsync(prov.js, subj, body, len, NULL) != NATS_OK)
+			die("member row", subj);
+	}
+	jsPubOptions_Init(&po);
+	po.MaxWait = 120000;
+	if (js_PublishAsyncComplete(prov.js, &po) != NATS_OK)
+		die("rows", "PubAcks missing");
+	char dlv[256];
+	snprintf(dlv, sizeof(dlv), "DLV_%s", mesh.token);
+	uint64_t base = stream_last_seq(dlv);
+	post_burst("rows-0", 1, 0);
+	wait_copies(base + 100, now_ns(), "rows-0");
+	sleep(2);
+	for (int k = 0; k < 4; k++)
+		after[k] = rss_kb(h_daemon_worker_pid(&dmn, roles[k]));
+	printf("\nmemory per row: %d lifecycles, each a read-ACL row and a membership row\n\n", n);
+	printf("| worker | RSS before | RSS after | bytes per lifecycle (ACL row + membership row) |\n");
+	printf("|---|---:|---:|---:|\n");
+	for (int k = 0; k < 4; k++)
+		printf("| %s | %.1f MB | %.1f MB | %.0f |\n", roles[k], before[k] / 1024.0,
+		    after[k] / 1024.0, (double)(after[k] - before[k]) * 1024 / n);
+}
+
 /* Rows on channels nobody posts to: routing must not pay for them. */
 static void
 add_other_rows(int n)
@@ -578,7 +658,7 @@ int
 main(int argc, char **argv)
 {
 	int members[MAX_ROUNDS] = { 1, 10, 100, 1000 }, nm = 4, copies = 100000;
-	int other_rows = 10000, lat_posts = 200;
+	int other_rows = 10000, lat_posts = 200, rss_rows = 0;
 	const char *sync = "always";
 	char err[1024];
 	struct result res[MAX_ROUNDS + 1];
@@ -596,6 +676,8 @@ main(int argc, char **argv)
 			sync = argv[++i];
 		else if (strcmp(argv[i], "--cluster") == 0)
 			on_cluster = true;
+		else if (strcmp(argv[i], "--rows-rss") == 0 && i + 1 < argc)
+			rss_rows = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--latency-at") == 0 && i + 1 < argc) {
 			nlat = 0;
 			for (char *t = strtok(argv[++i], ","); t && nlat < LAT_MAX; t = strtok(NULL, ","))
@@ -609,7 +691,7 @@ main(int argc, char **argv)
 		} else {
 			fprintf(stderr, "usage: bench_fanout [--copies N] [--members 1,10,100,1000] "
 			    "[--other-rows R] [--latency-posts K] [--latency-at 0.1,0.5] [--sync always|default] "
-			    "[--cluster]\n");
+			    "[--cluster] [--rows-rss N]\n");
 			return 2;
 		}
 	}
@@ -670,6 +752,8 @@ main(int argc, char **argv)
 		    r->broker_us / r->raw_broker_us, r->raw_consume_us, r->broker_us / floor,
 		    r->posts_per_batch, r->entries_per_batch, r->api_per_kcopy);
 	}
+	if (rss_rows > 0)
+		rows_rss(rss_rows);
 	h_daemon_kill(&dmn);
 	for (int k = 0; k < POSTERS; k++)
 		h_close(&post_conns[k]);

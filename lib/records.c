@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,6 +413,26 @@ get_cursor(json_t *v, uint64_t *out)
 		return -1;
 	*out = (uint64_t)json_integer_value(v);
 	return 0;
+}
+
+size_t
+member_row_size(const struct member_row *r)
+{
+	return offsetof(struct member_row, channel) + strnlen(r->channel, CHANNEL_MAX) + 1;
+}
+
+struct member_row *
+member_row_compact(const struct member_row *r)
+{
+	size_t n = strnlen(r->channel, CHANNEL_MAX);
+	char *p = malloc(offsetof(struct member_row, channel) + n + 1);
+
+	if (p == NULL)
+		return NULL;
+	memcpy(p, r, offsetof(struct member_row, channel));
+	memcpy(p + offsetof(struct member_row, channel), r->channel, n);
+	p[offsetof(struct member_row, channel) + n] = '\0';
+	return (struct member_row *)(void *)p;
 }
 
 int

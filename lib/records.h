@@ -111,7 +111,6 @@ bool channel_pattern_match(const char *pattern, const char *channel);
 
 /* A membership row (WIRE.md §4), key <channel>/<o>.<a>.<uid>. */
 struct member_row {
-	char channel[CHANNEL_MAX + 1];
 	struct lifecycle who;
 	uint64_t join_cursor;
 	bool has_leave;
@@ -119,7 +118,15 @@ struct member_row {
 	uint64_t generation;
 	bool active;      /* state "durable-active" */
 	bool activated;   /* the join's catch-up finished (gates the join report only) */
+	/* Last: an index keeps a row in member_row_size() bytes, the channel
+	 * as long as it is (issue 18: 4 KB per row before). Such a row is read
+	 * through its pointer, never copied whole. */
+	char channel[CHANNEL_MAX + 1];
 };
+/* The bytes a row needs up to its channel's end. */
+size_t member_row_size(const struct member_row *r);
+/* A copy of r in member_row_size(r) bytes (malloc'd), or NULL. */
+struct member_row *member_row_compact(const struct member_row *r);
 /* Split a member key; 0 on success. */
 int member_key_parse(const char *key, char *channel, size_t chlen, struct lifecycle *who);
 bool member_key_format(const char *channel, const struct lifecycle *who, char *buf, size_t len);

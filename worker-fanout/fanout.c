@@ -170,6 +170,7 @@ static void
 members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
 	      int64_t created)
 {
+	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *old, *row;
 	char why[WHY_MAX];
 
@@ -180,14 +181,13 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 	}
 	if (value == NULL)
 		return;
-	if ((row = malloc(sizeof(*row))) == NULL)
-		fatalx("out of memory");
-	if (member_row_parse(key, value, len, row, why, sizeof(why)) != 0) {
+	if (member_row_parse(key, value, len, &parsed, why, sizeof(why)) != 0) {
 		/* Not a row we can route by: it routes nothing. */
 		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
-		free(row);
 		return;
 	}
+	if ((row = member_row_compact(&parsed)) == NULL)
+		fatalx("out of memory");
 	if (strmap_put(&F.rows, key, row, NULL) != 0 || roster_add(row) != 0)
 		fatalx("out of memory");
 }

@@ -62,6 +62,7 @@ static void
 members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
 	      int64_t created)
 {
+	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *row;
 	char why[WHY_MAX];
 
@@ -69,12 +70,10 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 	free(strmap_del(&R.rows, key));
 	if (value == NULL)
 		return;
-	if ((row = malloc(sizeof(*row))) == NULL)
+	if (member_row_parse(key, value, len, &parsed, why, sizeof(why)) != 0)
+		return; /* a row that does not decode authorizes nothing */
+	if ((row = member_row_compact(&parsed)) == NULL)
 		fatalx("out of memory");
-	if (member_row_parse(key, value, len, row, why, sizeof(why)) != 0) {
-		free(row); /* a row that does not decode authorizes nothing */
-		return;
-	}
 	if (strmap_put(&R.rows, key, row, NULL) != 0)
 		fatalx("out of memory");
 }

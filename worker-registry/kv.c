@@ -7,6 +7,7 @@
 #include "worker-registry/registry_int.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ static void
 members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
 	      int64_t created)
 {
+	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct mrow *old, *m;
 	char why[WHY_MAX];
 
@@ -95,14 +97,15 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 		free(old);
 	if (value == NULL)
 		return;
-	if ((m = malloc(sizeof(*m))) == NULL)
-		fatalx("out of memory");
-	if (member_row_parse(key, value, len, &m->row, why, sizeof(why)) != 0) {
+	if (member_row_parse(key, value, len, &parsed, why, sizeof(why)) != 0) {
 		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
-		free(m);
 		return;
 	}
+	size_t sz = offsetof(struct mrow, row) + member_row_size(&parsed);
+	if ((m = malloc(sz)) == NULL)
+		fatalx("out of memory");
 	m->rev = rev;
+	memcpy(&m->row, &parsed, sz - offsetof(struct mrow, row));
 	if (strmap_put(&G.rows, key, m, NULL) != 0)
 		fatalx("out of memory");
 }

@@ -42,9 +42,8 @@ struct request {
 
 /* A membership row as the mirror holds it. */
 struct mrow {
-	struct member_row row;
-	bool activated;
 	uint64_t rev;
+	struct member_row row; /* last: kept in member_row_size() bytes */
 };
 
 struct registry {

@@ -1063,6 +1063,33 @@ test_member_row_parse_good_row(void **state)
 	free(s);
 }
 
+/* Issue 18: an index keeps a row in the bytes its channel needs, every
+ * field intact (4 KB per row before, whatever the channel). */
+static void
+test_member_row_compact_keeps_every_field_in_its_size(void **state)
+{
+	struct member_row r;
+	char why[WHY_MAX], *s;
+
+	(void)state;
+	s = member_row("general", "local.alice", UID_A, "durable-active");
+	assert_int_equal(member_row_parse(MKEY, ROW(s), &r, why, sizeof(why)), 0);
+	free(s);
+	r.has_leave = true;
+	r.leave_cursor = 99;
+	r.activated = true;
+	assert_int_equal(member_row_size(&r), offsetof(struct member_row, channel) + 8);
+	assert_true(member_row_size(&r) < sizeof(r) / 4);
+	struct member_row *c = member_row_compact(&r);
+	assert_non_null(c);
+	assert_string_equal(c->channel, "general");
+	assert_memory_equal(&c->who, &r.who, sizeof(r.who));
+	assert_true(c->join_cursor == r.join_cursor && c->generation == r.generation);
+	assert_true(c->has_leave && c->leave_cursor == 99 && c->active && c->activated);
+	assert_true(membership_eligible(c, 50) == membership_eligible(&r, 50));
+	free(c);
+}
+
 /* The registry writes what it parses back: every field of WIRE.md §4's
  * row, activated and the leave cursor included. */
 static void
@@ -1842,6 +1869,7 @@ main(void)
 		cmocka_unit_test(test_entry_view_takes_the_fanouts_entry_apart),
 		cmocka_unit_test(test_entry_view_refuses_what_it_cannot_check),
 		cmocka_unit_test(test_entry_view_tail_in_place_agrees_with_the_decode),
+		cmocka_unit_test(test_member_row_compact_keeps_every_field_in_its_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
