@@ -210,7 +210,7 @@ request_state(struct puller *p)
 {
 	if (p->credit <= 0)
 		return 0;
-	if (mono_ms() < p->req_until + PULL_ANSWER_MS)
+	if (mono_ms() < p->req_until + PULL_LATE_MS)
 		return 1;
 	p->credit = 0;
 	return -1;
@@ -272,7 +272,7 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 				return s;
 			conn_push(p->nc);
 		}
-		int64_t left = quiet - mono_ms(), overdue = p->req_until + PULL_ANSWER_MS - mono_ms();
+		int64_t left = quiet - mono_ms(), overdue = p->req_until + PULL_LATE_MS - mono_ms();
 		if (left <= 0)
 			return NATS_OK; /* a quiet consumer; the request stays open */
 		if (next(p, list, left < overdue ? left : overdue, &s) < 0)

@@ -24,7 +24,12 @@
 #define PULL_REQUEST_MAX 256 /* messages asked for in one pull request */
 #define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
-#define PULL_ANSWER_MS 5000  /* the broker's answer to a request, beyond its expiry */
+#define PULL_ANSWER_MS 5000  /* a flush of the recovery's NAKs */
+/* A request's end (its 408) this late after its expiry: the consumer's
+ * leader is gone (a node lost), and the consumer is asked what it still
+ * counts as delivered (pull_recover). As long as before issue 18, when a
+ * waiting request had expires + 1 s. */
+#define PULL_LATE_MS 1000
 #define PULL_BEHIND_MS 200   /* a message said more is pending: the next one within this */
 #define PULL_SETUP_RETRY_MS 2000
 #define PULL_ERROR_NAP_MS 200

@@ -35,8 +35,9 @@
 
 #define READER_ACK_WAIT_S 60
 #define READER_MAX_ACK_PENDING 1000   /* WIRE.md §3 */
-/* Half of it: a reader that dies strands its batch until the ack wait runs
- * out, and its successor keeps the other half to go on with. */
+/* Half of it: a reader that dies strands its batch (and the next request's
+ * messages, at most PULL_REQUEST_MAX, lib/pull.h) until the ack wait runs
+ * out, and its successor keeps the rest to go on with. */
 #define READER_BATCH (READER_MAX_ACK_PENDING / 2)
 #define BAD_LOG_EVERY_MS 10000
 

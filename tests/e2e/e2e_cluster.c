@@ -307,28 +307,91 @@ leader_move(const char *stream, const char *consumer, int i, bool onto)
 	    consumer ? " " : "", consumer ? consumer : "", onto ? "to" : "off", node, have);
 }
 
+/*
+ * A replica its stream leader has not heard from for longer than raft's
+ * lost-quorum interval (10 s), though its broker runs: a follower answers
+ * every append entry, heartbeats included (one a second when idle), and the
+ * leader reports it current once an answer reaches its last applied index
+ * (raft.go Peers(): ps.li >= n.applied; trackResponse sets ps.li). A node
+ * that still has not been heard 15 s on is mute: nats-server 2.10 now and
+ * then starts a broker whose raft send queue has no account
+ * (setSystemAccount starts it before it stores the system account; fixed
+ * in 2.11.0), which drops everything its raft groups send for the life of
+ * the process. It is restarted once: a broker that came up broken.
+ */
+#define UNHEARD_NS 10000000000LL
+#define MUTE_MS 15000
+
+static int
+node_of(const char *name)
+{
+	int k = 0;
+
+	return name != NULL && sscanf(name, "cotal_dev_%d", &k) == 1 && k >= 1 && k <= NODES ? k - 1
+	    : -1;
+}
+
 /* Every replica of the stream current again (a node back from a kill). */
 static void
 stream_healed(const char *stream)
 {
+	char last[1024] = "no stream info yet";
+	int64_t unheard_since[NODES] = { 0 };
+	bool restarted[NODES] = { false };
+
 	for (int waited = 0; waited < 60000; waited += 250) {
 		jsStreamInfo *si = NULL;
 		jsErrCode jerr = 0;
 		bool ok = false;
-		if (js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr) == NATS_OK &&
-		    si->Cluster != NULL && si->Cluster->Leader != NULL &&
-		    si->Cluster->ReplicasLen == NODES - 1) {
-			ok = true;
-			for (int k = 0; k < si->Cluster->ReplicasLen; k++)
-				ok = ok && si->Cluster->Replicas[k]->Current &&
-				    !si->Cluster->Replicas[k]->Offline;
+		natsStatus s = js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr);
+		if (s != NATS_OK) {
+			snprintf(last, sizeof(last), "stream info: %s (%d)", natsStatus_GetText(s),
+			    (int)jerr);
+		} else if (si->Cluster == NULL || si->Cluster->Leader == NULL) {
+			snprintf(last, sizeof(last), "no leader");
+		} else {
+			jsClusterInfo *ci = si->Cluster;
+			size_t w = (size_t)snprintf(last, sizeof(last), "leader %s, %d replicas:",
+			    ci->Leader, ci->ReplicasLen);
+			ok = ci->ReplicasLen == NODES - 1;
+			for (int k = 0; k < ci->ReplicasLen; k++) {
+				jsPeerInfo *r = ci->Replicas[k];
+				int node = node_of(r->Name);
+				bool unheard = !r->Current && (r->Active == 0 || r->Active > UNHEARD_NS);
+				ok = ok && r->Current && !r->Offline;
+				w += (size_t)snprintf(last + w, w < sizeof(last) ? sizeof(last) - w : 0,
+				    " %s current %s offline %s active %lld ms lag %" PRIu64 ";",
+				    r->Name ? r->Name : "?", r->Current ? "yes" : "no",
+				    r->Offline ? "yes" : "no", (long long)(r->Active / 1000000),
+				    r->Lag);
+				if (node < 0)
+					continue;
+				if (!unheard || r->Offline || mesh.nodes[node].pid <= 0) {
+					unheard_since[node] = 0;
+					continue;
+				}
+				if (unheard_since[node] == 0)
+					unheard_since[node] = now_ms();
+				if (now_ms() - unheard_since[node] < MUTE_MS || restarted[node])
+					continue;
+				printf("• %s: leader %s has not heard from %s for %lld ms though its "
+				    "broker (pid %d) runs: its raft messages are dropped (nats-server "
+				    "2.10's raft send queue without an account); restarting node %d\n",
+				    stream, ci->Leader, r->Name, (long long)(r->Active / 1000000),
+				    (int)mesh.nodes[node].pid, node + 1);
+				restarted[node] = true;
+				unheard_since[node] = 0;
+				h_node_kill(&mesh, node);
+				if (h_node_start(&mesh, node) != 0)
+					fail_msg("%s: node %d did not start again", stream, node + 1);
+			}
 		}
 		jsStreamInfo_Destroy(si);
 		if (ok)
 			return;
 		nap(250);
 	}
-	fail_msg("%s: its replicas did not catch up within 60 s", stream);
+	fail_msg("%s: its replicas did not catch up within 60 s (%s)", stream, last);
 }
 
 static void

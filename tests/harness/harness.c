@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <glob.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include <openssl/evp.h>
 
 #include "lib/natsconn.h"
 #include "lib/tokens.h"
@@ -678,6 +681,200 @@ free_ports(int *ports, int n)
 }
 
 #define CLUSTER_READY_MS 60000 /* JetStream elects its meta leader, then places */
+/* A node the JetStream meta leader hears from joins the meta group within a
+ * second or two (the leader's first heartbeat answer proposes it). */
+#define META_JOIN_MS 20000
+#define META_JOIN_RESTARTS 2
+
+/* A value of node i's config ("key: value", quotes dropped) into out. */
+static bool
+node_conf_value(struct mesh *m, int i, const char *key, char *out, size_t outlen)
+{
+	char line[H_PATH_MAX + 64];
+	size_t kl = strlen(key);
+	bool found = false;
+	FILE *f = fopen(m->nodes[i].conf, "r");
+
+	while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+		char *p = line;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (strncmp(p, key, kl) != 0 || p[kl] != ':')
+			continue;
+		p += kl + 1;
+		while (*p == ' ' || *p == '"')
+			p++;
+		size_t n = strcspn(p, "\"\r\n");
+		if (n < outlen) {
+			memcpy(out, p, n);
+			out[n] = '\0';
+			found = true;
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+	return found;
+}
+
+/* Node i's raft peer id: nats-server's getHash(server_name), the first 8
+ * bytes of its SHA-256 mapped onto 62 letters and digits. */
+static bool
+node_peer_id(struct mesh *m, int i, char id[9])
+{
+	static const char digits[] =
+	    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+	unsigned char sha[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	char name[128];
+
+	if (!node_conf_value(m, i, "server_name", name, sizeof(name)) ||
+	    EVP_Digest(name, strlen(name), sha, &len, EVP_sha256(), NULL) != 1 || len < 8)
+		return false;
+	for (int k = 0; k < 8; k++)
+		id[k] = digits[sha[k] % 62];
+	id[8] = '\0';
+	return true;
+}
+
+/*
+ * The JetStream meta group as node i's store records it: the raft peer
+ * state file <store_dir>/jetstream/<system account>/_js_/_meta_/peers.idx
+ * (nats-server's encodePeerState, the same from 2.9 to 2.14: cluster size
+ * and peer count, little-endian uint32 each, then 8-byte peer ids). The
+ * number of peers read, or -1 when there is none yet.
+ */
+static int
+meta_peers(struct mesh *m, int i, int *csz, char ids[][9], int max)
+{
+	char store[H_PATH_MAX], pat[H_PATH_MAX + 64];
+	unsigned char buf[8 + 8 * H_NODES_MAX];
+	glob_t g;
+	size_t n = 0;
+	int count = -1;
+
+	if (!node_conf_value(m, i, "store_dir", store, sizeof(store)))
+		return -1;
+	snprintf(pat, sizeof(pat), "%s/jetstream/*/_js_/_meta_/peers.idx", store);
+	if (glob(pat, 0, NULL, &g) != 0)
+		return -1;
+	FILE *f = fopen(g.gl_pathv[0], "rb");
+	if (f != NULL) {
+		n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+	}
+	globfree(&g);
+	if (n < 8)
+		return -1;
+	*csz = (int)(buf[0] | buf[1] << 8 | buf[2] << 16 | (unsigned)buf[3] << 24);
+	count = (int)(buf[4] | buf[5] << 8 | buf[6] << 16 | (unsigned)buf[7] << 24);
+	if (count < 0 || count > max || n < 8 + 8 * (size_t)count)
+		return -1;
+	for (int k = 0; k < count; k++) {
+		memcpy(ids[k], buf + 8 + 8 * k, 8);
+		ids[k][8] = '\0';
+	}
+	return count;
+}
+
+/*
+ * Which nodes the JetStream meta group lacks: absent from the meta peer
+ * state of a majority of the nodes (a node left out still records its own
+ * bootstrap state, itself alone, or the group's without itself). Into
+ * out[] (true: left out), and each node's record as words into why. The
+ * number left out; 0 once every node records all n as known peers; -1
+ * while that is not so and nobody is left out yet.
+ */
+static int
+meta_left_out(struct mesh *m, int n, bool *out, char *why, size_t whylen)
+{
+	char ids[H_NODES_MAX][H_NODES_MAX][9], self[H_NODES_MAX][9];
+	int count[H_NODES_MAX], csz[H_NODES_MAX], full = 0, left = 0;
+	size_t w = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!node_peer_id(m, i, self[i]))
+			snprintf(self[i], sizeof(self[i]), "?");
+		csz[i] = 0;
+		count[i] = meta_peers(m, i, &csz[i], ids[i], H_NODES_MAX);
+		full += count[i] == n && csz[i] == n;
+		w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0,
+		    "%snode %d (peer %s): ", i ? "; " : "", i + 1, self[i]);
+		if (count[i] < 0)
+			w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0, "no meta state");
+		else
+			w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0,
+			    "cluster size %d, known peers", csz[i]);
+		for (int k = 0; k < count[i]; k++)
+			w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0, " %s", ids[i][k]);
+	}
+	if (full == n)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		int absent = 0;
+		for (int j = 0; j < n; j++) {
+			bool listed = false;
+			for (int k = 0; k < count[j]; k++)
+				listed = listed || strcmp(ids[j][k], self[i]) == 0;
+			absent += count[j] >= 0 && !listed;
+		}
+		out[i] = self[i][0] != '?' && absent > n / 2;
+		left += out[i];
+	}
+	return left > 0 ? left : -1;
+}
+
+/*
+ * Every node in the JetStream meta group before the space is placed. A node
+ * the meta leader never hears from stays out of it: its replicas cannot be
+ * placed ("no suitable peers for placement", no reason given: the leader's
+ * peer list is one short). nats-server 2.10 starts such a node now and
+ * then: setSystemAccount starts the raft send queue's goroutine
+ * (newSendQ) before it stores the system account (sysAcc.Store), and a
+ * goroutine that looks first registers its client with no account; every
+ * raft message the node sends after that (vote requests, append entry
+ * answers) is dropped (processInboundClientMsg: c.acc == nil), for the
+ * life of the process, while it hears the others. Fixed in 2.11.0 (the
+ * queue is given the account). Such a node is restarted: it is a broker
+ * that came up broken, not a state of the cluster under test.
+ */
+static int
+cluster_meta_joined(struct mesh *m, int n)
+{
+	char why[2048];
+	bool out[H_NODES_MAX];
+
+	for (int round = 0;; round++) {
+		int left = -1;
+		for (int64_t until = now_ms() + META_JOIN_MS; now_ms() < until;) {
+			if ((left = meta_left_out(m, n, out, why, sizeof(why))) == 0)
+				return 0;
+			sleep_ms(250);
+		}
+		if (left < 0) {
+			/* No verdict (a broker that keeps no peers.idx): placement
+			 * will tell. */
+			fprintf(stderr, "• harness: the JetStream meta group did not record all %d "
+			    "nodes within %d ms (%s); provisioning anyway\n", n, META_JOIN_MS, why);
+			return 0;
+		}
+		if (round == META_JOIN_RESTARTS) {
+			fprintf(stderr, "✗ harness: the JetStream meta group still lacks a node after "
+			    "%d restarts: %s\n", round, why);
+			return -1;
+		}
+		for (int i = 0; i < n; i++) {
+			if (!out[i])
+				continue;
+			fprintf(stderr, "• harness: node %d is not in the JetStream meta group %d ms "
+			    "after start (%s): its raft messages never reach the leader (nats-server "
+			    "2.10's send queue without an account); restarting it\n", i + 1,
+			    META_JOIN_MS, why);
+			h_node_kill(m, i);
+			if (h_node_start(m, i) != 0)
+				return -1;
+		}
+	}
+}
 
 int
 h_cluster_up(struct mesh *m, const char *space, int n, int replicas)
@@ -725,6 +922,8 @@ h_cluster_up(struct mesh *m, const char *space, int n, int replicas)
 			return -1;
 	}
 	m->port = m->nodes[0].port;
+	if (cluster_meta_joined(m, n) != 0)
+		return -1;
 	if (replicas > 0) {
 		/* The cluster answers JetStream requests once its meta leader is
 		 * elected: provision until then. */
@@ -733,8 +932,12 @@ h_cluster_up(struct mesh *m, const char *space, int n, int replicas)
 		while (h_cotal(m, out, sizeof(out), "space", "provision", space, "--replicas", reps,
 		    NULL) != 0) {
 			if (now_ms() > until) {
+				char why[2048];
+				bool left[H_NODES_MAX];
+				meta_left_out(m, n, left, why, sizeof(why));
 				fprintf(stderr, "✗ harness: cotal space provision --replicas %s failed "
-				    "for %d ms:\n%s", reps, CLUSTER_READY_MS, out);
+				    "for %d ms (JetStream meta group: %s):\n%s", reps, CLUSTER_READY_MS,
+				    why, out);
 				return -1;
 			}
 			sleep_ms(500);
