@@ -72,6 +72,11 @@ answer(struct pubbatch *b, natsMsg *m)
 			    strcmp(status, "503") == 0 ? " (no stream listens on the subject)" : "");
 		snprintf(text, sizeof(text), "publish %zu of the batch: %s", n, why);
 		mark_failed(b, item, text);
+		/* An answer with a body is the stream's own word on it; an
+		 * empty one (503: nobody took it, a leader being elected) is
+		 * not. */
+		if (natsMsg_GetDataLength(m) > 0 && item >= 0 && item < b->nitems)
+			b->refused[item] = true;
 		return;
 	}
 	if (seq > b->max_seq)
@@ -158,6 +163,7 @@ pubbatch_destroy(struct pubbatch *b)
 	jsCtx_Destroy(b->js);
 	free(b->item_of);
 	free(b->failed);
+	free(b->refused);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -169,10 +175,15 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 		if (f == NULL)
 			return -1;
 		b->failed = f;
+		if ((f = realloc(b->refused, (size_t)nitems * sizeof(bool))) == NULL)
+			return -1;
+		b->refused = f;
 		b->cap_items = nitems;
 	}
-	if (nitems > 0)
+	if (nitems > 0) {
 		memset(b->failed, 0, (size_t)nitems * sizeof(bool));
+		memset(b->refused, 0, (size_t)nitems * sizeof(bool));
+	}
 	b->nitems = nitems;
 	b->gen++;
 	b->npub = 0;
@@ -290,4 +301,10 @@ bool
 pubbatch_failed(struct pubbatch *b, int item)
 {
 	return item >= 0 && item < b->nitems && b->failed[item];
+}
+
+bool
+pubbatch_refused(struct pubbatch *b, int item)
+{
+	return item >= 0 && item < b->nitems && b->refused[item];
 }

@@ -36,6 +36,7 @@ struct pubbatch {
 	natsMsg **spent;          /* published or answered, destroyed together */
 	size_t nspent, cap_spent;
 	bool *failed;
+	bool *refused;            /* failed by the broker's own refusal (a PubAck error) */
 	int nitems, cap_items;
 	uint64_t max_seq;         /* highest stream sequence a PubAck named */
 	bool broken;              /* a publish of this batch failed: fail the rest at once */
@@ -55,5 +56,9 @@ void pubbatch_fail(struct pubbatch *b, int item, const char *why);
 /* Wait for the PubAcks; those not in by then fail their items. */
 void pubbatch_wait(struct pubbatch *b);
 bool pubbatch_failed(struct pubbatch *b, int item);
+/* Failed because the broker answered with a refusal (an error PubAck),
+ * not for want of an answer or a connection: the same publish would be
+ * refused again. */
+bool pubbatch_refused(struct pubbatch *b, int item);
 
 #endif

@@ -104,6 +104,22 @@ log_bad_entry(uint64_t seq, const char *why)
 	suppressed = 0;
 }
 
+/* Frames that got no answer, retried: one line per BAD_LOG_EVERY_MS. */
+static void
+log_unanswered(int n, const char *why)
+{
+	static int64_t last;
+	static uint64_t since;
+
+	since += (uint64_t)n;
+	if (last != 0 && mono_ms() - last < BAD_LOG_EVERY_MS)
+		return;
+	log_warnx("%" PRIu64 " frames not stored yet, their entries retried in %d ms: %s", since,
+	    READER_RETRY_MS, why);
+	last = mono_ms();
+	since = 0;
+}
+
 /* Retry later, or give up at the limit (the entry stays in the store). */
 static void
 retry_or_give_up(natsMsg *m, uint64_t seq, uint64_t delivered, const char *lc, const char *why)
@@ -321,6 +337,7 @@ reader_batch(natsMsgList *list)
 	pubbatch_wait(&R.pub);
 
 	/* Ack. */
+	int unanswered = 0;
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		if (!it->parsed) {
@@ -330,8 +347,19 @@ reader_batch(natsMsgList *list)
 		}
 		switch (it->v) {
 		case V_DELIVER:
-			if (pubbatch_failed(&R.pub, i)) {
+			if (pubbatch_refused(&R.pub, i)) {
+				/* The stream refuses this frame: it would forever. */
 				retry_or_give_up(it->m, it->seq, it->delivered, it->lc, R.pub.error);
+				break;
+			}
+			if (pubbatch_failed(&R.pub, i)) {
+				/* No answer (a leader being elected, the connection
+				 * lost): retried for as long as it takes, never given
+				 * up, whatever the delivery count (the recovery of
+				 * issue 15 counts deliveries too). */
+				pull_nak(&R.pull, it->m, READER_RETRY_MS);
+				worker_count(C_RETRIED, 1);
+				unanswered++;
 				break;
 			}
 			pull_ack(&R.pull, it->m);
@@ -356,6 +384,8 @@ reader_batch(natsMsgList *list)
 		}
 	}
 	fence_done(&W.fence);
+	if (unanswered > 0)
+		log_unanswered(unanswered, R.pub.error);
 	for (int i = 0; i < list->Count; i++)
 		if (items[i].parsed && items[i].v == V_RETIRED)
 			remove_retired(items[i].m, items[i].seq, items[i].delivered, &items[i].e,

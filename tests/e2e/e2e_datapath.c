@@ -638,6 +638,54 @@ test_missing_acl_row_is_given_up_after_ten_and_kept(void **state)
 }
 
 /*
+ * "The entry stays pending until the member confirms it was surfaced":
+ * a frame DLV_<s> does not answer for (no stream takes its subject, as
+ * while a leader is elected) is retried for as long as that lasts, past
+ * the ten deliveries after which an unknown owner's entry is given up,
+ * and surfaces once the stream answers again.
+ */
+static void
+test_an_unanswered_frame_is_retried_past_ten_deliveries(void **state)
+{
+	struct member a, b;
+	char stream[256], other[256];
+	jsStreamInfo *si = NULL, *up = NULL;
+	jsErrCode jerr = 0;
+
+	(void)state;
+	member_add(&a, "noans-a", "noans");
+	member_add(&b, "noans-b", "noans");
+	member_join(&b, "noans", 1);
+	snprintf(stream, sizeof(stream), "DLV_%s", mesh.token);
+	snprintf(other, sizeof(other), "cotal.%s.dlv-elsewhere.>", mesh.token);
+	assert_int_equal(js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr), NATS_OK);
+	const char **subjects = si->Config->Subjects;
+	int nsubjects = si->Config->SubjectsLen;
+	const char *moved[] = { other };
+	si->Config->Subjects = moved;
+	si->Config->SubjectsLen = 1;
+	assert_int_equal(js_UpdateStream(&up, prov.js, si->Config, NULL, &jerr), NATS_OK);
+	jsStreamInfo_Destroy(up);
+	uint64_t retried = worker_counter("reader", "retried"), seq = inbox_last() + 1;
+	char gaveup[128];
+	snprintf(gaveup, sizeof(gaveup), "gave up on entry %llu ", (unsigned long long)seq);
+	post(&a, "noans", "na-1", "held back, not lost");
+	/* Eleven deliveries of the entry, two seconds apart, none answered. */
+	uint64_t now = counter_reaches("reader", "retried", retried + 11, 60000);
+	si->Config->Subjects = subjects;
+	si->Config->SubjectsLen = nsubjects;
+	assert_int_equal(js_UpdateStream(&up, prov.js, si->Config, NULL, &jerr), NATS_OK);
+	jsStreamInfo_Destroy(up);
+	jsStreamInfo_Destroy(si);
+	assert_true(now >= retried + 11);
+	assert_false(h_log_has(dmn.log, gaveup, 0));
+	assert_true(h_log_has(dmn.log, "frames not stored yet, their entries retried", 0));
+	expect_texts(&b, WAIT_MS, "held back, not lost");
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+/*
  * "A post with an empty id is copied without a duplicate-suppression key,
  * so two distinct id-less posts are both delivered"; two posts with one id
  * are one.
@@ -801,6 +849,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_live_mention_reaches_the_unique_authorized_peer),
 		cmocka_unit_test(test_poison_posts_never_stop_the_loop),
 		cmocka_unit_test(test_missing_acl_row_is_given_up_after_ten_and_kept),
+		cmocka_unit_test(test_an_unanswered_frame_is_retried_past_ten_deliveries),
 		cmocka_unit_test(test_retired_lifecycle_entries_are_removed_once),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
