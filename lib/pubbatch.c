@@ -58,18 +58,16 @@ answer(struct pubbatch *b, natsMsg *m)
 	/* An answer to an earlier batch (its item already failed for want of
 	 * it), or to a publish already answered, changes nothing. */
 	if (reply_index(b, natsMsg_GetSubject(m), &gen, &n) != 0 || gen != b->gen ||
-	    n >= b->npub || b->item_of[n] < 0)
+	    n >= b->npub || b->item_of[n] < 0) {
+		b->stale++;
+		snprintf(b->stale_subj, sizeof(b->stale_subj), "%s", natsMsg_GetSubject(m));
 		return;
+	}
 	int item = b->item_of[n];
 	b->item_of[n] = -1;
 	b->inflight--;
 	if (js_puback_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &seq, why,
 	    sizeof(why)) != 0) {
-		const char *status = NULL;
-		if (natsMsg_GetDataLength(m) == 0 &&
-		    natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status != NULL)
-			snprintf(why, sizeof(why), "the broker answered status %s%s", status,
-			    strcmp(status, "503") == 0 ? " (no stream listens on the subject)" : "");
 		snprintf(text, sizeof(text), "publish %zu of the batch: %s", n, why);
 		mark_failed(b, item, text);
 		/* An answer with a body is the stream's own word on it; an
@@ -126,8 +124,28 @@ drain(struct pubbatch *b, int64_t wait_ms)
 		int64_t left = wait_ms > 0 ? until - mono_ms() : 0;
 		if (wait_ms > 0 && left <= 0)
 			break;
-		if (natsSubscription_NextMsg(&m, b->sub, left) != NATS_OK)
+		natsStatus s = natsSubscription_NextMsg(&m, b->sub, left);
+		if (s == NATS_TIMEOUT)
 			break;
+		if (s == NATS_NO_RESPONDERS) {
+			/* An answer, though libnats keeps which: no stream took
+			 * one publish (a leader being elected). One fewer to wait
+			 * for; the publishes left unanswered at the end are the
+			 * ones nobody took, and fail. (One meant for an earlier
+			 * batch ends this wait early at worst: a retry, deduped.) */
+			b->no_responders++;
+			b->inflight--;
+			continue;
+		}
+		if (s != NATS_OK) {
+			/* Not the wait running out: say which, once per batch. */
+			if (b->sub_error[0] == '\0')
+				snprintf(b->sub_error, sizeof(b->sub_error), "; the PubAck subscription "
+				    "said: %s", natsStatus_GetText(s));
+			if (s == NATS_SLOW_CONSUMER)
+				continue;
+			break;
+		}
 		answer(b, m);
 		spend(b, m);
 	}
@@ -190,6 +208,8 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 	b->inflight = 0;
 	b->broken = false;
 	b->error[0] = '\0';
+	b->sub_error[0] = '\0';
+	b->no_responders = 0;
 	b->max_seq = 0;
 	return 0;
 }
@@ -279,16 +299,23 @@ pubbatch_wait(struct pubbatch *b)
 		drain(b, PUBBATCH_WAIT_MS);
 	}
 	spent_destroy(b);
-	if (b->inflight == 0)
+	if (b->inflight == 0 && b->no_responders == 0)
 		return;
 	/* What is still unanswered fails its item; a retry is deduped by its
 	 * Nats-Msg-Id where it has one. A publish the broker refused is
 	 * answered by nobody: name the refusal. */
-	if (worker_violation(NULL, viol, sizeof(viol)))
+	if (b->inflight == 0)
+		snprintf(why, sizeof(why), "no stream took it (no responders: %" PRIu64 " of %zu "
+		    "publishes; a stream leader being elected, or the stream gone)", b->no_responders,
+		    b->npub);
+	else if (worker_violation(NULL, viol, sizeof(viol)))
 		snprintf(why, sizeof(why), "no PubAck within %d ms: permission denied (%s)",
 		    PUBBATCH_WAIT_MS, viol);
 	else
-		snprintf(why, sizeof(why), "no PubAck within %d ms", PUBBATCH_WAIT_MS);
+		snprintf(why, sizeof(why), "no PubAck within %d ms (%zu of %zu publishes unanswered; "
+		    "%" PRIu64 " answers to no publish of the batch so far%s%s%s)", PUBBATCH_WAIT_MS,
+		    b->inflight, b->npub, b->stale, b->stale ? ", the last to " : "", b->stale_subj,
+		    b->sub_error);
 	for (size_t n = 0; n < b->npub; n++)
 		if (b->item_of[n] >= 0) {
 			mark_failed(b, b->item_of[n], why);

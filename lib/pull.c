@@ -228,6 +228,11 @@ next(struct puller *p, natsMsgList *list, int64_t wait_ms, natsStatus *s)
 		*s = NATS_OK;
 		return 0;
 	}
+	/* libnats keeps the 503 itself: nobody took a request (the
+	 * consumer's leader being elected). The open one is gone; the
+	 * caller naps before asking again. */
+	if (*s == NATS_NO_RESPONDERS)
+		p->credit = 0;
 	if (*s != NATS_OK)
 		return -1;
 	if (take_status(p, m)) {
