@@ -131,21 +131,10 @@ api_total(void)
 	return n;
 }
 
-/* A worker's counter from the status file (the supervisor rewrites it as
- * the counters change). */
 static uint64_t
 worker_counter(const char *role, const char *name)
 {
-	json_t *doc = h_daemon_status(&dmn), *w;
-	uint64_t v = 0;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
-			v = (uint64_t)json_integer_value(json_object_get(json_object_get(w, "counters"),
-			    name));
-	json_decref(doc);
-	return v;
+	return h_daemon_counter(&dmn, role, name);
 }
 
 static uint64_t

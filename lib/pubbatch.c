@@ -11,12 +11,15 @@
 #include "lib/natsconn.h"
 #include "lib/worker.h"
 
+/* Fail an item; refused: by the stream's own answer (see
+ * pubbatch_refused). */
 static void
-mark_failed(struct pubbatch *b, int item, const char *why)
+mark_failed(struct pubbatch *b, int item, const char *why, bool refused)
 {
 	if (item < 0 || item >= b->nitems)
 		return;
 	b->failed[item] = true;
+	b->refused[item] |= refused;
 	if (b->error[0] == '\0') {
 		/* Bounded copy: a long subject cuts the text, never memory. */
 		size_t n = strnlen(why, sizeof(b->error) - 1);
@@ -58,23 +61,16 @@ answer(struct pubbatch *b, natsMsg *m)
 	/* An answer to an earlier batch (its item already failed for want of
 	 * it), or to a publish already answered, changes nothing. */
 	if (reply_index(b, natsMsg_GetSubject(m), &gen, &n) != 0 || gen != b->gen ||
-	    n >= b->npub || b->item_of[n] < 0) {
-		b->stale++;
-		snprintf(b->stale_subj, sizeof(b->stale_subj), "%s", natsMsg_GetSubject(m));
+	    n >= b->npub || b->item_of[n] < 0)
 		return;
-	}
 	int item = b->item_of[n];
 	b->item_of[n] = -1;
 	b->inflight--;
 	if (js_puback_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &seq, why,
 	    sizeof(why)) != 0) {
 		snprintf(text, sizeof(text), "publish %zu of the batch: %s", n, why);
-		mark_failed(b, item, text);
-		/* An answer with a body is the stream's own word on it; an
-		 * empty one (503: nobody took it, a leader being elected) is
-		 * not. */
-		if (natsMsg_GetDataLength(m) > 0 && item >= 0 && item < b->nitems)
-			b->refused[item] = true;
+		/* An answer with a body is the stream's own word on it. */
+		mark_failed(b, item, text, natsMsg_GetDataLength(m) > 0);
 		return;
 	}
 	if (seq > b->max_seq)
@@ -138,12 +134,9 @@ drain(struct pubbatch *b, int64_t wait_ms)
 			continue;
 		}
 		if (s != NATS_OK) {
-			/* Not the wait running out: say which, once per batch. */
-			if (b->sub_error[0] == '\0')
-				snprintf(b->sub_error, sizeof(b->sub_error), "; the PubAck subscription "
-				    "said: %s", natsStatus_GetText(s));
-			if (s == NATS_SLOW_CONSUMER)
-				continue;
+			/* Not the wait running out: say which. */
+			snprintf(b->sub_error, sizeof(b->sub_error), "; the PubAck subscription said: %s",
+			    natsStatus_GetText(s));
 			break;
 		}
 		answer(b, m);
@@ -217,7 +210,7 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 void
 pubbatch_fail(struct pubbatch *b, int item, const char *why)
 {
-	mark_failed(b, item, why);
+	mark_failed(b, item, why, false);
 }
 
 void
@@ -232,14 +225,14 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 	 * the rest of the batch fails at once instead of stalling one by one:
 	 * it is redelivered and published again. */
 	if (b->broken) {
-		mark_failed(b, item, "an earlier publish of the batch failed");
+		mark_failed(b, item, "an earlier publish of the batch failed", false);
 		return;
 	}
 	if (b->npub == b->cap_pub) {
 		size_t cap = b->cap_pub ? b->cap_pub * 2 : 1024;
 		int *v = realloc(b->item_of, cap * sizeof(*v));
 		if (v == NULL) {
-			mark_failed(b, item, "out of memory");
+			mark_failed(b, item, "out of memory", false);
 			return;
 		}
 		b->item_of = v;
@@ -255,7 +248,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 		if (b->inflight >= PUBBATCH_MAX_PENDING) {
 			snprintf(why, sizeof(why), "publish to %s: no room for another PubAck within "
 			    "%d ms (%d outstanding)", subj, PUBBATCH_STALL_MS, PUBBATCH_MAX_PENDING);
-			mark_failed(b, item, why);
+			mark_failed(b, item, why, false);
 			b->broken = true;
 			return;
 		}
@@ -277,7 +270,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 	if (s != NATS_OK) {
 		conn_strerror(s, err, sizeof(err));
 		snprintf(why, sizeof(why), "publish to %s: %s", subj, err);
-		mark_failed(b, item, why);
+		mark_failed(b, item, why, false);
 		b->broken = true;
 		return;
 	}
@@ -290,10 +283,6 @@ pubbatch_wait(struct pubbatch *b)
 {
 	char why[600], viol[400];
 
-	if (b->npub == 0) {
-		spent_destroy(b);
-		return;
-	}
 	if (b->inflight > 0) {
 		conn_push(b->nc);
 		drain(b, PUBBATCH_WAIT_MS);
@@ -312,13 +301,11 @@ pubbatch_wait(struct pubbatch *b)
 		snprintf(why, sizeof(why), "no PubAck within %d ms: permission denied (%s)",
 		    PUBBATCH_WAIT_MS, viol);
 	else
-		snprintf(why, sizeof(why), "no PubAck within %d ms (%zu of %zu publishes unanswered; "
-		    "%" PRIu64 " answers to no publish of the batch so far%s%s%s)", PUBBATCH_WAIT_MS,
-		    b->inflight, b->npub, b->stale, b->stale ? ", the last to " : "", b->stale_subj,
-		    b->sub_error);
+		snprintf(why, sizeof(why), "no PubAck within %d ms (%zu of %zu publishes "
+		    "unanswered%s)", PUBBATCH_WAIT_MS, b->inflight, b->npub, b->sub_error);
 	for (size_t n = 0; n < b->npub; n++)
 		if (b->item_of[n] >= 0) {
-			mark_failed(b, b->item_of[n], why);
+			mark_failed(b, b->item_of[n], why, false);
 			b->item_of[n] = -1;
 		}
 	b->inflight = 0;

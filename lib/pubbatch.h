@@ -41,8 +41,6 @@ struct pubbatch {
 	uint64_t max_seq;         /* highest stream sequence a PubAck named */
 	bool broken;              /* a publish of this batch failed: fail the rest at once */
 	char error[256];          /* the first failure of the batch */
-	uint64_t stale;           /* answers that were no publish of this batch's */
-	char stale_subj[160];     /* the last of them */
 	char sub_error[96];       /* what the PubAck subscription said, this batch */
 	uint64_t no_responders;   /* publishes of this batch no stream took (503) */
 };

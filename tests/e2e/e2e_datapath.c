@@ -269,16 +269,7 @@ reader_acked_through(uint64_t seq, int ms)
 static uint64_t
 worker_counter(const char *role, const char *name)
 {
-	json_t *st = h_daemon_status(&dmn), *w;
-	size_t i;
-	uint64_t v = 0;
-
-	json_array_foreach(json_object_get(st, "workers"), i, w)
-		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
-			v = (uint64_t)json_integer_value(json_object_get(json_object_get(w, "counters"),
-			    name));
-	json_decref(st);
-	return v;
+	return h_daemon_counter(&dmn, role, name);
 }
 
 /* Wait up to ms for a counter to reach want (the status file lags). */

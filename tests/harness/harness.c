@@ -1390,6 +1390,21 @@ h_daemon_worker_pid(struct daemon *d, const char *role)
 	return pid;
 }
 
+uint64_t
+h_daemon_counter(struct daemon *d, const char *role, const char *name)
+{
+	json_t *doc = h_daemon_status(d), *w;
+	uint64_t v = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
+			v = (uint64_t)json_integer_value(json_object_get(json_object_get(w, "counters"),
+			    name));
+	json_decref(doc);
+	return v;
+}
+
 int
 h_daemon_wait_connected(struct daemon *d, int ms)
 {

@@ -229,6 +229,8 @@ int h_daemon_wait_connected(struct daemon *d, int ms);
 json_t *h_daemon_status(struct daemon *d);
 /* The pid of a worker role from the status file (0 when down). */
 pid_t h_daemon_worker_pid(struct daemon *d, const char *role);
+/* A worker role's counter from the status file (0 when absent). */
+uint64_t h_daemon_counter(struct daemon *d, const char *role, const char *name);
 /* Wait up to ms for the daemon to exit; its wait status, or -1. */
 int h_daemon_wait_exit(struct daemon *d, int ms);
 void h_daemon_kill(struct daemon *d);
