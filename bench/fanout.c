@@ -38,9 +38,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/natsconn.h"
-#include "lib/perms.h"
-#include "lib/pull.h"
+#include "lib/nats/natsconn.h"
+#include "lib/creds/perms.h"
+#include "lib/nats/pull.h"
 #include "tests/harness/harness.h"
 
 #define MAX_ROUNDS 8
@@ -249,7 +249,7 @@ post_burst(const char *channel, int n, int gap_us)
 		if (js_PublishAsync(post_conns[i % POSTERS].js, subj, body, len, NULL) != NATS_OK)
 			die("publish", subj);
 		/* Paced: the post leaves now, not after libnats's flusher has
-		 * held it back for a millisecond (lib/natsconn.h conn_push); the
+		 * held it back for a millisecond (lib/nats/natsconn.h conn_push); the
 		 * clock in its text started at the publish. */
 		if (gap_us > 0)
 			natsConnection_FlushTimeout(post_conns[i % POSTERS].nc, 1000);
@@ -310,7 +310,7 @@ cmp_i64(const void *a, const void *b)
 
 /* Paced posts; latency = arrival in DLV of the copy for one member (the
  * last written), read as it arrives through a pull consumer on its frame
- * subject (lib/pull.c: a lone message is handed on at once). */
+ * subject (lib/nats/pull.c: a lone message is handed on at once). */
 static void
 measure_latency(const char *channel, const struct lc *sample, int k, int gap_us, double *p50,
 		double *p99)

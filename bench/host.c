@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define MAX_ROUNDS 8

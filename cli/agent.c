@@ -15,8 +15,8 @@
 #include "cli/provision.h"
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/tokens.h"
+#include "lib/nats/natsconn.h"
+#include "lib/wire/tokens.h"
 
 #define AGENT_NAME_MAX 64
 

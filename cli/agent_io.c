@@ -13,9 +13,9 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/records.h"
-#include "lib/tokens.h"
+#include "lib/nats/natsconn.h"
+#include "lib/wire/records.h"
+#include "lib/wire/tokens.h"
 
 #define RECV_BATCH 256
 

@@ -2,7 +2,7 @@
  * `cotal creds audit FILE`: what a security reviewer reads of a delivery or
  * $SYS credential. It decodes the JWT, prints issuer, account, expiry and
  * every grant, marks each grant with the daemon features that need it (the
- * one table, lib/needs.c), lists what the profile needs and the credential
+ * one table, lib/creds/needs.c), lists what the profile needs and the credential
  * lacks, and flags what a least-privilege review must see. Exit 0 only when
  * nothing required is missing.
  */
@@ -14,12 +14,12 @@
 
 #include "cli/cli.h"
 #include "cli/profiles.h"
-#include "lib/creds.h"
-#include "lib/jwt.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
 #include "lib/log.h"
-#include "lib/needs.h"
-#include "lib/perms.h"
-#include "lib/tokens.h"
+#include "lib/creds/needs.h"
+#include "lib/creds/perms.h"
+#include "lib/wire/tokens.h"
 
 #define SUBJ_MAX 1024
 

@@ -7,10 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/creds.h"
-#include "lib/natsconn.h"
-#include "lib/records.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/nats/natsconn.h"
+#include "lib/wire/records.h"
+#include "lib/wire/tokens.h"
 #include "lib/workspace.h"
 
 int cmd_mesh_init(int argc, char **argv);
@@ -80,7 +80,7 @@ void cli_tls_end(struct cli_tls *t, struct conn_opts *o);
 int cli_space_creds_path(const struct workspace *ws, const char *space, const char *profile,
 			 char *path, size_t len, char *err, size_t errlen);
 
-/* A connection with a control client on it (lib/ctlclient.h). */
+/* A connection with a control client on it (lib/wire/ctlclient.h). */
 struct ctl_client;
 struct cli_session {
 	struct ctl_client *client;

@@ -12,7 +12,7 @@
 
 #include "cli/mint.h"
 #include "lib/log.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 
 #define MAX_ALLOW PROFILE_MAX_ALLOW
 #define ALLOW_TEXT_MAX (MAX_ALLOW * 4097)

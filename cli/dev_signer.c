@@ -1,6 +1,6 @@
 /*
  * Development signer: builds and signs NATS JWT v2 claims (see
- * dev_signer.h). The token layout mirrors what lib/jwt.c accepts and what
+ * dev_signer.h). The token layout mirrors what lib/creds/jwt.c accepts and what
  * nats-server expects: unpadded base64url of the compact header and claims
  * JSON, and an Ed25519 signature over "header.claims".
  */
@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 
 #include "cli/dev_signer.h"
-#include "lib/jwt.h"
+#include "lib/creds/jwt.h"
 
 #define JTI_DIGEST_LEN 32 /* SHA-256 */
 #define JTI_LEN 52        /* unpadded base32 of 32 bytes */

@@ -3,7 +3,7 @@
  *
  * It exists so the CLI and the tests can stand up an operator, accounts and
  * users without nsc. It is linked into the CLI and the tests, never into
- * the daemon, which only decodes and verifies (lib/jwt.h).
+ * the daemon, which only decodes and verifies (lib/creds/jwt.h).
  *
  * The claim builders return new JSON objects (NULL on a missing argument or
  * allocation failure); dev_jwt_sign() completes and signs one.
@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "lib/nkeys.h"
+#include "lib/creds/nkeys.h"
 
 /*
  * Sign claims as NATS JWT v2 with signer. Sets "iss" to the signer's

@@ -13,9 +13,9 @@
 #include "launcher/launcher.h"
 #include "cli/profiles.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/tlsca.h"
-#include "lib/tokens.h"
+#include "lib/nats/natsconn.h"
+#include "lib/creds/tlsca.h"
+#include "lib/wire/tokens.h"
 
 #ifndef COTAL_BUNDLED_NATS_SERVER
 #define COTAL_BUNDLED_NATS_SERVER ""

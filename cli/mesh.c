@@ -32,9 +32,10 @@
 #include "cli/dev_signer.h"
 #include "cli/mesh.h"
 #include "cli/mint.h"
-#include "lib/creds.h"
+#include "lib/creds/creds.h"
 #include "lib/log.h"
-#include "lib/tokens.h"
+#include "lib/servers.h"
+#include "lib/wire/tokens.h"
 
 #define MESH_MAX_SPACES 64
 #define CONF_MAX (1024 * 1024)
@@ -343,13 +344,15 @@ nodes_ports(const char *opt, const int *given, int ngiven, int count, int *out)
 static void
 nodes_url(const char *listen, const struct mesh_nodes *mn, char *out, size_t outlen)
 {
-	size_t used = 0;
+	char one[300];
 
 	out[0] = '\0';
-	for (int i = 0; i < (mn->count > 0 ? mn->count : 1) && used < outlen; i++)
-		used += (size_t)snprintf(out + used, outlen - used,
-		    strchr(listen, ':') ? "%snats://[%s]:%d" : "%snats://%s:%d", i > 0 ? "," : "",
+	for (int i = 0; i < (mn->count > 0 ? mn->count : 1); i++) {
+		snprintf(one, sizeof(one), strchr(listen, ':') ? "nats://[%s]:%d" : "nats://%s:%d",
 		    listen, mn->ports[i]);
+		if (!servers_append(out, outlen, one))
+			break;
+	}
 }
 
 /*

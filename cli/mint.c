@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "cli/dev_signer.h"
-#include "lib/creds.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/wire/tokens.h"
 
 #define SEED_FILE_MAX 256
 

@@ -9,7 +9,7 @@
 
 #include "cli/profiles.h"
 #include "lib/workspace.h"
-#include "lib/nkeys.h"
+#include "lib/creds/nkeys.h"
 
 struct mint_req {
 	enum profile profile;

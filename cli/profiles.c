@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/needs.h"
-#include "lib/tokens.h"
+#include "lib/creds/needs.h"
+#include "lib/wire/tokens.h"
 
 #define SUBJ_MAX 8192
 
@@ -101,7 +101,7 @@ add_once(json_t *arr, const char *s)
 	json_array_append_new(arr, json_string(s));
 }
 
-/* Every grant lib/needs.c lists for credential kind c, optional ones
+/* Every grant lib/creds/needs.c lists for credential kind c, optional ones
  * included: what the daemon's features publish and subscribe. */
 static void
 add_needs(enum need_cred c, const char *s, const char *inbox, const char *account,

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 
 /* Owner and actor tokens are bounded so that dlv_<o>-<a>-<uid> stays within
  * the broker's 255-byte consumer name limit. */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 
 #define SCHED_API_WAIT_MS 5000
 #define SCHED_SUBJECT_MAX (PROV_NAME_MAX + 32)

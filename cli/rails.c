@@ -6,7 +6,7 @@
  * Agent commands call ctl.delivery as the agent itself, with its own
  * credential, once. Admin commands call ctl.delivery-admin as the manager,
  * with the space's standing supervisor credential, and wait for the daemon
- * with the seed's retry cadence (lib/ctlclient.c), as a manager retiring an
+ * with the seed's retry cadence (lib/wire/ctlclient.c), as a manager retiring an
  * agent does.
  */
 #include "cli/cli.h"
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/ctlclient.h"
-#include "lib/jwt.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/creds/jwt.h"
 #include "lib/log.h"
 
 #define AGENT_WAIT_MS 5000    /* an agent command's one try */

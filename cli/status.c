@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "supervisor/pidfile.h"
 
 #define STATUS_MAX (256 * 1024)

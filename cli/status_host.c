@@ -18,7 +18,7 @@
 
 #include "lib/log.h"
 #include "lib/manifest.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "supervisor/pidfile.h"
 
 #define HOST_STATUS_MAX (4 * 1024 * 1024)

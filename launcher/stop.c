@@ -27,7 +27,7 @@
 #include "cli/cli.h"
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "supervisor/pidfile.h"
 
 #define UP_RECORD_MAX (64 * 1024)

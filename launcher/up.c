@@ -24,7 +24,7 @@
 #include "cli/cli.h"
 #include "lib/clock.h"
 #include "cli/mint.h"
-#include "lib/ctlclient.h"
+#include "lib/wire/ctlclient.h"
 #include "lib/log.h"
 #include "supervisor/pidfile.h"
 

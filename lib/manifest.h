@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "lib/tokens.h"
+#include "lib/names.h"
 #include "lib/workspace.h"
 
 #define MANIFEST_BYTES_MAX (1024 * 1024)

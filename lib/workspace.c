@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/tokens.h"
+#include "lib/names.h"
+#include "lib/servers.h"
 
 #define DEV_MESH_MAX (1024 * 1024)
 #define REGISTRY_MAX (64 * 1024)
@@ -344,19 +345,13 @@ ws_registry_path(const char *space, char *out, size_t outlen, char *err, size_t 
 static bool
 servers_among(const char *some, const char *all)
 {
-	for (const char *p = some; *p != '\0';) {
-		size_t n = strcspn(p, ",");
-		bool found = false;
-		for (const char *q = all; *q != '\0' && !found;) {
-			size_t m = strcspn(q, ",");
-			found = m == n && n > 0 && strncmp(p, q, n) == 0;
-			q += m + (q[m] == ',');
-		}
-		if (!found)
+	const char *c = some, *u;
+	size_t n;
+
+	while ((n = servers_next(&c, &u)) > 0)
+		if (!servers_has(all, u, n))
 			return false;
-		p += n + (p[n] == ',');
-	}
-	return *some != '\0';
+	return servers_count(some) > 0;
 }
 
 int

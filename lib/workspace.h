@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/tokens.h"
+#include "lib/names.h"
 
 #define WS_PATH_MAX 4096
 /* A file under a workspace directory: the directory, a space key, a name. */

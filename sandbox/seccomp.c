@@ -14,7 +14,7 @@
  * COTAL_SECCOMP=log.
  *
  * Every role starts from worker_base(), the calls the shared runtime
- * (lib/worker.c, nats.c, OpenSSL, glibc 2.36) makes; a role adds what its
+ * (worker/worker.c, nats.c, OpenSSL, glibc 2.36) makes; a role adds what its
  * own main loop needs in its policy function below. Today the four
  * workers run the same connection code and their lists are the base.
  */
@@ -104,7 +104,7 @@ allow_if(struct policy *p, int nr, const char *name, struct scmp_arg_cmp cmp)
 }
 
 /*
- * What every worker needs: lib/worker.c's IPC and log, nats.c's broker
+ * What every worker needs: worker/worker.c's IPC and log, nats.c's broker
  * connection and threads, OpenSSL and glibc underneath.
  */
 static void

@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/creds.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
-#include "lib/perms.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
+#include "lib/creds/perms.h"
 
 /* nats-server sends 11 random bytes as unpadded base64url: 15 chars. */
 #define NONCE_LEN 15

@@ -10,8 +10,8 @@
 #include <jansson.h>
 
 #include "lib/clock.h"
-#include "lib/kvcas.h"
-#include "lib/natsconn.h"
+#include "lib/nats/kvcas.h"
+#include "lib/nats/natsconn.h"
 
 #define LEASE_ROW_MAX 4096
 

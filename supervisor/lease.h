@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/records.h"
-#include "lib/tokens.h"
+#include "lib/wire/records.h"
+#include "lib/wire/tokens.h"
 
 #define LEASE_KEY "lease.0"
 #define LEASE_RENEW_MS 15000        /* renewed by CAS this often (TTL 30 s) */

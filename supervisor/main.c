@@ -31,11 +31,12 @@
 
 #include <jansson.h>
 
-#include "lib/jwt.h"
+#include "lib/creds/jwt.h"
 #include "lib/log.h"
-#include "lib/tlsca.h"
-#include "lib/tokens.h"
-#include "lib/worker.h"
+#include "lib/servers.h"
+#include "lib/creds/tlsca.h"
+#include "lib/wire/tokens.h"
+#include "worker/worker.h"
 #include "worker-fanout/fanout.h"
 #include "worker-reader/reader.h"
 #include "worker-registry/registry.h"
@@ -128,38 +129,35 @@ static int
 resolve_servers(const char *list, char *out, size_t outlen, uint16_t *ports, char *err,
 		size_t errlen)
 {
-	char buf[IPC_URL_MAX], seen[IPC_SERVERS_MAX][IPC_URL_MAX / 4], *save = NULL;
-	size_t used = 0;
+	char one[IPC_URL_MAX], ip[IPC_URL_MAX / 4];
+	const char *cursor = list, *u;
+	size_t len;
 	int n = 0;
 
-	if (strlen(list) >= sizeof(buf)) {
+	if (strlen(list) >= IPC_URL_MAX) {
 		snprintf(err, errlen, "server list %.64s…: longer than %d bytes", list,
 		    IPC_URL_MAX - 1);
 		return -1;
 	}
-	snprintf(buf, sizeof(buf), "%s", list);
 	out[0] = '\0';
-	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+	while ((len = servers_next(&cursor, &u)) > 0) {
 		if (n == IPC_SERVERS_MAX) {
 			snprintf(err, errlen, "server list %s: more than %d servers", list,
 			    IPC_SERVERS_MAX);
 			return -1;
 		}
-		char *one = seen[n];
-		if (resolve_url(t, one, sizeof(seen[n]), &ports[n], err, errlen) != 0)
+		snprintf(one, sizeof(one), "%.*s", (int)len, u);
+		if (resolve_url(one, ip, sizeof(ip), &ports[n], err, errlen) != 0)
 			return -1;
-		for (int k = 0; k < n; k++)
-			if (strcmp(seen[k], one) == 0) {
-				snprintf(err, errlen, "server list %s: %s is listed twice", list, t);
-				return -1;
-			}
-		int w = snprintf(out + used, outlen - used, "%s%s", n > 0 ? "," : "", one);
-		if (w < 0 || (size_t)w >= outlen - used) {
+		if (servers_has(out, ip, strlen(ip))) {
+			snprintf(err, errlen, "server list %s: %s is listed twice", list, one);
+			return -1;
+		}
+		if (!servers_append(out, outlen, ip)) {
 			snprintf(err, errlen, "server list %.64s…: the resolved list is longer than "
 			    "%zu bytes", list, outlen - 1);
 			return -1;
 		}
-		used += (size_t)w;
 		n++;
 	}
 	if (n == 0) {
@@ -629,7 +627,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	int rrc = resident_open(&S, err, sizeof(err));
 	if (rrc != 0) {
-		/* -2: demanded TLS refused (lib/natsconn.h), the line says so. */
+		/* -2: demanded TLS refused (lib/nats/natsconn.h), the line says so. */
 		if (rrc == -2)
 			log_errx("delivery: %s", err);
 		else

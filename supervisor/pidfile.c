@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "lib/workspace.h"
 
 int

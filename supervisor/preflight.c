@@ -2,7 +2,7 @@
  * The grant preflight: before it binds, the supervisor reads its
  * credentials' own JWT permissions (allow and deny, NATS wildcards) and
  * checks them against the one table of what each feature publishes and
- * subscribes (lib/needs.h). A grant a required feature lacks refuses the
+ * subscribes (lib/creds/needs.h). A grant a required feature lacks refuses the
  * start, naming every missing subject and the features that need it; an
  * optional feature without its grants is turned off with a `!` line.
  */
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/needs.h"
-#include "lib/perms.h"
+#include "lib/creds/needs.h"
+#include "lib/creds/perms.h"
 #include "supervisor/supervisor.h"
 
 #define SUBJ_MAX 1024

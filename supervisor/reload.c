@@ -22,7 +22,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 
 #define RELOAD_PROVE_MS 5000       /* the throw-away connection's connect */
 #define RELOAD_SWAP_MS 250         /* after the reply (seed) */

@@ -22,7 +22,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 
 #define RESIDENT_PING_MS 2000    /* pings: a silent broker is noticed within ~4-6 s */
 #define RESIDENT_PINGS_OUT 2

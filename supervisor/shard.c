@@ -28,7 +28,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 
 /* The shard's state, and since when (the status file shows both). */
 static void

@@ -19,7 +19,7 @@
 #include "supervisor/lease.h"
 #include "supervisor/restart.h"
 #include "supervisor/watchdog.h"
-#include "lib/kvmirror.h"
+#include "lib/nats/kvmirror.h"
 
 #define SUP_WORKERS 4
 #define SUP_STOP_GRACE_MS 1500   /* STOP, then SIGKILL: the daemon exits within 2 s */
@@ -152,7 +152,7 @@ void reload_expired(struct sup *s);
 /* Has it (by the broker's word or by its exp)? */
 bool reload_is_expired(const struct sup *s);
 
-/* preflight.c: check the credentials' grants against lib/needs.h before
+/* preflight.c: check the credentials' grants against lib/creds/needs.h before
  * binding; log every missing one. 0 (optional features turned off), or -1:
  * a required grant is missing, do not bind. */
 int preflight(struct sup *s);

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "lib/log.h"
-#include "lib/tokens.h"
-#include "lib/worker.h"
+#include "lib/wire/tokens.h"
+#include "worker/worker.h"
 
 static const char *const roles[SUP_WORKERS] = { "fanout", "reader", "registry", "timer" };
 
@@ -439,7 +439,7 @@ worker_spawn(struct sup_worker *w)
 	    (s->shard == SHARD_RECHECKING && ipc_send(w->ch, IPC_QUIESCE, NULL, 0) != 0))
 		worker_kill(w, "cannot send its configuration");
 	/* A worker started while the lease is re-checked begins quiesced: it
-	 * reads the QUIESCE before its loop starts (lib/worker.c). */
+	 * reads the QUIESCE before its loop starts (worker/worker.c). */
 	w->quiesced = false;
 	s->status_dirty = true;
 	log_debug("worker %s spawned (pid %ld)", w->role, (long)pid);

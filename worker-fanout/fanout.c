@@ -20,17 +20,18 @@
 #include <strings.h>
 #include <time.h>
 
-#include "lib/aclindex.h"
+#include "lib/wire/aclindex.h"
 #include "lib/clock.h"
-#include "lib/jsack.h"
-#include "lib/kvmirror.h"
+#include "lib/nats/jsack.h"
+#include "lib/nats/kvmirror.h"
 #include "lib/log.h"
-#include "lib/pubbatch.h"
-#include "lib/pull.h"
-#include "lib/records.h"
+#include "lib/nats/pubbatch.h"
+#include "lib/nats/pull.h"
+#include "worker/pullloop.h"
+#include "lib/wire/records.h"
 #include "lib/strmap.h"
-#include "lib/tokens.h"
-#include "lib/worker.h"
+#include "lib/wire/tokens.h"
+#include "worker/worker.h"
 
 #define FANOUT_ACK_WAIT_S 60
 #define PRESENCE_TTL_MS 6000      /* WIRE.md §3: the roster's bucket TTL */

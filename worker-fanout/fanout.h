@@ -2,7 +2,7 @@
 #ifndef COTAL_FANOUT_H
 #define COTAL_FANOUT_H
 
-#include "lib/worker.h"
+#include "worker/worker.h"
 
 extern const struct worker_role fanout_role;
 

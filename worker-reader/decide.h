@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "lib/records.h"
+#include "lib/wire/records.h"
 
 #define READER_MAX_DELIVERIES 10  /* "given up after ten redeliveries" */
 #define READER_RETRY_MS 2000      /* nak delay of a retried entry */

@@ -19,24 +19,25 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/aclindex.h"
+#include "lib/wire/aclindex.h"
 #include "lib/clock.h"
-#include "lib/jsack.h"
-#include "lib/kvmirror.h"
+#include "lib/nats/jsack.h"
+#include "lib/nats/kvmirror.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/pubbatch.h"
-#include "lib/pull.h"
-#include "lib/records.h"
+#include "lib/nats/natsconn.h"
+#include "lib/nats/pubbatch.h"
+#include "lib/nats/pull.h"
+#include "worker/pullloop.h"
+#include "lib/wire/records.h"
 #include "lib/strmap.h"
-#include "lib/tokens.h"
-#include "lib/worker.h"
+#include "lib/wire/tokens.h"
+#include "worker/worker.h"
 #include "worker-reader/decide.h"
 
 #define READER_ACK_WAIT_S 60
 #define READER_MAX_ACK_PENDING 1000   /* WIRE.md §3 */
 /* Half of it: a reader that dies strands its batch (and the next request's
- * messages, at most PULL_REQUEST_MAX, lib/pull.h) until the ack wait runs
+ * messages, at most PULL_REQUEST_MAX, lib/nats/pull.h) until the ack wait runs
  * out, and its successor keeps the rest to go on with. */
 #define READER_BATCH (READER_MAX_ACK_PENDING / 2)
 #define BAD_LOG_EVERY_MS 10000

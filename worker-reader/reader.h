@@ -2,7 +2,7 @@
 #ifndef COTAL_READER_H
 #define COTAL_READER_H
 
-#include "lib/worker.h"
+#include "worker/worker.h"
 
 extern const struct worker_role reader_role;
 

@@ -18,8 +18,9 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/worker.h"
+#include "lib/nats/natsconn.h"
+#include "lib/servers.h"
+#include "worker/worker.h"
 
 #define SYS_CONNECT_MS 5000
 
@@ -181,11 +182,8 @@ static struct roster_seen sweep_seen;
 static int
 servers_given(const char *url)
 {
-	int n = 0;
+	int n = servers_count(url);
 
-	for (const char *c = url; c != NULL && *c != '\0'; c++)
-		if (*c != ',' && (c == url || c[-1] == ','))
-			n++;
 	return n > 0 ? n : 1;
 }
 

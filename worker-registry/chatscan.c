@@ -3,7 +3,7 @@
  * readHistory: a consumer that lives for one scan (WIRE.md §3 `cu_…`: ack
  * none, memory, inactive 30 s), filtered to P.chat.*.*.<channel>, made at
  * a start sequence and deleted before and after, driven by our own pull
- * requests (lib/pull.c).
+ * requests (lib/nats/pull.c).
  */
 #include "worker-registry/registry_int.h"
 
@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/jsack.h"
-#include "lib/natsconn.h"
-#include "lib/pull.h"
-#include "lib/worker.h"
+#include "lib/nats/jsack.h"
+#include "lib/nats/natsconn.h"
+#include "lib/nats/pull.h"
+#include "worker/worker.h"
 
 #define SCAN_INACTIVE_S 30
 #define SCAN_WAIT_MS 200   /* a pull that finds nothing waits this long */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 
 #define PRINCIPAL_TAG "principal:"
 

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/records.h"
+#include "lib/wire/records.h"
 
 #define SWEEP_PAGE 1024            /* CONNZ limit per page */
 #define SWEEP_SERVER_ID_MAX 64

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/kvcas.h"
+#include "lib/nats/kvcas.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/worker.h"
+#include "lib/nats/natsconn.h"
+#include "worker/worker.h"
 
 int
 kv_read(const char *bucket, const char *key, char **value, size_t *len, uint64_t *rev,

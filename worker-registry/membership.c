@@ -17,8 +17,8 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/pubbatch.h"
-#include "lib/worker.h"
+#include "lib/nats/pubbatch.h"
+#include "worker/worker.h"
 
 #define WRITE_TRIES 3               /* CAS conflicts before a write gives up */
 #define HISTORY_DEFAULT 100

@@ -28,7 +28,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 
 #define UNANSWERED_LOG_EVERY_MS 10000
 
@@ -499,7 +499,7 @@ rails_open(char *err, size_t errlen)
 	/* A subscription the credential may not make is a violation reported
 	 * asynchronously: make it show before we call the rails served. */
 	natsConnection_FlushTimeout(W.nc, 2000);
-	if (worker_violation("Subscription", err, errlen))
+	if (conn_violation("Subscription", err, errlen))
 		return -1;
 	return 0;
 }

@@ -2,7 +2,7 @@
 #ifndef COTAL_REGISTRY_H
 #define COTAL_REGISTRY_H
 
-#include "lib/worker.h"
+#include "worker/worker.h"
 
 extern const struct worker_role registry_role;
 

@@ -15,13 +15,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ipc/ipc.h"
-#include "lib/aclindex.h"
-#include "lib/ctlreq.h"
-#include "lib/kvmirror.h"
-#include "lib/records.h"
+#include "worker/worker.h" /* the IPC catalogue the runtime speaks */
+#include "lib/wire/aclindex.h"
+#include "lib/wire/ctlreq.h"
+#include "lib/nats/kvmirror.h"
+#include "lib/wire/records.h"
 #include "lib/strmap.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 
 #define REG_CTL_THREADS 4        /* ctl.delivery requests served at once */
 #define REG_QUEUE_MAX 1024       /* requests waiting, per queue */

@@ -5,7 +5,7 @@
  * all read (WIRE.md §5: "An incomplete scan never reports verifiedGone").
  *
  * How many to expect: at least as many as the daemon was given URLs (every
- * node of the cluster, lib/natsconn.h conn_servers), and every other server
+ * node of the cluster, lib/nats/natsconn.h conn_servers), and every other server
  * that answers is read too. Servers heard in earlier scans are remembered
  * by name, only so that a note can say which ones did not answer (a
  * restarted server keeps its name and gets a new id).

@@ -31,7 +31,7 @@
 #include <time.h>
 
 #include "lib/clock.h"
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 #define BACKOFF_FIRST 64   /* entries a scan steps back when contiguity is lost */
 #define KICK_NOT_FOUND "no such client"
 #define NOTE_NO_EVICTOR "eviction is unavailable: no $SYS evictor credential is provisioned"

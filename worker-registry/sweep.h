@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/records.h"
+#include "lib/wire/records.h"
 #include "worker-registry/connz.h"
 #include "worker-registry/roster.h"
 

@@ -28,13 +28,13 @@
 #include <string.h>
 
 #include "lib/clock.h"
-#include "lib/kvcas.h"
+#include "lib/nats/kvcas.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/pull.h"
-#include "lib/timers.h"
-#include "lib/tokens.h"
-#include "lib/worker.h"
+#include "lib/nats/natsconn.h"
+#include "lib/nats/pull.h"
+#include "lib/wire/timers.h"
+#include "lib/wire/tokens.h"
+#include "worker/worker.h"
 
 #define TIMER_BATCH 64
 #define TIMER_WAIT_MS 200        /* a fetch's wait: a stop or a deadline never waits longer */

@@ -2,7 +2,7 @@
 #ifndef COTAL_TIMER_H
 #define COTAL_TIMER_H
 
-#include "lib/worker.h"
+#include "worker/worker.h"
 
 extern const struct worker_role timer_role;
 

@@ -1,5 +1,5 @@
 /* The fence of a worker: see fence.h. */
-#include "lib/fence.h"
+#include "worker/fence.h"
 
 #include <errno.h>
 #include <time.h>

@@ -3,7 +3,7 @@
  * over two inherited sockets and to the broker over one connection; the
  * sandbox takes everything else away before nats.c starts its threads.
  */
-#include "lib/worker.h"
+#include "worker/worker.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 #include "sandbox/sandbox.h"
 
 #define CONNECT_RETRY_MS 1000
@@ -274,8 +274,8 @@ cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
 		static uint64_t quiet;
 		bool say;
 		worker_count(IPC_COUNTER_VIOLATIONS, 1);
+		conn_violation_note(text);
 		pthread_mutex_lock(&W.mu);
-		snprintf(W.violation, sizeof(W.violation), "%s", text ? text : "permission denied");
 		say = last_log == 0 || mono_ms() - last_log >= VIOLATION_LOG_MS;
 		if (say)
 			last_log = mono_ms();
@@ -300,19 +300,6 @@ worker_bound(void)
 		return;
 	if (worker_send(IPC_READY, NULL, 0) != 0)
 		fatal("ipc: send READY");
-}
-
-bool
-worker_violation(const char *needle, char *buf, size_t len)
-{
-	bool hit;
-
-	pthread_mutex_lock(&W.mu);
-	hit = W.violation[0] != '\0' && (needle == NULL || strstr(W.violation, needle) != NULL);
-	if (hit && buf != NULL)
-		snprintf(buf, len, "%s", W.violation);
-	pthread_mutex_unlock(&W.mu);
-	return hit;
 }
 
 natsStatus

@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "ipc/ipc.h"
-#include "lib/fence.h"
-#include "lib/nkeys.h"
+#include "worker/fence.h"
+#include "lib/creds/nkeys.h"
 #include "sandbox/sandbox.h"
 
 #define WORKER_FD_MAIN 3
@@ -50,14 +50,13 @@ struct worker {
 	pthread_t role_thread;
 	bool role_running;
 	_Atomic bool role_stop;
-	pthread_mutex_t mu;      /* guards jwt and the sign channel */
+	pthread_mutex_t mu;      /* guards jwt, the sign channel and the violation log line */
 	char *jwt;
 	char *tls_ca;            /* IPC_TLS_CA's certificates when cfg.tls_host is set */
 	natsConnection *nc;
 	struct fence fence;
 	_Atomic uint32_t state;  /* enum ipc_worker_state */
 	_Atomic uint64_t counters[IPC_COUNTERS];
-	char violation[512];     /* the broker's last permissions violation (mu) */
 };
 
 /* Run the worker of the given role (one of roles, NULL-ended); returns the
@@ -78,9 +77,6 @@ bool worker_wait_open(void);
 void worker_bound(void);
 /* Count an event of the role (ipc_counter_name(role, i)). */
 void worker_count(int i, uint64_t n);
-/* Has the broker reported a permissions violation whose text contains
- * needle (any when NULL)? Its text into buf. */
-bool worker_violation(const char *needle, char *buf, size_t len);
 /* Sleep up to ms, returning early when the loop must return. */
 void worker_nap(int ms);
 /* Send a message to the supervisor on the main channel (any thread). */

@@ -26,9 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/creds.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 
 #define ARMOUR_DASHES_MIN 3
 #define JWT_LABEL "NATS USER JWT"

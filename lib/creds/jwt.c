@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 
 #define JWT_VERSION 2
 #define JWT_HEADER_B64_MAX 512 /* ours is 46 characters; room for extras */

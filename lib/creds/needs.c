@@ -1,5 +1,5 @@
 /* The one table of grants (see needs.h). */
-#include "lib/needs.h"
+#include "lib/creds/needs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -20,7 +20,7 @@
 #define F_EVICTOR "eviction (the $SYS evictor)"
 
 /* A KV bucket read through its mirror: bind, the barrier's reads, and the
- * watch's named ordered consumer (lib/kvwatch.h). */
+ * watch's named ordered consumer (lib/nats/kvwatch.h). */
 #define KV_WATCH(f, b) \
 	{ D, f, false, PUB, "$JS.API.STREAM.INFO.KV_" b "_<s>" }, \
 	{ D, f, false, PUB, "$JS.API.CONSUMER.CREATE.KV_" b "_<s>.*.$KV." b "_<s>.>" }, \

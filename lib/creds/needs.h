@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/perms.h"
+#include "lib/creds/perms.h"
 
 /* The credentials a daemon holds. */
 enum need_cred {

@@ -23,7 +23,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "lib/nkeys.h"
+#include "lib/creds/nkeys.h"
 
 #define PREFIX_SEED (18 << 3) /* 'S' */
 #define RAW_KEY_LEN 32

@@ -1,7 +1,7 @@
 /*
  * A user JWT's permissions and NATS subject matching (see perms.h).
  */
-#include "lib/perms.h"
+#include "lib/creds/perms.h"
 
 #include <jansson.h>
 #include <stdio.h>

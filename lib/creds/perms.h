@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/jwt.h"
+#include "lib/creds/jwt.h"
 
 #define PERMS_SUBJECT_MAX 1024  /* a longer grant is refused */
 #define PERMS_LIST_MAX 1024     /* entries per allow/deny list */

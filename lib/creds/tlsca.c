@@ -1,7 +1,7 @@
 /*
  * Reading the mesh's CA (see tlsca.h).
  */
-#include "lib/tlsca.h"
+#include "lib/creds/tlsca.h"
 
 #include <stdio.h>
 #include <stdlib.h>

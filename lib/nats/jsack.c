@@ -1,5 +1,5 @@
 /* A JetStream reply subject's delivery metadata (see jsack.h). */
-#include "lib/jsack.h"
+#include "lib/nats/jsack.h"
 
 #include <inttypes.h>
 #include <jansson.h>

@@ -1,12 +1,12 @@
 /* KV compare-and-set on the stream level (see kvcas.h). */
-#include "lib/kvcas.h"
+#include "lib/nats/kvcas.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 
 #define SUBJECT_MAX 8192
 

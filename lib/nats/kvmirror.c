@@ -1,5 +1,5 @@
 /* The KV mirror (see kvmirror.h). */
-#include "lib/kvmirror.h"
+#include "lib/nats/kvmirror.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 
-#include "lib/kvwatch.h"
-#include "lib/natsconn.h"
+#include "lib/nats/kvwatch.h"
+#include "lib/nats/natsconn.h"
 
 #define WATCH_POLL_MS 250
 #define WATCH_RETRY_MS 250

@@ -4,7 +4,7 @@
  * last sequence and wait until the watch has applied it, so a write
  * committed before the batch was fetched is always seen.
  *
- * The watch is lib/kvwatch.h's named ordered consumer. It can go silent
+ * The watch is lib/nats/kvwatch.h's named ordered consumer. It can go silent
  * after a broker restart (STYLE.md pitfalls): a barrier the watch does not
  * meet in time rebuilds it from scratch, which is also the periodic
  * reconciliation read; so does a watch that reports itself lost.

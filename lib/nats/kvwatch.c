@@ -1,5 +1,5 @@
 /* A KV watch as a named ordered consumer (see kvwatch.h). */
-#include "lib/kvwatch.h"
+#include "lib/nats/kvwatch.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/jsack.h"
-#include "lib/natsconn.h"
+#include "lib/nats/jsack.h"
+#include "lib/nats/natsconn.h"
 
 #define CREATE_TIMEOUT_MS 2000 /* a leaderless cluster does not answer: ask again soon */
 #define DELETE_TIMEOUT_MS 500

@@ -6,17 +6,18 @@
  * with an authorization violation. A refusal is therefore retried a few
  * times before it is reported as the credential's fault.
  */
-#include "lib/natsconn.h"
+#include "lib/nats/natsconn.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/jwt.h"
-#include "lib/perms.h"
-#include "lib/nkeys.h"
-#include "lib/tokens.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/perms.h"
+#include "lib/creds/nkeys.h"
+#include "lib/servers.h"
 
 static natsStatus
 cb_jwt(char **jwt, char **errtxt, void *arg)
@@ -134,18 +135,21 @@ conn_tls_refusal(natsStatus s, const char *url, const char *tls_host, char *buf,
 natsStatus
 conn_servers(natsOptions *opts, const char *url)
 {
-	char buf[CONN_SERVERS_MAX * 256], *save = NULL;
-	const char *servers[CONN_SERVERS_MAX];
+	char buf[CONN_SERVERS_MAX * 256];
+	const char *servers[CONN_SERVERS_MAX], *c = url, *u;
+	size_t used = 0, len;
 	int n = 0;
 	natsStatus s;
 
 	if (url == NULL || strlen(url) >= sizeof(buf))
 		return NATS_INVALID_ARG;
-	snprintf(buf, sizeof(buf), "%s", url);
-	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+	while ((len = servers_next(&c, &u)) > 0) {
 		if (n == CONN_SERVERS_MAX)
 			return NATS_INVALID_ARG;
-		servers[n++] = t;
+		memcpy(buf + used, u, len);
+		buf[used + len] = '\0';
+		servers[n++] = buf + used;
+		used += len + 1;
 	}
 	if (n == 0)
 		return NATS_INVALID_ARG;
@@ -155,6 +159,31 @@ conn_servers(natsOptions *opts, const char *url)
 	if (s == NATS_OK)
 		s = natsOptions_SetIgnoreDiscoveredServers(opts, true);
 	return s;
+}
+
+static pthread_mutex_t violation_mu = PTHREAD_MUTEX_INITIALIZER;
+static char violation_text[512];
+
+void
+conn_violation_note(const char *text)
+{
+	pthread_mutex_lock(&violation_mu);
+	snprintf(violation_text, sizeof(violation_text), "%s", text ? text : "permission denied");
+	pthread_mutex_unlock(&violation_mu);
+}
+
+bool
+conn_violation(const char *needle, char *buf, size_t len)
+{
+	bool hit;
+
+	pthread_mutex_lock(&violation_mu);
+	hit = violation_text[0] != '\0' &&
+	    (needle == NULL || strstr(violation_text, needle) != NULL);
+	if (hit && buf != NULL)
+		snprintf(buf, len, "%s", violation_text);
+	pthread_mutex_unlock(&violation_mu);
+	return hit;
 }
 
 uint64_t

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/creds.h"
+#include "lib/creds/creds.h"
 
 #define CONNECT_TRIES 3 /* an auth refusal is retried: see natsconn.c */
 
@@ -48,7 +48,7 @@ struct conn_opts {
 /*
  * Connect with the credential c (kept alive by the caller for as long as the
  * connection lives: the callbacks read it on every reconnect). The inbox
- * prefix is the credential's own (lib/tokens.h inbox_prefix).
+ * prefix is the credential's own (lib/wire/tokens.h inbox_prefix).
  * 0 on success, -1 with err holding the broker's or library's words, -2
  * when TLS was demanded and refused (conn_tls_refusal's words in err): a
  * broker that does not offer TLS, or one whose certificate does not verify.
@@ -83,6 +83,18 @@ void conn_push(natsConnection *nc);
  * reply subjects and consumer names under the credential's own prefix.
  * 0, or -1 out of memory. */
 int conn_unique_token(char *out, size_t len);
+
+/*
+ * The broker's last permissions violation on this process's connections,
+ * in its words (it names the subject). The owner's asynchronous error
+ * handler notes it; a caller whose request went unanswered asks for it,
+ * since a publish the broker refused is answered by nobody. Process-wide:
+ * a worker has one delivery connection. Any thread.
+ */
+void conn_violation_note(const char *text);
+/* Was one noted whose text contains needle (any when NULL)? Its text into
+ * buf (when given). */
+bool conn_violation(const char *needle, char *buf, size_t len);
 
 /* The text of a nats.c failure: status text plus nats_GetLastError. */
 void conn_strerror(natsStatus s, char *buf, size_t len);

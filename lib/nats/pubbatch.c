@@ -1,5 +1,5 @@
 /* Batched asynchronous publishes (see pubbatch.h). */
-#include "lib/pubbatch.h"
+#include "lib/nats/pubbatch.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "lib/clock.h"
-#include "lib/jsack.h"
-#include "lib/natsconn.h"
-#include "lib/worker.h"
+#include "lib/nats/jsack.h"
+#include "lib/nats/natsconn.h"
 
 /* Fail an item; refused: by the stream's own answer (see
  * pubbatch_refused). */
@@ -297,7 +296,7 @@ pubbatch_wait(struct pubbatch *b)
 		snprintf(why, sizeof(why), "no stream took it (no responders: %" PRIu64 " of %zu "
 		    "publishes; a stream leader being elected, or the stream gone)", b->no_responders,
 		    b->npub);
-	else if (worker_violation(NULL, viol, sizeof(viol)))
+	else if (conn_violation(NULL, viol, sizeof(viol)))
 		snprintf(why, sizeof(why), "no PubAck within %d ms: permission denied (%s)",
 		    PUBBATCH_WAIT_MS, viol);
 	else

@@ -1,5 +1,5 @@
 /* Durable pull consumers (see pull.h). */
-#include "lib/pull.h"
+#include "lib/nats/pull.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -9,10 +9,9 @@
 #include <string.h>
 
 #include "lib/clock.h"
-#include "lib/jsack.h"
+#include "lib/nats/jsack.h"
 #include "lib/log.h"
-#include "lib/natsconn.h"
-#include "lib/worker.h"
+#include "lib/nats/natsconn.h"
 
 static const char *
 ack_name(jsAckPolicy p)
@@ -55,7 +54,7 @@ explain(natsStatus s, jsErrCode jerr, const char *what, char *err, size_t errlen
 {
 	char why[512], viol[512];
 
-	if (s == NATS_TIMEOUT && worker_violation(NULL, viol, sizeof(viol))) {
+	if (s == NATS_TIMEOUT && conn_violation(NULL, viol, sizeof(viol))) {
 		snprintf(err, errlen, "%s: permission denied (%s)", what, viol);
 		return;
 	}
@@ -379,75 +378,4 @@ pull_recover(struct puller *p)
 	}
 	natsConnection_FlushTimeout(p->nc, PULL_ANSWER_MS);
 	return sent;
-}
-
-void
-pull_loop_run(const struct pull_loop *l)
-{
-	char err[1024];
-	natsMsgList list;
-	uint64_t reconnects = 0;
-	bool doubt = false, idle = false;
-	int64_t idle_checked = 0;
-
-	while (worker_serving()) {
-		if (l->setup(err, sizeof(err)) == 0)
-			break;
-		l->teardown();
-		/* A denial is the credential's fault, not the broker's mood:
-		 * say so loudly and let the supervisor's backoff pace us. */
-		if (strstr(err, "permission denied") != NULL || strstr(err, "other settings") != NULL)
-			fatalx("cannot bind the %s: %s", l->what, err);
-		log_warnx("cannot bind the %s yet: %s; retrying", l->what, err);
-		worker_nap(PULL_SETUP_RETRY_MS);
-	}
-	if (!worker_serving()) {
-		l->teardown();
-		return;
-	}
-	log_ok("%s bound to %s", l->what, l->bound);
-	worker_bound();
-	/* Counted on the connection setup bound to: after a credential
-	 * reload the puller held the destroyed one until then. */
-	reconnects = conn_reconnects(l->pull->nc);
-	while (worker_wait_open()) {
-		/* After a reconnect or a failed fetch, before anything else:
-		 * what a lost node was carrying to us is asked back (the
-		 * reader's ack floor paces the fan-out's may_fetch). */
-		if (conn_reconnects(l->pull->nc) != reconnects)
-			doubt = true, idle = false;
-		if (doubt) {
-			reconnects = conn_reconnects(l->pull->nc);
-			int n = pull_recover(l->pull);
-			if (n > 0 && idle)
-				log_debug("%s: idle with deliveries pending: asked them back (%d "
-				    "sequences from the ack floor)", l->what, n);
-			else if (n > 0)
-				log_warnx("%s: asked the broker to redeliver at once what it still "
-				    "counts as delivered (%d sequences from the ack floor): a lost "
-				    "connection or fetch may have dropped them in flight", l->what, n);
-			if (n >= 0)
-				doubt = idle = false;
-		}
-		if (l->may_fetch != NULL && !l->may_fetch())
-			break;
-		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_WAIT_MS, &list);
-		if (s != NATS_OK) {
-			natsMsgList_Destroy(&list);
-			doubt = true, idle = false;
-			worker_nap(PULL_ERROR_NAP_MS);
-			continue;
-		}
-		if (list.Count > 0) {
-			l->batch(&list);
-		} else if (mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS) {
-			/* Idle, holding nothing: whatever the consumer still counts
-			 * as delivered to us was lost on the way (a leader change
-			 * behind our connection's back): ask for it again. */
-			idle_checked = mono_ms();
-			doubt = idle = true;
-		}
-		natsMsgList_Destroy(&list);
-	}
-	l->teardown();
 }

@@ -101,20 +101,3 @@ void pull_term(struct puller *p, natsMsg *m);
 
 #endif
 
-/*
- * The loop of a role that drives one pull consumer: set up (retrying while
- * the broker is not ready; a permission denial or a consumer with other
- * settings is fatal, the supervisor's backoff paces the retries), then fetch
- * batches and hand each to batch() for as long as the worker serves.
- */
-struct pull_loop {
-	const char *what;                  /* "fan-out", "reader": log lines */
-	int (*setup)(char *err, size_t errlen);
-	void (*teardown)(void);
-	bool (*may_fetch)(void);           /* NULL: always; false: return */
-	void (*batch)(natsMsgList *list);
-	struct puller *pull;
-	int batch_max;
-	const char *bound;                 /* what setup bound, for the log */
-};
-void pull_loop_run(const struct pull_loop *l);

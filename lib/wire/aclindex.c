@@ -1,5 +1,5 @@
 /* The read-ACL index (see aclindex.h). */
-#include "lib/aclindex.h"
+#include "lib/wire/aclindex.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,8 +6,8 @@
 #ifndef COTAL_ACLINDEX_H
 #define COTAL_ACLINDEX_H
 
-#include "lib/kvmirror.h"
-#include "lib/records.h"
+#include "lib/nats/kvmirror.h"
+#include "lib/wire/records.h"
 #include "lib/strmap.h"
 
 struct aclindex {

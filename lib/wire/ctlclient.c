@@ -9,7 +9,7 @@
  * callback after the client was freed, a reply after its call gave up)
  * finds nothing and is dropped.
  */
-#include "lib/ctlclient.h"
+#include "lib/wire/ctlclient.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -22,8 +22,8 @@
 #include <time.h>
 
 #include "lib/clock.h"
-#include "lib/records.h"
-#include "lib/tokens.h"
+#include "lib/wire/records.h"
+#include "lib/wire/tokens.h"
 
 #define CTL_SUBJECT_MAX (6 + SPACE_TOKEN_MAX + 32 + PRINCIPAL_MAX)
 #define CTL_REPLY_RANDOM 24            /* hex chars after ".reply." */

@@ -32,8 +32,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/ctlreq.h"
-#include "lib/natsconn.h"
+#include "lib/wire/ctlreq.h"
+#include "lib/nats/natsconn.h"
 
 #define CTL_CLIENT_PENDING_MAX 64   /* requests in flight on one client */
 #define CTL_RETRY_GAP_MS 1000       /* the seed: later retries at most 1 s apart */

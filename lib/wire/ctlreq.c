@@ -3,7 +3,7 @@
  * from the network is type-checked and bounded before use; the refusal
  * texts are the wire's, so callers can match on them.
  */
-#include "lib/ctlreq.h"
+#include "lib/wire/ctlreq.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/tokens.h"
-#include "lib/refuse.h"
+#include "lib/wire/tokens.h"
+#include "lib/wire/refuse.h"
 
 /* A request is {op, args, from} with small args: anything deeper is no
  * request of ours, and the workers then walk only shallow trees. */

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/records.h"
+#include "lib/wire/records.h"
 
 #define CTL_REQUEST_MAX (256 * 1024) /* bytes of a request body we decode */
 #define CTL_OP_MAX 64                /* an op name */

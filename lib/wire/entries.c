@@ -4,7 +4,7 @@
  * DLV_<s>, and the dedup key both carry. Every field read from the network
  * is type-checked and bounded before use.
  */
-#include "lib/records.h"
+#include "lib/wire/records.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/records_int.h"
-#include "lib/refuse.h"
-#include "lib/tokens.h"
+#include "lib/wire/records_int.h"
+#include "lib/wire/refuse.h"
+#include "lib/wire/tokens.h"
 
 bool
 dedup_key(const char *id, const struct lifecycle *to, uint64_t generation, char *buf, size_t len)

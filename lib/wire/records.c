@@ -2,7 +2,7 @@
  * Subjects and records of the data path (see records.h). Every field read
  * from the network is type-checked and bounded before use.
  */
-#include "lib/records.h"
+#include "lib/wire/records.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/tokens.h"
-#include "lib/records_int.h"
-#include "lib/refuse.h"
+#include "lib/wire/tokens.h"
+#include "lib/wire/records_int.h"
+#include "lib/wire/refuse.h"
 
 /* After "<prefix>.<kind>." return the rest of subject, or NULL. */
 static const char *

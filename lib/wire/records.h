@@ -2,9 +2,9 @@
  * The subjects and records of the data path (WIRE.md §1, §2, §4): parsing
  * what the network hands us, bounded and validated, and building what we
  * publish. Pure functions, shared by the fan-out writer, the trusted reader
- * and the registry; unit-tested and fuzzed. lib/records.c holds the
+ * and the registry; unit-tested and fuzzed. lib/wire/records.c holds the
  * subjects, posts, channel configs, ACL, membership and presence rows;
- * lib/entries.c the entries, the frames and their dedup key.
+ * lib/wire/entries.c the entries, the frames and their dedup key.
  *
  * Every parser takes untrusted bytes and either fills its output or fails
  * with a reason naming the field; none of them crashes or allocates without

@@ -1,5 +1,5 @@
 /*
- * What lib/records.c and lib/entries.c share: the bounded JSON decode and
+ * What lib/wire/records.c and lib/wire/entries.c share: the bounded JSON decode and
  * encode of a record and the cursor check. Not for other callers.
  */
 #ifndef COTAL_RECORDS_INT_H

@@ -1,5 +1,5 @@
 /* The checkpoint timers' pure logic (see timers.h). */
-#include "lib/timers.h"
+#include "lib/wire/timers.h"
 
 #include <inttypes.h>
 #include <jansson.h>

@@ -1,19 +1,13 @@
-/* Tokens and names of WIRE.md §1 and §8. */
+/* The identity, lifecycle and channel tokens of WIRE.md §1 and the reply
+ * inbox of §7. A space's own names are lib/names.h's. */
 #ifndef COTAL_TOKENS_H
 #define COTAL_TOKENS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#define SPACE_NAME_MAX 256
-#define SPACE_TOKEN_MAX SPACE_NAME_MAX      /* one char per input byte */
-#define SPACE_KEY_MAX (2 * SPACE_NAME_MAX)  /* hex of the UTF-8 bytes */
+#include "lib/names.h"
 
-/* Space/routing token: every byte outside [A-Za-z0-9_-] becomes '_'; empty
- * becomes "_". Returns false when out is too small. */
-bool space_token(const char *name, char *out, size_t outlen);
-/* <key>: lowercase hex of the space name's bytes. false when too small. */
-bool space_key(const char *name, char *out, size_t outlen);
 /* Identity token (owner, actor): ^[A-Za-z0-9_]+$ */
 bool identity_token_valid(const char *s);
 /* Principal owner: "local" or "u_" + 26 of [a-z2-7]. */
@@ -31,7 +25,7 @@ bool channel_pattern_valid(const char *s);
  * toolchain does: _INBOX_<its whole user public key>. nats.c appends
  * ".<nuid>" per connection, so several connections of one credential never
  * collide. A connection takes its prefix from its credential's own grants
- * (lib/perms.h jwt_reply_inbox), never from this.
+ * (lib/creds/perms.h jwt_reply_inbox), never from this.
  */
 #define INBOX_ID_LEN 56
 #define INBOX_PREFIX_MAX (7 + INBOX_ID_LEN + 1)

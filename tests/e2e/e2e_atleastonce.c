@@ -37,11 +37,11 @@
 
 #include <cmocka.h>
 
-#include "lib/creds.h"
-#include "lib/natsconn.h"
-#include "lib/tokens.h"
-#include "lib/perms.h"
-#include "lib/pull.h"
+#include "lib/creds/creds.h"
+#include "lib/nats/natsconn.h"
+#include "lib/wire/tokens.h"
+#include "lib/creds/perms.h"
+#include "lib/nats/pull.h"
 #include "tests/harness/harness.h"
 
 #define MEMBERS 20
@@ -89,7 +89,7 @@ struct peer {
 	struct agent a;
 	char from[192];      /* <o>.<a> */
 	struct link l;
-	struct puller pl;    /* its dlv_ durable, through lib/pull.c (not libnats's fetch) */
+	struct puller pl;    /* its dlv_ durable, through lib/nats/pull.c (not libnats's fetch) */
 	pthread_t th;
 	/* The drain's record, written by its thread only. */
 	uint16_t *seen;      /* per post: frames surfaced */
@@ -321,7 +321,7 @@ drain_main(void *arg)
 
 	while (!atomic_load(&R.stop_drain)) {
 		natsMsgList list = { 0 };
-		/* lib/pull.c, not libnats's fetch: after a broker restart
+		/* lib/nats/pull.c, not libnats's fetch: after a broker restart
 		 * libnats 3.4.1's _fetch overran the array it sized (ASan,
 		 * STYLE.md pitfalls). */
 		natsStatus s = pull_fetch(&p->pl, FETCH, 500, &list);

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 static void

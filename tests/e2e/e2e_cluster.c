@@ -37,7 +37,7 @@
 
 #include <cmocka.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define NODES 3

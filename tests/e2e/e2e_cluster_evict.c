@@ -18,10 +18,10 @@
 #include <cmocka.h>
 
 #include "lib/clock.h"
-#include "lib/ctlclient.h"
-#include "lib/ctlreq.h"
-#include "lib/jwt.h"
-#include "lib/tokens.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/wire/ctlreq.h"
+#include "lib/creds/jwt.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define NODES 3

@@ -1,5 +1,5 @@
 /*
- * The caller's side of the control rails (lib/ctlclient.h) against a real
+ * The caller's side of the control rails (lib/wire/ctlclient.h) against a real
  * broker, without the daemon: the test plays the responder itself with the
  * space's delivery credential, which may subscribe to the rail subjects and
  * publish to their reply subjects (WIRE.md §7).
@@ -18,9 +18,9 @@
 #include <cmocka.h>
 
 #include "lib/clock.h"
-#include "lib/ctlclient.h"
-#include "lib/jwt.h"
-#include "lib/tokens.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/creds/jwt.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define SEEN_MAX 64
@@ -1170,7 +1170,7 @@ test_cli_admin_waits_with_the_retry_cadence(void **state)
 	    "--wait", "1500", NULL);
 	int64_t took = mono_ms() - t0;
 	EXPECT_OUT(1, "no responders on the ctl.delivery-admin rail");
-	/* It may end up to one shortest gap (100 ms, lib/ctlclient.c) early:
+	/* It may end up to one shortest gap (100 ms, lib/wire/ctlclient.c) early:
 	 * when no further try fits, it stops rather than send after the wait. */
 	EXPECT_MS("cotal admin evict --wait 1500", took, 1500 - 100, 1500 + 2 * SLACK_MS);
 

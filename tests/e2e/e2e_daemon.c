@@ -21,9 +21,9 @@
 
 #include "cli/dev_signer.h"
 #include "cli/mint.h"
-#include "lib/creds.h"
-#include "lib/nkeys.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/nkeys.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 static const char *const roles[] = { "fanout", "reader", "registry", "timer" };

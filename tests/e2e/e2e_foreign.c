@@ -22,9 +22,9 @@
 
 #include <cmocka.h>
 
-#include "lib/needs.h"
-#include "lib/perms.h"
-#include "lib/tokens.h"
+#include "lib/creds/needs.h"
+#include "lib/creds/perms.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define GRANTS COTAL_TEST_DATA "/delivery-grants.json"

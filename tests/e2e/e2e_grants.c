@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "lib/kvwatch.h"
-#include "lib/perms.h"
+#include "lib/nats/kvwatch.h"
+#include "lib/creds/perms.h"
 #include "tests/harness/harness.h"
 
 #define DENY_WAIT_MS 3000
@@ -327,7 +327,7 @@ test_delivery_cannot_subscribe_natively_to_content(void **state)
 
 /* The members index is kept by a KV watch: the delivery credential can
  * watch the members bucket the daemon's way, a named ordered consumer
- * (lib/kvwatch.h), and sees a row the manager writes. */
+ * (lib/nats/kvwatch.h), and sees a row the manager writes. */
 static void
 test_delivery_can_watch_members(void **state)
 {

@@ -32,7 +32,7 @@
 #include <cmocka.h>
 
 #include "lib/clock.h"
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define NLANES 4

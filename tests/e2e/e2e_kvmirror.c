@@ -1,5 +1,5 @@
 /*
- * lib/kvmirror.c against a real broker: the state an owner reads under the
+ * lib/nats/kvmirror.c against a real broker: the state an owner reads under the
  * mirror's lock is always a whole state of the bucket.
  *
  * A watch is rebuilt after a failover, a broker restart or a barrier it did
@@ -25,9 +25,9 @@
 
 #include <cmocka.h>
 
-#include "lib/kvmirror.h"
-#include "lib/kvwatch.h"
-#include "lib/perms.h"
+#include "lib/nats/kvmirror.h"
+#include "lib/nats/kvwatch.h"
+#include "lib/creds/perms.h"
 #include "lib/strmap.h"
 #include "tests/harness/harness.h"
 

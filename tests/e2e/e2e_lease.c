@@ -33,11 +33,11 @@
 #include "cli/dev_signer.h"
 #include "cli/mint.h"
 #include "lib/clock.h"
-#include "lib/creds.h"
-#include "lib/jwt.h"
-#include "lib/natsconn.h"
-#include "lib/nkeys.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "lib/nats/natsconn.h"
+#include "lib/creds/nkeys.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define UP_MS 30000        /* a daemon's start under ASan on a busy host */

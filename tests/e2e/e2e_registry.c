@@ -19,9 +19,9 @@
 #include <cmocka.h>
 
 #include "lib/clock.h"
-#include "lib/ctlclient.h"
-#include "lib/jwt.h"
-#include "lib/tokens.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/creds/jwt.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 #define CALL_MS 10000

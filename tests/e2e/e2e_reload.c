@@ -21,11 +21,11 @@
 
 #include "cli/dev_signer.h"
 #include "lib/clock.h"
-#include "lib/creds.h"
-#include "lib/ctlclient.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
+#include "lib/wire/tokens.h"
 #include "lib/workspace.h"
 #include "tests/harness/harness.h"
 

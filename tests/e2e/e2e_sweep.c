@@ -25,10 +25,10 @@
 
 #include <cmocka.h>
 
-#include "lib/creds.h"
-#include "lib/jwt.h"
-#include "lib/perms.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/perms.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 #include "worker-registry/sweep.h"
 

@@ -27,10 +27,10 @@
 
 #include "cli/dev_signer.h"
 #include "cli/mint.h"
-#include "lib/creds.h"
-#include "lib/nkeys.h"
-#include "lib/timers.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/nkeys.h"
+#include "lib/wire/timers.h"
+#include "lib/wire/tokens.h"
 #include "lib/workspace.h"
 #include "tests/harness/harness.h"
 

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 static const char *const roles[] = { "fanout", "reader", "registry", "timer" };

@@ -28,10 +28,10 @@
 
 #include "ipc/ipc.h"
 #include "lib/clock.h"
-#include "lib/creds.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
-#include "lib/tokens.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
+#include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
 static struct mesh mesh;

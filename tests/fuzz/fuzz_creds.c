@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/creds.h"
+#include "lib/creds/creds.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

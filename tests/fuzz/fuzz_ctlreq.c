@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the control rails' messages of lib/ctlreq.c.
+ * Fuzz target: the control rails' messages of lib/wire/ctlreq.c.
  *
  * The input is split at its first two newlines: a request subject, a reply
  * subject, and the body (the rest, exact bytes). A subject that parses is
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/ctlreq.h"
-#include "lib/tokens.h"
+#include "lib/wire/ctlreq.h"
+#include "lib/wire/tokens.h"
 
 #define PREFIX "cotal.demo"
 #define FIXED "cotal.demo.ctl.delivery.local.alice"

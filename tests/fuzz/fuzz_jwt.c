@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "cli/dev_signer.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 
 #define MODES 3
 #define SIGNERS 3

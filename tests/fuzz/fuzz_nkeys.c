@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 
 #define CODEC_MAX 512 /* bytes of input given to the raw codecs */
 

@@ -3,7 +3,7 @@
  * The first input byte picks a mode:
  *   0: the rest is a user's claims JSON, signed by a fixed dev key, decoded;
  *      then perms_from_jwt, perms_reply_inbox, jwt_allow_all and a grant
- *      check of every need of the table (lib/needs.c);
+ *      check of every need of the table (lib/creds/needs.c);
  *   1: the rest is two subjects split at the first NUL: subject_covers and
  *      subject_overlaps, and what must hold between them;
  *   2: the rest is a reply subject: js_ack_meta;
@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "cli/dev_signer.h"
-#include "lib/jsack.h"
-#include "lib/needs.h"
-#include "lib/nkeys.h"
-#include "lib/perms.h"
+#include "lib/nats/jsack.h"
+#include "lib/creds/needs.h"
+#include "lib/creds/nkeys.h"
+#include "lib/creds/perms.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the subject and record parsers of lib/records.c.
+ * Fuzz target: the subject and record parsers of lib/wire/records.c.
  *
  * Every input goes to every parser: as a subject (chat, dinbox, lifecycle,
  * member key), as a post on a fixed chat subject, as an ACL, member,
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/records.h"
-#include "lib/tokens.h"
+#include "lib/wire/records.h"
+#include "lib/wire/tokens.h"
 
 #define PREFIX "cotal.demo"
 #define KEY_UID "abcdefghijklmnopqrstuvwxyz"

@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the timer parsers of lib/timers.c.
+ * Fuzz target: the timer parsers of lib/wire/timers.c.
  *
  * The input is split at its first newline: the line is a subject (parsed
  * as each of .schedule, .armed and .fire under cotal.demo) and a header
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/timers.h"
+#include "lib/wire/timers.h"
 
 #define PREFIX "cotal.demo"
 

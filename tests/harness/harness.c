@@ -29,8 +29,8 @@
 
 #include <openssl/evp.h>
 
-#include "lib/natsconn.h"
-#include "lib/tokens.h"
+#include "lib/nats/natsconn.h"
+#include "lib/wire/tokens.h"
 
 #ifndef COTAL_CLI_PATH
 #error "COTAL_CLI_PATH must name the cotal binary"

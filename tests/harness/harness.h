@@ -19,7 +19,7 @@
 #include <pthread.h>
 #include <sys/types.h>
 
-#include "lib/creds.h"
+#include "lib/creds/creds.h"
 
 #define H_PATH_MAX 1024
 #define H_DIR_MAX 512 /* the temporary root: room left for paths under it */

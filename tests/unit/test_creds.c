@@ -1,5 +1,5 @@
 /*
- * Unit tests for lib/creds.c: format, tolerant parse, load-time file checks.
+ * Unit tests for lib/creds/creds.c: format, tolerant parse, load-time file checks.
  */
 
 #include <sys/stat.h>
@@ -18,9 +18,9 @@
 #include <cmocka.h>
 
 #include "cli/dev_signer.h"
-#include "lib/creds.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 
 #define ERRLEN 512
 

@@ -1,4 +1,4 @@
-/* The control rails' messages: WIRE.md §1 and §5 (lib/ctlreq.h). */
+/* The control rails' messages: WIRE.md §1 and §5 (lib/wire/ctlreq.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +11,8 @@
 
 #include <jansson.h>
 
-#include "lib/ctlreq.h"
-#include "lib/tokens.h"
+#include "lib/wire/ctlreq.h"
+#include "lib/wire/tokens.h"
 
 #define PREFIX "cotal.demo"
 #define U_OWNER "u_abcdefghijklmnopqrstuvwxyz"        /* u_ + 26 of [a-z2-7] */

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "lib/fence.h"
+#include "worker/fence.h"
 
 static void
 test_open_fence_lets_effects_through(void **state)

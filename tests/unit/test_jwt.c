@@ -1,5 +1,5 @@
 /*
- * Unit tests for lib/jwt.c (decode, verify, claim shape, base64url) using
+ * Unit tests for lib/creds/jwt.c (decode, verify, claim shape, base64url) using
  * tokens minted by the dev signer (cli/dev_signer.c).
  */
 
@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "cli/dev_signer.h"
-#include "lib/jwt.h"
-#include "lib/nkeys.h"
+#include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 
 #define ERRLEN 256
 

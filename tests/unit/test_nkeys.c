@@ -1,5 +1,5 @@
 /*
- * Unit tests for lib/nkeys.c: base32, CRC16, seed and public key text,
+ * Unit tests for lib/creds/nkeys.c: base32, CRC16, seed and public key text,
  * Ed25519 signing.
  *
  * Fixed vectors and where they come from:
@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "lib/nkeys.h"
+#include "lib/creds/nkeys.h"
 
 #define ERRLEN 256
 

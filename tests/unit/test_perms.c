@@ -1,10 +1,10 @@
 /*
- * A credential's permissions as nats-server applies them (lib/perms.h):
+ * A credential's permissions as nats-server applies them (lib/creds/perms.h):
  * token-wise wildcard matching, a deny winning over an allow, no allow list
  * meaning everything; the reply inbox a connection takes from its own
  * sub.allow (WIRE.md §7); the grant table's <s>/<inbox>/<account> names
- * and their substitution (lib/needs.h);
- * JetStream's reply-subject metadata (lib/jsack.h).
+ * and their substitution (lib/creds/needs.h);
+ * JetStream's reply-subject metadata (lib/nats/jsack.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,10 +17,10 @@
 #include <cmocka.h>
 
 #include "cli/dev_signer.h"
-#include "lib/jsack.h"
-#include "lib/needs.h"
-#include "lib/nkeys.h"
-#include "lib/perms.h"
+#include "lib/nats/jsack.h"
+#include "lib/creds/needs.h"
+#include "lib/creds/nkeys.h"
+#include "lib/creds/perms.h"
 
 static void
 test_covers_matches_whole_tokens(void **state)

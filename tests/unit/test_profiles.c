@@ -16,8 +16,8 @@
 #include <cmocka.h>
 
 #include "cli/profiles.h"
-#include "lib/needs.h"
-#include "lib/perms.h"
+#include "lib/creds/needs.h"
+#include "lib/creds/perms.h"
 
 #define USER "UDE7OIL6X67UABCDEFGHIJKLMNOPQRSTUVWXYZ234567ABCDEFGHIJKL"
 #define UID "abcdefghijklmnopqrstuvwxyz"
@@ -81,7 +81,7 @@ covered(json_t *allow, const char *subj)
 	return false;
 }
 
-/* Is subj a grant only an optional feature needs (lib/needs.c)? */
+/* Is subj a grant only an optional feature needs (lib/creds/needs.c)? */
 static bool
 optional(const char *subj)
 {

@@ -11,8 +11,8 @@
 
 #include <jansson.h>
 
-#include "lib/records.h"
-#include "lib/tokens.h"
+#include "lib/wire/records.h"
+#include "lib/wire/tokens.h"
 
 #define PREFIX "cotal.demo"
 #define UID_A "abcdefghijklmnopqrstuvwxyz"     /* 26 of [a-z0-9] */

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "cli/dev_signer.h"
-#include "lib/perms.h"
+#include "lib/creds/perms.h"
 #include "supervisor/creds.h"
 
 static void

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "lib/timers.h"
+#include "lib/wire/timers.h"
 
 #define P "cotal.demo"
 #define SCHED P ".ept.wf.inst-1.7.t_1.schedule"

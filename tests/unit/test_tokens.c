@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "lib/tokens.h"
+#include "lib/wire/tokens.h"
 
 /* "every char outside [A-Za-z0-9_-] becomes _ (empty → _)" */
 static void

@@ -1,0 +1,74 @@
+#!/bin/sh
+# The house's dependency order, checked over every #include "..." line
+# (ARCHITECTURE.md "Layout", README "Layout"):
+#
+#   process rooms -> worker/ -> ipc/, sandbox/ -> lib/wire -> lib/nats -> lib/creds -> lib/
+#
+# A room may include its own headers and those of the rooms after it; a
+# worker's room (worker-*) reaches ipc/ and sandbox/ only through worker/.
+# tests/ and bench/ may include anything. Usage: check-includes.sh [ROOT]
+# (default: this tree). Prints each offending line and exits 1.
+set -u
+root=${1:-$(dirname "$0")/..}
+cd "$root" || exit 2
+
+# The rooms a file of the given room may include from.
+allowed() {
+	case $1 in
+	lib)             echo "lib" ;;
+	lib/creds)       echo "lib lib/creds" ;;
+	lib/nats)        echo "lib lib/creds lib/nats" ;;
+	lib/wire)        echo "lib lib/creds lib/nats lib/wire" ;;
+	ipc)             echo "lib ipc" ;;
+	sandbox)         echo "lib sandbox" ;;
+	worker)          echo "lib lib/creds lib/nats lib/wire ipc sandbox worker" ;;
+	worker-*)        echo "lib lib/creds lib/nats lib/wire worker $1" ;;
+	supervisor|host|launcher|cli)
+	                 echo "lib lib/creds lib/nats lib/wire ipc sandbox worker supervisor host launcher cli worker-fanout worker-reader worker-registry worker-timer" ;;
+	*)               echo "*" ;;
+	esac
+}
+
+# The room of a path: its folder, lib/<sub> for a lib room.
+room_of() {
+	case $1 in
+	lib/*/*) echo "$1" | cut -d/ -f1-2 ;;
+	*/*)     echo "$1" | cut -d/ -f1 ;;
+	*)       echo "." ;;
+	esac
+}
+
+bad=0
+files=$(find lib ipc sandbox worker worker-* supervisor host launcher cli \
+	-name '*.[ch]' 2>/dev/null | sort)
+for f in $files; do
+	from=$(room_of "$f")
+	ok=$(allowed "$from")
+	[ "$ok" = "*" ] && continue
+	grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
+	while IFS= read -r line; do
+		n=${line%%:*}
+		inc=$(echo "$line" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
+		case $inc in
+		*/*) to=$(room_of "$inc") ;;
+		*)   to=$from ;;  # a sibling header of the same room
+		esac
+		hit=0
+		for r in $ok; do
+			[ "$r" = "$to" ] && hit=1
+		done
+		if [ $hit = 0 ]; then
+			echo "$f:$n: includes \"$inc\" ($to): $from may include only: $ok"
+		fi
+	done
+done > "${TMPDIR:-/tmp}/check-includes.$$"
+if [ -s "${TMPDIR:-/tmp}/check-includes.$$" ]; then
+	cat "${TMPDIR:-/tmp}/check-includes.$$"
+	bad=1
+fi
+rm -f "${TMPDIR:-/tmp}/check-includes.$$"
+count=$(echo "$files" | wc -w)
+if [ $bad = 0 ]; then
+	echo "include order: $count files, every #include in order"
+fi
+exit $bad
