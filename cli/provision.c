@@ -4,6 +4,7 @@
  * (never rewrites) an existing asset whose config differs from the contract.
  */
 #include "cli/provision.h"
+#include "lib/refuse.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -69,20 +70,6 @@ static const struct stream_row stream_table[PROV_STREAM_KINDS] = {
 	[PROV_KV_DELIVERY] = {"cotal_delivery_", true, {NULL, NULL}, KV_HISTORY, 0, DELIVERY_TTL, true},
 	[PROV_KV_RECORDS] = {"cotal_records_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ^[A-Za-z0-9_]+$, bounded by PROV_IDENTITY_MAX. */
 static bool

@@ -4,6 +4,7 @@
  * it accepts, a dispatch switch may use without checking sizes again.
  */
 #include "ipc/ipc.h"
+#include "lib/refuse.h"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -116,19 +117,6 @@ static const struct {
 	CONFIG_STRING(tls_host),
 	CONFIG_STRING(inbox_prefix),
 };
-
-static int __attribute__((format(printf, 3, 4)))
-refuse(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static const struct ipc_rule *
 rule_of(uint16_t type)

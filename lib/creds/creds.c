@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/creds/creds.h"
+#include "lib/refuse.h"
 #include "lib/creds/jwt.h"
 #include "lib/creds/nkeys.h"
 
@@ -39,22 +40,6 @@ struct span {
 	const char *p;
 	size_t n;
 };
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 void
 secure_wipe(void *p, size_t n)

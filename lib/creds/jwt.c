@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "lib/creds/jwt.h"
+#include "lib/refuse.h"
 #include "lib/creds/nkeys.h"
 
 #define JWT_VERSION 2
@@ -27,22 +28,6 @@
 
 static const char b64url_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 size_t
 b64url_encode(const uint8_t *in, size_t n, char *out, size_t outlen)

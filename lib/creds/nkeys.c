@@ -24,6 +24,7 @@
 #include <openssl/rand.h>
 
 #include "lib/creds/nkeys.h"
+#include "lib/refuse.h"
 
 #define PREFIX_SEED (18 << 3) /* 'S' */
 #define RAW_KEY_LEN 32
@@ -40,22 +41,6 @@ enum b32_status {
 	B32_TRAILING = -3,
 	B32_NOSPACE = -4,
 };
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void
-seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 const char *
 nkey_type_name(int type)

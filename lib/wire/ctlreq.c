@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "lib/wire/tokens.h"
-#include "lib/wire/refuse.h"
+#include "lib/refuse.h"
 
 /* A request is {op, args, from} with small args: anything deeper is no
  * request of ours, and the workers then walk only shallow trees. */

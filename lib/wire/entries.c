@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "lib/wire/records_int.h"
-#include "lib/wire/refuse.h"
+#include "lib/refuse.h"
 #include "lib/wire/tokens.h"
 
 bool

@@ -14,7 +14,7 @@
 
 #include "lib/wire/tokens.h"
 #include "lib/wire/records_int.h"
-#include "lib/wire/refuse.h"
+#include "lib/refuse.h"
 
 /* After "<prefix>.<kind>." return the rest of subject, or NULL. */
 static const char *
