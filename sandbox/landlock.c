@@ -12,6 +12,7 @@
  * stable ABI), and the running kernel's version decides what is used.
  */
 #include "sandbox/sandbox.h"
+#include "lib/refuse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -137,12 +138,12 @@ ll_allow_path(int ruleset, const char *path, uint64_t access, char *err, size_t 
 	if (pb.parent_fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return sandbox_refuse(err, errlen, "landlock: open %s: %s", path, strerror(errno));
+		return refuse(err, errlen, "landlock: open %s: %s", path, strerror(errno));
 	}
 	if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &pb, 0) != 0) {
 		saved = errno;
 		close(pb.parent_fd);
-		return sandbox_refuse(err, errlen, "landlock: rule for %s: %s", path, strerror(saved));
+		return refuse(err, errlen, "landlock: rule for %s: %s", path, strerror(saved));
 	}
 	close(pb.parent_fd);
 	return 0;
@@ -176,7 +177,7 @@ ll_rules(int ruleset, int abi, const uint16_t *ports, char *err, size_t errlen)
 		if (ports[i] == 0)
 			continue;
 		if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_NET_PORT, &np, 0) != 0)
-			return sandbox_refuse(err, errlen, "landlock: connect rule for port %u: %s",
+			return refuse(err, errlen, "landlock: connect rule for port %u: %s",
 			    (unsigned)ports[i], strerror(errno));
 	}
 	return 0;
@@ -189,7 +190,7 @@ sandbox_landlock(const uint16_t ports[SANDBOX_PORTS_MAX], int *abi, char *err, s
 	int ruleset;
 
 	if ((*abi = ll_abi()) < 0)
-		return sandbox_refuse(err, errlen, "landlock: ABI probe: %s", strerror(errno));
+		return refuse(err, errlen, "landlock: ABI probe: %s", strerror(errno));
 	if (*abi == 0)
 		return 0; /* no Landlock in this kernel: the caller logs it */
 
@@ -202,7 +203,7 @@ sandbox_landlock(const uint16_t ports[SANDBOX_PORTS_MAX], int *abi, char *err, s
 
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
 	if (ruleset < 0)
-		return sandbox_refuse(err, errlen, "landlock: create ruleset (ABI %d): %s", *abi,
+		return refuse(err, errlen, "landlock: create ruleset (ABI %d): %s", *abi,
 		    strerror(errno));
 	if (ll_rules(ruleset, *abi, ports, err, errlen) != 0) {
 		close(ruleset);
@@ -213,7 +214,7 @@ sandbox_landlock(const uint16_t ports[SANDBOX_PORTS_MAX], int *abi, char *err, s
 		int saved = errno;
 
 		close(ruleset);
-		return sandbox_refuse(err, errlen, "landlock: restrict self: %s", strerror(saved));
+		return refuse(err, errlen, "landlock: restrict self: %s", strerror(saved));
 	}
 	close(ruleset);
 	return 0;

@@ -6,6 +6,7 @@
  * per worker, single-threaded, before the worker's first nats.c call.
  */
 #include "sandbox/sandbox.h"
+#include "lib/refuse.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -21,18 +22,6 @@
 
 #define PASSWD_BUF_MAX 4096 /* getpwnam_r scratch space for one entry */
 #define STATUS_LINE_MAX 256 /* one line of /proc/self/status */
-
-/* Format err and fail: the one error path of every sandbox step. */
-int
-sandbox_refuse(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 const char *
 sandbox_role_name(enum sandbox_role r)
@@ -61,11 +50,11 @@ sandbox_lookup_user(const char *name, uid_t *uid, gid_t *gid, char *err, size_t 
 
 	rc = getpwnam_r(name, &pw, buf, sizeof(buf), &res);
 	if (rc != 0)
-		return sandbox_refuse(err, errlen, "getpwnam %s: %s", name, strerror(rc));
+		return refuse(err, errlen, "getpwnam %s: %s", name, strerror(rc));
 	if (res == NULL)
-		return sandbox_refuse(err, errlen, "no such user \"%s\"", name);
+		return refuse(err, errlen, "no such user \"%s\"", name);
 	if (pw.pw_uid == 0 || pw.pw_gid == 0)
-		return sandbox_refuse(err, errlen, "user \"%s\" is root (uid %u, gid %u): not a drop",
+		return refuse(err, errlen, "user \"%s\" is root (uid %u, gid %u): not a drop",
 		    name, (unsigned)pw.pw_uid, (unsigned)pw.pw_gid);
 	*uid = pw.pw_uid;
 	*gid = pw.pw_gid;
@@ -84,29 +73,29 @@ sandbox_drop_privileges(uid_t uid, gid_t gid, char *err, size_t errlen)
 	gid_t rg, eg, sg;
 
 	if (uid == 0 || gid == 0)
-		return sandbox_refuse(err, errlen, "privdrop: target uid %u gid %u is root",
+		return refuse(err, errlen, "privdrop: target uid %u gid %u is root",
 		    (unsigned)uid, (unsigned)gid);
 	if (setgroups(0, NULL) != 0)
-		return sandbox_refuse(err, errlen, "privdrop: setgroups: %s", strerror(errno));
+		return refuse(err, errlen, "privdrop: setgroups: %s", strerror(errno));
 	if (setresgid(gid, gid, gid) != 0)
-		return sandbox_refuse(err, errlen, "privdrop: setresgid %u: %s", (unsigned)gid,
+		return refuse(err, errlen, "privdrop: setresgid %u: %s", (unsigned)gid,
 		    strerror(errno));
 	if (setresuid(uid, uid, uid) != 0)
-		return sandbox_refuse(err, errlen, "privdrop: setresuid %u: %s", (unsigned)uid,
+		return refuse(err, errlen, "privdrop: setresuid %u: %s", (unsigned)uid,
 		    strerror(errno));
 
 	if (getresuid(&ru, &eu, &su) != 0 || ru != uid || eu != uid || su != uid)
-		return sandbox_refuse(err, errlen, "privdrop: uid is not %u after setresuid",
+		return refuse(err, errlen, "privdrop: uid is not %u after setresuid",
 		    (unsigned)uid);
 	if (getresgid(&rg, &eg, &sg) != 0 || rg != gid || eg != gid || sg != gid)
-		return sandbox_refuse(err, errlen, "privdrop: gid is not %u after setresgid",
+		return refuse(err, errlen, "privdrop: gid is not %u after setresgid",
 		    (unsigned)gid);
 	if (getgroups(0, NULL) != 0)
-		return sandbox_refuse(err, errlen, "privdrop: supplementary groups remain");
+		return refuse(err, errlen, "privdrop: supplementary groups remain");
 	if (setuid(0) != -1 || seteuid(0) != -1)
-		return sandbox_refuse(err, errlen, "privdrop: root uid could be regained");
+		return refuse(err, errlen, "privdrop: root uid could be regained");
 	if (setgid(0) != -1 || setegid(0) != -1)
-		return sandbox_refuse(err, errlen, "privdrop: root gid could be regained");
+		return refuse(err, errlen, "privdrop: root gid could be regained");
 	return 0;
 }
 
@@ -134,7 +123,7 @@ sandbox_rlimits(char *err, size_t errlen)
 		struct rlimit rl = { limits[i].limit, limits[i].limit };
 
 		if (setrlimit(limits[i].resource, &rl) != 0)
-			return sandbox_refuse(err, errlen, "rlimits: %s %llu: %s", limits[i].name,
+			return refuse(err, errlen, "rlimits: %s %llu: %s", limits[i].name,
 			    (unsigned long long)limits[i].limit, strerror(errno));
 	}
 	return 0;
@@ -153,13 +142,13 @@ single_threaded(char *err, size_t errlen)
 	FILE *f;
 
 	if ((f = fopen("/proc/self/status", "re")) == NULL)
-		return sandbox_refuse(err, errlen, "threads: /proc/self/status: %s", strerror(errno));
+		return refuse(err, errlen, "threads: /proc/self/status: %s", strerror(errno));
 	while (fgets(line, sizeof(line), f) != NULL)
 		if (sscanf(line, "Threads: %ld", &threads) == 1)
 			break;
 	fclose(f);
 	if (threads != 1)
-		return sandbox_refuse(err, errlen, "threads: %ld threads before confinement, want 1",
+		return refuse(err, errlen, "threads: %ld threads before confinement, want 1",
 		    threads);
 	return 0;
 }
@@ -178,7 +167,7 @@ sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen)
 	if (sandbox_rlimits(err, errlen) != 0)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-		return sandbox_refuse(err, errlen, "no_new_privs: %s", strerror(errno));
+		return refuse(err, errlen, "no_new_privs: %s", strerror(errno));
 	if (sandbox_landlock(o->broker_ports, &abi, err, errlen) != 0)
 		return -1;
 	if (abi == 0)

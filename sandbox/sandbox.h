@@ -69,8 +69,4 @@ const char *sandbox_role_name(enum sandbox_role r);
 #endif
 #endif
 
-/* Internal: format err and return -1 (shared by the sandbox's files). */
-int sandbox_refuse(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 #endif

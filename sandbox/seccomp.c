@@ -19,6 +19,7 @@
  * workers run the same connection code and their lists are the base.
  */
 #include "sandbox/sandbox.h"
+#include "lib/refuse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -312,13 +313,13 @@ sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t errlen)
 	int rc;
 
 	if ((unsigned)role >= sizeof(policies) / sizeof(policies[0]) || policies[role] == NULL)
-		return sandbox_refuse(err, errlen, "seccomp: no policy for role %d", (int)role);
+		return refuse(err, errlen, "seccomp: no policy for role %d", (int)role);
 	if (seccomp_arch_native() != SCMP_ARCH_X86_64)
-		return sandbox_refuse(err, errlen, "seccomp: the %s policy is written for x86_64 only",
+		return refuse(err, errlen, "seccomp: the %s policy is written for x86_64 only",
 		    name);
 	p.ctx = seccomp_init(log_only ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS);
 	if (p.ctx == NULL)
-		return sandbox_refuse(err, errlen, "seccomp: cannot create the %s filter", name);
+		return refuse(err, errlen, "seccomp: cannot create the %s filter", name);
 	/* Another ABI's call numbers mean other calls: kill, never log. */
 	rc = seccomp_attr_set(p.ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
 	/* Every thread, should one exist despite sandbox_confine's check. */
@@ -326,19 +327,19 @@ sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t errlen)
 		rc = seccomp_attr_set(p.ctx, SCMP_FLTATR_CTL_TSYNC, 1);
 	if (rc < 0) {
 		seccomp_release(p.ctx);
-		return sandbox_refuse(err, errlen, "seccomp: filter attributes: %s", strerror(-rc));
+		return refuse(err, errlen, "seccomp: filter attributes: %s", strerror(-rc));
 	}
 
 	policies[role](&p);
 	sanitizer_extra(&p);
 	if (p.rc != 0) {
 		seccomp_release(p.ctx);
-		return sandbox_refuse(err, errlen, "seccomp: %s policy, rule for %s: %s", name, p.bad,
+		return refuse(err, errlen, "seccomp: %s policy, rule for %s: %s", name, p.bad,
 		    strerror(-p.rc));
 	}
 	if ((rc = seccomp_load(p.ctx)) < 0) {
 		seccomp_release(p.ctx);
-		return sandbox_refuse(err, errlen, "seccomp: load the %s policy: %s", name, strerror(-rc));
+		return refuse(err, errlen, "seccomp: load the %s policy: %s", name, strerror(-rc));
 	}
 	seccomp_release(p.ctx);
 	return 0;

@@ -173,20 +173,14 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 {
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *old, *row;
-	char why[WHY_MAX];
 
 	(void)arg, (void)rev, (void)created;
 	if ((old = strmap_del(&F.rows, key)) != NULL) {
 		roster_remove(old);
 		free(old);
 	}
-	if (value == NULL)
+	if (!member_row_watched(key, value, len, &parsed, false))
 		return;
-	if (member_row_parse(key, value, len, &parsed, why, sizeof(why)) != 0) {
-		/* Not a row we can route by: it routes nothing. */
-		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
-		return;
-	}
 	if ((row = member_row_compact(&parsed)) == NULL)
 		fatalx("out of memory");
 	if (strmap_put(&F.rows, key, row, NULL) != 0 || roster_add(row) != 0)

@@ -66,13 +66,10 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 {
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *row;
-	char why[WHY_MAX];
 
 	(void)arg, (void)rev, (void)created;
 	free(strmap_del(&R.rows, key));
-	if (value == NULL)
-		return;
-	if (member_row_parse(key, value, len, &parsed, why, sizeof(why)) != 0)
+	if (!member_row_watched(key, value, len, &parsed, true))
 		return; /* a row that does not decode authorizes nothing */
 	if ((row = member_row_compact(&parsed)) == NULL)
 		fatalx("out of memory");

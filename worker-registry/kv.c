@@ -90,17 +90,12 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 {
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct mrow *old, *m;
-	char why[WHY_MAX];
 
 	(void)arg, (void)created;
 	if ((old = strmap_del(&G.rows, key)) != NULL)
 		free(old);
-	if (value == NULL)
+	if (!member_row_watched(key, value, len, &parsed, false))
 		return;
-	if (member_row_parse(key, value, len, &parsed, why, sizeof(why)) != 0) {
-		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
-		return;
-	}
 	size_t sz = offsetof(struct mrow, row) + member_row_size(&parsed);
 	if ((m = malloc(sz)) == NULL)
 		fatalx("out of memory");

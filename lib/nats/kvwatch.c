@@ -12,6 +12,7 @@
 
 #include "lib/nats/jsack.h"
 #include "lib/nats/natsconn.h"
+#include "lib/refuse.h"
 
 #define CREATE_TIMEOUT_MS 2000 /* a leaderless cluster does not answer: ask again soon */
 #define DELETE_TIMEOUT_MS 500
@@ -146,7 +147,7 @@ lost(char *err, size_t errlen, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	vseterr(err, errlen, fmt, ap);
 	va_end(ap);
 	return KVW_LOST;
 }

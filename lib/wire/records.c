@@ -14,6 +14,7 @@
 
 #include "lib/wire/tokens.h"
 #include "lib/wire/records_int.h"
+#include "lib/log.h"
 #include "lib/refuse.h"
 
 /* After "<prefix>.<kind>." return the rest of subject, or NULL. */
@@ -495,6 +496,21 @@ out:
 	return rc;
 }
 
+
+bool
+member_row_watched(const char *key, const char *value, size_t len, struct member_row *out,
+		   bool quiet)
+{
+	char why[WHY_MAX];
+
+	if (value == NULL)
+		return false;
+	if (member_row_parse(key, value, len, out, why, sizeof(why)) == 0)
+		return true;
+	if (!quiet)
+		log_warnx("ignoring membership row \"%.200s\": %s", key, why);
+	return false;
+}
 
 char *
 member_row_build(const struct member_row *r, const char *writer, int64_t updated_at, size_t *len)

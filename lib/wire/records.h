@@ -139,6 +139,14 @@ int member_row_parse(const char *key, const char *data, size_t len, struct membe
 /* Serialize a row {channel, owner, lifecycleUid, state, joinCursor,
  * leaveCursor?, generation, activated, writerIdentity, updatedAt};
  * malloc'd, or NULL. */
+/*
+ * A value the members bucket's watch delivered for key (NULL: the row was
+ * deleted): parsed into out, true. false for a deleted row and for one that
+ * does not decode, which routes and authorizes nothing; that one is logged,
+ * naming the key, unless quiet.
+ */
+bool member_row_watched(const char *key, const char *value, size_t len,
+			struct member_row *out, bool quiet);
 char *member_row_build(const struct member_row *r, const char *writer, int64_t updated_at,
 		       size_t *len);
 /* joinCursor < seq and (no leaveCursor or seq <= leaveCursor). */
