@@ -13,7 +13,7 @@
  * believe a recorded pid only when that process is alive and its command
  * line names a delivery daemon for the space (pidfile_verify).
  *
- * Shared by the daemon and the CLI: depends on cotal_lib only.
+ * Shared by the daemon and the CLI: depends on the lib rooms only.
  */
 #ifndef COTAL_PIDFILE_H
 #define COTAL_PIDFILE_H
