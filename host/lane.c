@@ -132,10 +132,9 @@ emit(const struct lane *l, const char *s, size_t n)
 
 	if (w < 0)
 		return;
-	/* A NUL would cut the line short: shown, like any control byte the
-	 * supervisor's own relay let through, as '?'. */
-	for (size_t i = 0; i < n && (size_t)w < sizeof(out) - 1; i++)
-		out[w++] = s[i] == '\0' ? '?' : s[i];
+	/* A lane's lines were escaped by its own log; what else it wrote
+	 * (a NUL, a terminal escape) is escaped here the same way. */
+	w += (int)log_escape(s, n, out + w, sizeof(out) - (size_t)w - 1);
 	out[w++] = '\n';
 	if (write(2, out, (size_t)w) < 0)
 		return;

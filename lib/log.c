@@ -4,6 +4,7 @@
  * follows the prefix only for workers ("fanout", "reader", ...).
  */
 #include "lib/log.h"
+#include "lib/utf8.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -44,6 +45,44 @@ write_all(int fd, const char *p, size_t n)
 	}
 }
 
+size_t
+log_escape(const char *in, size_t n, char *out, size_t outlen)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)in;
+	size_t o = 0;
+
+	if (outlen == 0)
+		return 0;
+	for (size_t i = 0; i < n;) {
+		bool astral;
+		size_t len = 1, esc = 0;
+		if (p[i] < 0x20 || p[i] == 0x7f)
+			esc = 1;
+		else if (p[i] >= 0x80) {
+			len = utf8_seq(p + i, n - i, &astral);
+			/* C1 (U+0080 to U+009F) is C2 80 to C2 9F; a byte of no
+			 * valid sequence may be read as C1 by an 8-bit terminal. */
+			if (len == 0)
+				len = esc = 1;
+			else if (len == 2 && p[i] == 0xc2 && p[i + 1] <= 0x9f)
+				esc = 2;
+		}
+		size_t need = esc > 0 ? 4 * esc : len;
+		if (o + need >= outlen)
+			break;
+		if (esc == 0)
+			memcpy(out + o, p + i, len), o += len;
+		for (size_t k = 0; k < esc; k++) {
+			out[o++] = '\\', out[o++] = 'x';
+			out[o++] = hex[p[i + k] >> 4], out[o++] = hex[p[i + k] & 15];
+		}
+		i += len;
+	}
+	out[o] = '\0';
+	return o;
+}
+
 /*
  * One write(2) per line: workers and the supervisor share the log file
  * (O_APPEND), so a line is never interleaved with another process's.
@@ -51,28 +90,26 @@ write_all(int fd, const char *p, size_t n)
 static void
 vlog(const char *prefix, const char *fmt, va_list ap, int with_errno)
 {
-	char line[LOG_LINE_MAX];
+	char text[LOG_LINE_MAX], line[LOG_LINE_MAX];
 	int saved = errno;
-	size_t n = 0;
+	size_t n = 0, t = 0;
 	int w;
 
 	w = snprintf(line, sizeof(line), "%s%s%s", prefix, log_proc ? log_proc : "",
 	    log_proc && *log_proc ? ": " : "");
 	n = w > 0 ? (size_t)w : 0;
-	w = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+	w = vsnprintf(text, sizeof(text), fmt, ap);
 	if (w > 0)
-		n += (size_t)w < sizeof(line) - n ? (size_t)w : sizeof(line) - n - 1;
-	if (with_errno && n < sizeof(line) - 1) {
-		w = snprintf(line + n, sizeof(line) - n, ": %s", strerror(saved));
+		t = (size_t)w < sizeof(text) ? (size_t)w : sizeof(text) - 1;
+	if (with_errno && t < sizeof(text) - 1) {
+		w = snprintf(text + t, sizeof(text) - t, ": %s", strerror(saved));
 		if (w > 0)
-			n += (size_t)w < sizeof(line) - n ? (size_t)w : sizeof(line) - n - 1;
+			t += (size_t)w < sizeof(text) - t ? (size_t)w : sizeof(text) - t - 1;
 	}
-	/* One event, one line: a newline inside a message would forge one. */
-	for (size_t i = 0; i < n; i++)
-		if (line[i] == '\n' || line[i] == '\r')
-			line[i] = ' ';
-	if (n >= sizeof(line) - 1)
-		n = sizeof(line) - 2;
+	/* One event, one line, shown as it is: a newline inside a message
+	 * would forge a line, a terminal escape (a lease holder's name, a
+	 * broker's error) would drive the operator's terminal. */
+	n += log_escape(text, t, line + n, sizeof(line) - n - 1);
 	line[n++] = '\n';
 	write_all(log_fd, line, n);
 	if (log_tee_fd >= 0 && log_tee_fd != log_fd)

@@ -7,7 +7,17 @@
 #define COTAL_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+
+/*
+ * Copy the n bytes of in to out (outlen bytes, NUL-terminated), every C0
+ * control byte, DEL, C1 control (U+0080 to U+009F) and byte of no valid
+ * UTF-8 sequence written as \xHH: what every log line and every line
+ * relayed from another process goes through. Stops before an escape or a
+ * character that would not fit. The bytes written, without the NUL.
+ */
+size_t log_escape(const char *in, size_t n, char *out, size_t outlen);
 
 void log_init(const char *procname, FILE *out);
 /* Also copy every line to fd (-1: none), e.g. stderr beside the log file. */

@@ -1,0 +1,112 @@
+/*
+ * The log's escaping (lib/log.c log_escape): issue 27, "every log line
+ * escapes C0 and C1 control bytes and DEL (one escaping function for the
+ * supervisor's lines and relayed worker lines)".
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/log.h"
+
+/* A literal's bytes, NULs included, through log_escape. */
+#define ESC(lit) esc((lit), sizeof(lit) - 1)
+
+static const char *
+esc(const char *in, size_t n)
+{
+	static char out[256];
+
+	log_escape(in, n, out, sizeof(out));
+	return out;
+}
+
+static void
+test_c0_del_and_c1_are_written_as_hex(void **state)
+{
+	(void)state;
+	/* A lease holder named with an OSC title sequence. */
+	assert_string_equal(ESC("a\033]0;owned\007b"), "a\\x1b]0;owned\\x07b");
+	assert_string_equal(ESC("x\ny\r\tz"), "x\\x0ay\\x0d\\x09z");
+	assert_string_equal(ESC("\177"), "\\x7f");
+	assert_string_equal(ESC("n\0ul"), "n\\x00ul");
+	/* U+009B, the 8-bit CSI, in UTF-8. */
+	assert_string_equal(ESC("\xc2\x9b" "31m"), "\\xc2\\x9b31m");
+}
+
+static void
+test_text_and_valid_utf8_pass_unchanged(void **state)
+{
+	(void)state;
+	assert_string_equal(ESC("✓ fanout: bound to CHAT_demo"),
+	    "✓ fanout: bound to CHAT_demo");
+	/* U+00A0 and beyond are printable; ✓ carries the byte 0x9c inside. */
+	assert_string_equal(ESC("caf\xc3\xa9 \xc2\xa0"), "caf\xc3\xa9 \xc2\xa0");
+	assert_string_equal(ESC("a\\x1b"), "a\\x1b");
+}
+
+static void
+test_bytes_of_no_valid_sequence_are_escaped(void **state)
+{
+	(void)state;
+	assert_string_equal(ESC("\x9b" "2J"), "\\x9b2J");
+	assert_string_equal(ESC("\xe2\x9c"), "\\xe2\\x9c");
+	assert_string_equal(ESC("\xed\xa0\x80"), "\\xed\\xa0\\x80"); /* a surrogate */
+}
+
+static void
+test_an_escape_is_never_cut(void **state)
+{
+	char out[8];
+
+	(void)state;
+	/* "ab" and one escape fit in 7 bytes and the NUL; the second does not. */
+	assert_int_equal(log_escape("ab\033\033", 4, out, sizeof(out)), 6);
+	assert_string_equal(out, "ab\\x1b");
+	assert_int_equal(log_escape("a✓", strlen("a✓"), out, 4), 1);
+	assert_string_equal(out, "a");
+}
+
+/* A whole line through the logger: one line, escaped. */
+static void
+test_a_log_line_is_one_escaped_line(void **state)
+{
+	char path[] = "/tmp/test_log.XXXXXX", buf[512];
+	int fd = mkstemp(path);
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w+");
+	assert_non_null(f);
+	log_init("registry", f);
+	log_warnx("lease held by %s", "evil\033]0;pwned\007\nforged line");
+	log_init(NULL, stderr);
+	rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	assert_string_equal(buf, "! registry: lease held by evil\\x1b]0;pwned\\x07\\x0aforged line\n");
+	fclose(f);
+	unlink(path);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_c0_del_and_c1_are_written_as_hex),
+		cmocka_unit_test(test_text_and_valid_utf8_pass_unchanged),
+		cmocka_unit_test(test_bytes_of_no_valid_sequence_are_escaped),
+		cmocka_unit_test(test_an_escape_is_never_cut),
+		cmocka_unit_test(test_a_log_line_is_one_escaped_line),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
