@@ -41,7 +41,7 @@ mesh_pid(const struct workspace *ws, int node)
 	free(text);
 	/* The pid may have been reused: it must be a broker of this mesh. */
 	mesh_node_file(ws->mesh, node, "conf", conf, sizeof(conf));
-	return ws_pid_runs(pid, "nats-server", conf) != 0 ? (pid_t)pid : 0;
+	return ws_pid_runs(pid, "nats-server", "-c", conf) != 0 ? (pid_t)pid : 0;
 }
 
 static int mesh_nodes(json_t *mesh, int *nodes, int *ports, char *err, size_t errlen);

@@ -451,11 +451,12 @@ ws_registry_tls_ca(const char *space, char *out, size_t outlen, char *err, size_
 }
 
 int
-ws_pid_runs(long pid, const char *needle, const char *needle2)
+ws_pid_runs(long pid, const char *program, const char *opt, const char *val)
 {
 	char path[64], cmd[8192];
+	const char *arg[256], *base;
 	ssize_t n;
-	int fd;
+	int fd, nargs = 0;
 
 	if (pid <= 1 || kill((pid_t)pid, 0) != 0)
 		return 0;
@@ -469,8 +470,18 @@ ws_pid_runs(long pid, const char *needle, const char *needle2)
 	if (n <= 0)
 		return -1;
 	cmd[n] = '\0';
-	for (ssize_t i = 0; i < n; i++)
-		if (cmd[i] == '\0')
-			cmd[i] = ' ';
-	return strstr(cmd, needle) != NULL && (needle2 == NULL || strstr(cmd, needle2) != NULL);
+	/* The arguments, NUL-separated: each compared whole, so the daemon of
+	 * space "a b" is never taken for space "a"'s. */
+	for (ssize_t i = 0; i < n && nargs < (int)(sizeof(arg) / sizeof(arg[0])); i++) {
+		arg[nargs++] = cmd + i;
+		i += (ssize_t)strlen(cmd + i);
+	}
+	base = strrchr(arg[0], '/');
+	if (strcmp(base != NULL ? base + 1 : arg[0], program) != 0)
+		return 0;
+	for (int i = 1; i < nargs; i++)
+		if (strcmp(arg[i], opt) == 0 &&
+		    (val == NULL || (i + 1 < nargs && strcmp(arg[i + 1], val) == 0)))
+			return 1;
+	return 0;
 }

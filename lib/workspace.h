@@ -75,12 +75,14 @@ int ws_server_url(const struct workspace *ws, const char *space,
 int ws_registry_tls_ca(const char *space, char *out, size_t outlen, char *err,
 		       size_t errlen);
 /*
- * Is pid a running process whose command line holds needle (and needle2,
- * when not NULL)? 1 yes, 0 no (not running, or another program: a record
- * whose pid was reused), -1 alive but its command line cannot be read
- * (trust the record then: the check only downgrades on proof).
+ * Is pid a running process of program (the last path component of its
+ * argv[0]) whose arguments hold opt followed by val (opt alone when val is
+ * NULL), each argument compared whole? 1 yes, 0 no (not running, or
+ * another command: a record whose pid was reused, or the daemon of another
+ * space), -1 alive but its command line cannot be read (trust the record
+ * then: the check only downgrades on proof).
  */
-int ws_pid_runs(long pid, const char *needle, const char *needle2);
+int ws_pid_runs(long pid, const char *program, const char *opt, const char *val);
 /* Path of the mesh registry record for a space. */
 int ws_registry_path(const char *space, char *out, size_t outlen, char *err,
 		     size_t errlen);

@@ -145,14 +145,9 @@ exited(pid_t pid)
 int
 pidfile_verify(pid_t pid, const char *space)
 {
-	char needle[SPACE_NAME_MAX + 16];
-
 	if (pid <= 1)
 		return 0;
-	/* The command line is read with its NULs turned into spaces, the
-	 * last one included: "--space S " is the whole argument. */
-	snprintf(needle, sizeof(needle), "--space %s ", space);
-	int r = ws_pid_runs(pid, "cotal-deliveryd", needle);
+	int r = ws_pid_runs(pid, "cotal-deliveryd", "--space", space);
 	if (r != 0 && exited(pid))
 		return 0;
 	return r;
@@ -163,8 +158,7 @@ pidfile_verify_host(pid_t pid)
 {
 	if (pid <= 1)
 		return 0;
-	/* NULs read as spaces: " --spaces " is that argument exactly. */
-	int r = ws_pid_runs(pid, "cotal-deliveryd", " --spaces ");
+	int r = ws_pid_runs(pid, "cotal-deliveryd", "--spaces", NULL);
 	if (r != 0 && exited(pid))
 		return 0;
 	return r;

@@ -145,37 +145,73 @@ test_remove_only_when_it_names_us(void **state)
 	unlink(path);
 }
 
-/* sleep 60 under the given argv[0] (a whole command line's worth). */
+/* A process whose command line is argv0 and the given arguments, each
+ * its own (a shell sleeping, its arguments its positional ones). */
 static pid_t
-spawn(const char *argv0)
+spawn(const char *argv0, const char *a1, const char *a2)
 {
-	char *argv[] = { (char *)argv0, (char *)"60", NULL };
+	char *argv[] = { (char *)argv0, (char *)"-c", (char *)"sleep 60; :", (char *)a1,
+		(char *)a2, NULL };
 	pid_t pid = fork();
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execvp("sleep", argv);
+		execv("/bin/sh", argv);
 		_exit(127);
 	}
 	return pid;
 }
 
+/* Until pid has exec'd (its command line names argv0), at most 10 s. */
+static void
+wait_exec(pid_t pid, const char *argv0)
+{
+	char path[64], buf[256];
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)pid);
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		if (f != NULL)
+			fclose(f);
+		buf[n] = '\0';
+		if (n > 0 && strcmp(buf, argv0) == 0)
+			return;
+		usleep(10 * 1000);
+	}
+	fail_msg("process %ld never ran as %s", (long)pid, argv0);
+}
+
 static void
 test_verify_needs_a_delivery_daemon_of_the_space(void **state)
 {
-	pid_t s, f, o;
+	const char *d = "/usr/sbin/cotal-deliveryd";
+	pid_t s, f, o, a, ab, h;
 
 	(void)state;
-	s = spawn("sleep");
-	f = spawn("/usr/sbin/cotal-deliveryd --space demo --root /x");
-	o = spawn("/usr/sbin/cotal-deliveryd --space demo2");
-	usleep(300 * 1000);
+	s = spawn("sleep", "--space", "demo");
+	f = spawn(d, "--space", "demo");
+	o = spawn(d, "--space", "demo2");
+	a = spawn(d, "--space", "a");
+	ab = spawn(d, "--space", "a b");
+	h = spawn("cotal-deliveryd", "--spaces", "/etc/cotal/spaces.json");
+	wait_exec(s, "sleep");
+	wait_exec(f, d), wait_exec(o, d), wait_exec(a, d), wait_exec(ab, d);
+	wait_exec(h, "cotal-deliveryd");
 	assert_int_equal(pidfile_verify(s, "demo"), 0);     /* another program */
 	assert_int_equal(pidfile_verify(f, "demo"), 1);
 	assert_int_equal(pidfile_verify(f, "dem"), 0);      /* another space */
 	assert_int_equal(pidfile_verify(o, "demo"), 0);
 	assert_int_equal(pidfile_verify(o, "demo2"), 1);
+	/* Issue 27: each argument is compared whole. */
+	assert_int_equal(pidfile_verify(ab, "a"), 0);
+	assert_int_equal(pidfile_verify(ab, "a b"), 1);
+	assert_int_equal(pidfile_verify(a, "a b"), 0);
+	assert_int_equal(pidfile_verify(a, "a"), 1);
+	assert_int_equal(pidfile_verify(h, "demo"), 0);
+	assert_int_equal(pidfile_verify_host(h), 1);
+	assert_int_equal(pidfile_verify_host(f), 0);
 	assert_int_equal(pidfile_verify(0, "demo"), 0);
 	assert_int_equal(pidfile_verify(1, "demo"), 0);
 	/* A zombie is not a running daemon. */
@@ -185,10 +221,11 @@ test_verify_needs_a_delivery_daemon_of_the_space(void **state)
 	waitpid(f, NULL, 0);
 	/* Gone. */
 	assert_int_equal(pidfile_verify(f, "demo"), 0);
-	kill(s, SIGKILL);
-	kill(o, SIGKILL);
-	waitpid(s, NULL, 0);
-	waitpid(o, NULL, 0);
+	pid_t rest[] = { s, o, a, ab, h };
+	for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++) {
+		kill(rest[i], SIGKILL);
+		waitpid(rest[i], NULL, 0);
+	}
 }
 
 int
