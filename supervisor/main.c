@@ -301,11 +301,32 @@ systemd_cred(const char *file, char *out, size_t outlen)
 		out[0] = '\0';
 }
 
-/* The credential: --creds, else the workspace's, else systemd's. */
+/*
+ * A credential file of the space: systemd's LoadCredential= copy when the
+ * unit hands one in, else the workspace's (dir/file), whether or not it
+ * exists. Under systemd the unit is the operator's word: a workspace copy
+ * beside it is ignored, and said so.
+ */
+static void
+cred_file(const char *dir, const char *file, char *out, size_t outlen)
+{
+	char alt[WS_FILE_MAX];
+
+	snprintf(out, outlen, "%s/%s", dir, file);
+	systemd_cred(file, alt, sizeof(alt));
+	if (alt[0] == '\0')
+		return;
+	if (access(out, F_OK) == 0)
+		log_warnx("delivery: ignoring %s: systemd's credential %s is the one in use "
+		    "($CREDENTIALS_DIRECTORY wins over the workspace)", out, alt);
+	snprintf(out, outlen, "%s", alt);
+}
+
+/* The credential: --creds, else systemd's, else the workspace's. */
 static int
 creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 {
-	char dir[WS_PATH_MAX], alt[WS_FILE_MAX];
+	char dir[WS_PATH_MAX];
 
 	if (opt != NULL) {
 		snprintf(out, outlen, "%s", opt);
@@ -313,14 +334,9 @@ creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 	}
 	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
-	snprintf(out, outlen, "%s/delivery.creds", dir);
+	cred_file(dir, "delivery.creds", out, outlen);
 	if (access(out, F_OK) == 0)
 		return 0;
-	systemd_cred("delivery.creds", alt, sizeof(alt));
-	if (alt[0] != '\0') {
-		snprintf(out, outlen, "%s", alt);
-		return 0;
-	}
 	if (getenv("CREDENTIALS_DIRECTORY") != NULL)
 		snprintf(err, errlen, "no delivery credential: %s/delivery.creds is missing, and so "
 		    "is $CREDENTIALS_DIRECTORY/%s%s%sdelivery.creds (pass --creds FILE)", dir,
@@ -375,14 +391,7 @@ admit_sys_creds(char *err, size_t errlen)
 	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
 	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
-		/* The workspace's, else systemd's LoadCredential= copy. */
-		snprintf(path[w], sizeof(path[w]), "%s/%s", dir, files[w]);
-		if (access(path[w], F_OK) != 0) {
-			char alt[WS_FILE_MAX];
-			systemd_cred(files[w], alt, sizeof(alt));
-			if (alt[0] != '\0')
-				snprintf(path[w], sizeof(path[w]), "%s", alt);
-		}
+		cred_file(dir, files[w], path[w], sizeof(path[w]));
 		if (access(path[w], F_OK) != 0)
 			continue;
 		if (sup_creds_load(path[w], &S.sys[w], why, sizeof(why)) != 0) {

@@ -402,6 +402,42 @@ test_allow_all_credential_is_refused(void **state)
 	json_decref(inbox);
 }
 
+/*
+ * Issue 27: "systemd's credential wins when $CREDENTIALS_DIRECTORY is set
+ * (a workspace copy beside it is refused or ignored with a line, your call,
+ * stated)". The workspace holds the space's good credential and the unit's
+ * directory an allow-all one: the daemon takes the unit's (and refuses it,
+ * naming it), saying it ignores the workspace's.
+ */
+static void
+test_systemd_credential_wins_over_the_workspace(void **state)
+{
+	char path[H_PATH_MAX], dir[H_PATH_MAX + 16], dst[H_PATH_MAX + 64], out[H_OUT_MAX];
+	char key[512], want[H_PATH_MAX * 2];
+	json_t *all = json_pack("[s]", ">"), *inbox = json_pack("[s]", "_INBOX_X.>");
+
+	(void)state;
+	mint_raw("unit-allow-all.creds", all, inbox, false, path, sizeof(path));
+	snprintf(dir, sizeof(dir), "%s/unit-credentials", mesh.dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(dst, sizeof(dst), "%s/delivery.creds", dir);
+	assert_int_equal(rename(path, dst), 0);
+	setenv("CREDENTIALS_DIRECTORY", dir, 1);
+	int rc = h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space, "--root",
+	    mesh.dir, NULL);
+	unsetenv("CREDENTIALS_DIRECTORY");
+	assert_int_equal(rc, 1);
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(want, sizeof(want), "! delivery: ignoring %s/.cotal/space.%s/delivery.creds: "
+	    "systemd's credential %s is the one in use", mesh.dir, key, dst);
+	if (strstr(out, want) == NULL || strstr(out, "refusing an allow-all credential") == NULL)
+		fail_msg("the unit's credential did not win, or not saying so:\n%s", out);
+	unlink(dst);
+	rmdir(dir);
+	json_decref(all);
+	json_decref(inbox);
+}
+
 /* A $SYS user (system account) with one publish grant, signed by the
  * system account's signing key or, when rogue, by a fresh account key. */
 static char *
@@ -679,6 +715,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_cotal_status_lists_each_worker),
 		cmocka_unit_test(test_kill9_each_worker_is_restarted),
 		cmocka_unit_test(test_allow_all_credential_is_refused),
+		cmocka_unit_test(test_systemd_credential_wins_over_the_workspace),
 		cmocka_unit_test(test_sys_observer_admission),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
