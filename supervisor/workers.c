@@ -37,7 +37,7 @@ static void worker_spawn(struct sup_worker *w);
 /*
  * A worker's log line, relayed. A worker is not trusted to format: it may
  * only speak as itself ("<mark> delivery <role>: "), control bytes are
- * replaced, and an overlong line is cut. The timer worker's own voice is
+ * escaped (lib/log.c log_escape), and an overlong line is cut. The timer worker's own voice is
  * "timer writer" (WIRE.md §8's lines): "<mark> delivery timer: timer
  * writer …" is relayed as "<mark> timer writer …". Worker lines go to the
  * log file only; stderr carries the supervisor's own lines.
@@ -65,8 +65,9 @@ relay_line(struct sup_worker *w, const char *line, size_t n)
 		off = ml;
 		from = ml + wl;
 	}
-	for (size_t i = from; i < n && off < sizeof(out) - 1; i++)
-		out[off++] = (unsigned char)line[i] < 0x20 && line[i] != '\t' ? '?' : line[i];
+	/* The worker's log escaped its own lines; anything else it wrote
+	 * (a library's words on stderr) is escaped the same way here. */
+	off += log_escape(line + from, n - from, out + off, sizeof(out) - off - 1);
 	out[off++] = '\n';
 	if (write(w->sup->log_fd, out, off) < 0)
 		return;
