@@ -46,6 +46,9 @@ status_print_workers(json_t *doc, const char *indent)
 		    (long long)json_integer_value(json_object_get(w, "pid")),
 		    (long long)json_integer_value(json_object_get(w, "restarts")), counters,
 		    last && *last ? "  last exit: " : "", last && *last ? last : "");
+		const char *conf = json_string_value(json_object_get(w, "confinement"));
+		if (conf != NULL)
+			printf("%s  %s\n", indent, conf);
 	}
 }
 

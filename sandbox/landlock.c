@@ -1,10 +1,12 @@
 /*
  * Landlock for a worker: it handles every access right the running kernel
- * knows and grants back only reading the resolver's files and, from ABI 4
- * on, TCP connect to the broker's port. Everything else in the filesystem
- * (reading, writing, executing, creating, ioctl on devices), binding a TCP
- * port, signalling a process and connecting to an abstract unix socket
- * outside the worker (ABI 6) is refused with EACCES/EPERM by the kernel.
+ * knows and grants back only, from ABI 4 on, TCP connect to the brokers'
+ * ports. The filesystem (reading, writing, executing, creating, ioctl on
+ * devices), binding a TCP port, signalling a process and connecting to an
+ * abstract unix socket outside the worker (ABI 6) are refused by the
+ * kernel. seccomp (seccomp.c) already denies opening any file and making
+ * any socket but a TCP stream on every kernel; Landlock adds the brokers'
+ * ports, which seccomp cannot see.
  *
  * Raw syscalls, as glibc 2.36 has no wrappers. The rights come from
  * <linux/landlock.h> when it has them; Debian 12's header stops at ABI 2,
@@ -90,19 +92,6 @@ struct ll_net_port_attr {
 	    LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |     \
 	    LANDLOCK_ACCESS_FS_MAKE_SYM)
 
-/*
- * What the resolver may read, were a worker ever to resolve a name. The
- * workers connect to IP literals, so normally none of these is opened.
- */
-static const char *const resolver_files[] = {
-	"/etc/hosts",
-	"/etc/resolv.conf",
-	"/etc/nsswitch.conf",
-	"/etc/gai.conf",
-	"/etc/host.conf",
-};
-
-
 static int
 ll_abi(void)
 {
@@ -127,6 +116,7 @@ ll_fs_rights(int abi)
 	return fs;
 }
 
+#if defined(SANDBOX_ASAN)
 /* Grant `access` beneath path; a path that does not exist is skipped. */
 static int
 ll_allow_path(int ruleset, const char *path, uint64_t access, char *err, size_t errlen)
@@ -148,15 +138,11 @@ ll_allow_path(int ruleset, const char *path, uint64_t access, char *err, size_t 
 	close(pb.parent_fd);
 	return 0;
 }
+#endif
 
 static int
 ll_rules(int ruleset, int abi, const uint16_t *ports, char *err, size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(resolver_files) / sizeof(resolver_files[0]); i++)
-		if (ll_allow_path(ruleset, resolver_files[i], LANDLOCK_ACCESS_FS_READ_FILE,
-		    err, errlen) != 0)
-			return -1;
-
 #if defined(SANDBOX_ASAN)
 	/*
 	 * Sanitizer builds only: LeakSanitizer lists this process's threads

@@ -156,7 +156,7 @@ single_threaded(char *err, size_t errlen)
 int
 sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen)
 {
-	const char *role = sandbox_role_name(o->role);
+	char line[1024];
 	int abi = 0;
 
 	if (single_threaded(err, errlen) != 0)
@@ -170,10 +170,13 @@ sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen)
 		return refuse(err, errlen, "no_new_privs: %s", strerror(errno));
 	if (sandbox_landlock(o->broker_ports, &abi, err, errlen) != 0)
 		return -1;
-	if (abi == 0)
-		log_warnx("sandbox %s: the kernel has no Landlock; filesystem and "
-		    "network rules are not applied", role);
 	if (sandbox_seccomp(o->role, o->seccomp_log, err, errlen) != 0)
 		return -1;
+	/* What holds, in one line; a lesser kernel's lines are warnings. */
+	sandbox_describe(o->role, abi, o->seccomp_log, o->broker_ports, line, sizeof(line));
+	if (abi < 4 || o->seccomp_log)
+		log_warnx("%s", line);
+	else
+		log_info("%s", line);
 	return 0;
 }

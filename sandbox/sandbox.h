@@ -6,10 +6,13 @@
  *      the unprivileged user (default "nobody"), verified irreversible;
  *   2. rlimits: no core files, RLIMIT_FSIZE 0, bounded open files;
  *   3. PR_SET_NO_NEW_PRIVS;
- *   4. Landlock: no filesystem access beyond read-only resolver files, and
- *      (ABI >= 4) TCP connect only to the brokers' ports; logged once and
- *      skipped when the kernel lacks Landlock;
- *   5. seccomp: a default-kill allow-list for the role.
+ *   4. Landlock: no filesystem access, and (ABI >= 4) TCP connect only to
+ *      the brokers' ports; where the kernel has none or no network rules,
+ *      the worker's start line says so;
+ *   5. seccomp: a default-kill allow-list for the role: TCP stream sockets
+ *      only, no file opened (EACCES), no exec, on every kernel.
+ *
+ * Then the worker logs what holds (sandbox_describe, describe.c).
  *
  * x86_64 only (the seccomp policy is written for it and refuses to load on
  * another architecture).
@@ -20,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 enum sandbox_role {
@@ -58,6 +62,16 @@ int sandbox_landlock(const uint16_t ports[SANDBOX_PORTS_MAX], int *abi, char *er
 int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t errlen);
 
 const char *sandbox_role_name(enum sandbox_role r);
+
+/* The running kernel's Landlock ABI, 0 without Landlock (probed, nothing
+ * applied). */
+int sandbox_landlock_abi(void);
+/* One line: what a worker of role holds on a kernel of Landlock ABI abi
+ * with these broker ports (the worker's start line, `cotal status`). */
+void sandbox_describe(enum sandbox_role role, int abi, bool seccomp_log,
+		      const uint16_t ports[SANDBOX_PORTS_MAX], char *out, size_t outlen);
+/* docs/security.md's table of every role and kernel, markdown. */
+void sandbox_table(FILE *out);
 
 /* AddressSanitizer builds: gcc says so with __SANITIZE_ADDRESS__, clang
  * (before 18) only through __has_feature. */

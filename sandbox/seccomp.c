@@ -6,12 +6,11 @@
  *
  * A worker may manage its memory without ever making it executable, run
  * nats.c's threads, keep time, read from and write to the descriptors it
- * holds (the two supervisor channels, the log, the broker socket), open
- * IP and unix sockets and connect them (Landlock narrows TCP to the
- * broker's port), and open files read-only (Landlock narrows them to the
- * resolver's). Anything else kills
- * the process with SIGSYS, or is logged when the daemon runs with
- * COTAL_SECCOMP=log.
+ * holds (the two supervisor channels, the log, the broker socket), and
+ * open TCP stream sockets and connect them (Landlock narrows them to the
+ * brokers' ports where the kernel can). It opens no file: openat answers
+ * EACCES. Anything else kills the process with SIGSYS, or is logged when
+ * the daemon runs with COTAL_SECCOMP=log.
  *
  * Every role starts from worker_base(), the calls the shared runtime
  * (worker/worker.c, nats.c, OpenSSL, glibc 2.36) makes; a role adds what its
@@ -31,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <linux/futex.h>
@@ -45,8 +45,12 @@
 	    CLONE_THREAD | CLONE_SETTLS | CLONE_PARENT_SETTID |               \
 	    CLONE_CHILD_CLEARTID)
 
-/* open(2) flags that write or create; a worker's openat carries none. */
+/* open(2) flags that write or create: the sanitizer builds' LeakSanitizer
+ * opens /proc read-only with the legacy open(2). */
 #define OPEN_WRITE_FLAGS (O_ACCMODE | O_CREAT | O_TRUNC)
+
+/* socket(2)'s type without the flags glibc may add. */
+#define SOCK_TYPE_MASK (0xffffffffULL & ~(uint64_t)(SOCK_NONBLOCK | SOCK_CLOEXEC))
 
 /* The futex operation without its PRIVATE/CLOCK_REALTIME modifiers. */
 #define FUTEX_OP_MASK ((uint32_t)FUTEX_CMD_MASK)
@@ -183,23 +187,35 @@ worker_base(struct policy *p)
 	ALLOW_IF(p, fcntl, arg_eq(1, F_GETFL));
 	ALLOW_IF(p, fcntl, arg_eq(1, F_SETFL));
 
-	/* The broker connection: IP sockets (and unix ones, for the
-	 * resolver's local services). Landlock allows connect to the
-	 * broker's port only and bind to none. nats.c sets TCP_NODELAY,
-	 * SO_REUSEADDR, SO_LINGER, reads SO_ERROR after a non-blocking
-	 * connect, and shuts the socket down on close. */
-	ALLOW_IF(p, socket, arg_eq(0, AF_INET));
-	ALLOW_IF(p, socket, arg_eq(0, AF_INET6));
-	ALLOW_IF(p, socket, arg_eq(0, AF_UNIX));
+	/* The broker connection, and no other socket: a TCP stream over
+	 * IPv4 or IPv6 (nats.c asks for SOCK_STREAM and protocol 0; glibc
+	 * may add SOCK_CLOEXEC or SOCK_NONBLOCK to the type). No unix socket
+	 * (a user's D-Bus or systemd manager, Docker's socket), no UDP, no
+	 * raw one, on any kernel: the IPC socketpairs are inherited, never
+	 * made. Landlock (ABI 4 and later) narrows connect to the brokers'
+	 * ports and binds none. nats.c sets TCP_NODELAY, SO_REUSEADDR,
+	 * SO_LINGER, reads SO_ERROR after a non-blocking connect, and shuts
+	 * the socket down on close. */
+	static const int families[] = { AF_INET, AF_INET6 }, protocols[] = { 0, IPPROTO_TCP };
+	for (size_t f = 0; f < 2; f++)
+		for (size_t k = 0; k < 2; k++) {
+			struct scmp_arg_cmp tcp[] = { arg_eq(0, (uint64_t)families[f]),
+				arg_masked_eq(1, SOCK_TYPE_MASK, SOCK_STREAM),
+				arg_eq(2, (uint64_t)protocols[k]) };
+			allow(p, SCMP_SYS(socket), "socket", 3, tcp);
+		}
 	ALLOW(p, connect);
 	ALLOW(p, setsockopt);
 	ALLOW(p, getsockopt);
 	ALLOW(p, shutdown);
 
-	/* Files: read-only opens, which Landlock narrows to the resolver's
-	 * files (OpenSSL's openssl.cnf and glibc's /etc/localtime are tried
-	 * and get EACCES), and what stdio does with an open file. */
-	ALLOW_IF(p, openat, arg_masked_eq(2, OPEN_WRITE_FLAGS, O_RDONLY));
+	/* Files: none is opened after confinement, on any kernel, with
+	 * Landlock or without: what a worker reads comes over IPC. A library
+	 * that probes one (OpenSSL's openssl.cnf, glibc's /etc/localtime) is
+	 * answered EACCES. fstat of a descriptor held (glibc's is newfstatat
+	 * with AT_EMPTY_PATH) stays; it may also read a path's metadata,
+	 * never its content. */
+	SOFT_FAIL(p, openat, EACCES);
 	ALLOW(p, newfstatat);
 	ALLOW(p, lseek);
 

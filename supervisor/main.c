@@ -60,7 +60,8 @@ usage(void)
 	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
 	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
 	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
-	    "[--user NAME]\n");
+	    "[--user NAME]\n"
+	    "       cotal-deliveryd --confinement\n");
 	exit(2);
 }
 
@@ -505,6 +506,12 @@ main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argv[2], worker_roles);
+	/* What every role's sandbox holds per kernel: docs/security.md's
+	 * table comes from here (ctest unit_confinement_table compares). */
+	if (argc == 2 && strcmp(argv[1], "--confinement") == 0) {
+		sandbox_table(stdout);
+		return 0;
+	}
 	/* Many spaces: the host (host/), which holds no credential. A lane
 	 * (--lane) never is one, whatever its space is called. */
 	bool host = false, lane = false;
@@ -617,6 +624,14 @@ main(int argc, char **argv)
 	if (S.seccomp_log)
 		log_warnx("delivery: COTAL_SECCOMP=log: seccomp violations are logged, not killed "
 		    "(diagnosis only)");
+	/* seccomp holds the credential's secrecy on every kernel; Landlock
+	 * adds the brokers' ports where the kernel has network rules. */
+	S.landlock_abi = sandbox_landlock_abi();
+	if (S.landlock_abi < 4)
+		log_warnx("delivery: this kernel's Landlock (ABI %d%s) cannot narrow the workers' TCP "
+		    "connections to the brokers' ports: the unit's IPAddressAllow= is the operator's "
+		    "control (files and other sockets stay denied by seccomp)", S.landlock_abi,
+		    S.landlock_abi == 0 ? ": none" : ", network rules need 4");
 	ssize_t n = readlink("/proc/self/exe", S.self_exe, sizeof(S.self_exe) - 1);
 	if (n <= 0)
 		fatal("delivery: readlink /proc/self/exe");

@@ -6,10 +6,12 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "sandbox/sandbox.h"
 
 static const char *
 phase_name(const struct sup_worker *w)
@@ -29,11 +31,29 @@ phase_name(const struct sup_worker *w)
 	return "?";
 }
 
+/* What the worker's sandbox holds on this kernel (sandbox/describe.c), as
+ * its own start line said it. */
+static const char *
+confinement(const struct sup *s, const struct sup_worker *w, char *line, size_t len)
+{
+	uint16_t ports[SANDBOX_PORTS_MAX] = { 0 };
+
+	for (int r = SANDBOX_FANOUT; r <= SANDBOX_TIMER; r++)
+		if (strcmp(sandbox_role_name((enum sandbox_role)r), w->role) == 0) {
+			for (int i = 0; i < SANDBOX_PORTS_MAX && i < IPC_SERVERS_MAX; i++)
+				ports[i] = s->ports[i];
+			sandbox_describe((enum sandbox_role)r, s->landlock_abi, s->seccomp_log, ports,
+			    line, len);
+			return line;
+		}
+	return "unknown role";
+}
+
 void
 status_write(struct sup *s)
 {
 	struct timeval tv;
-	char err[512];
+	char err[512], line[1024];
 	json_t *doc, *list = json_array();
 
 	gettimeofday(&tv, NULL);
@@ -46,10 +66,10 @@ status_write(struct sup *s)
 				json_object_set_new(counters, name,
 				    json_integer(w->have_status ? (json_int_t)w->status.counters[k] : 0));
 		}
-		json_array_append_new(list, json_pack("{s:s, s:I, s:s, s:I, s:s, s:o}",
+		json_array_append_new(list, json_pack("{s:s, s:I, s:s, s:I, s:s, s:o, s:s}",
 		    "role", w->role, "pid", (json_int_t)w->pid, "state", phase_name(w),
 		    "restarts", (json_int_t)w->restart.restarts, "lastExit", w->last_exit,
-		    "counters", counters));
+		    "counters", counters, "confinement", confinement(s, w, line, sizeof(line))));
 	}
 	static const char *const shard_names[] = { "claiming", "starting", "serving",
 		"rechecking", "standby" };

@@ -80,6 +80,7 @@ struct sup {
 	gid_t gid;
 	bool drop;
 	bool seccomp_log;
+	int landlock_abi;             /* the kernel's, for the confinement lines */
 	bool stopping;
 	int exit_code;
 	struct sup_creds creds;

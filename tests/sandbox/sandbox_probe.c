@@ -5,16 +5,26 @@
  * the outcome from outside:
  *
  *   execve             exec /bin/true                 (must die by SIGSYS)
- *   open-write         open /tmp/x for writing        (must die by SIGSYS)
+ *   open-write         open /tmp/x for writing        (must fail)
  *   socket-packet      open an AF_PACKET socket       (must die by SIGSYS)
- *   landlock URL       read a resolver file, fail to read /etc/passwd and
- *                      to connect anywhere but the broker's port (exit 0)
+ *   escape WHAT [ARG]  what a compromised worker would try (issue 27):
+ *                      unix PATH (connect a listening unix socket),
+ *                      abstract NAME, socketpair, udp, udp6, raw, open PATH
+ *                      (read a file); exit 0 when the sandbox refused it
+ *                      (or death by SIGSYS), 3 when it succeeded
+ *   landlock URL       fail to read any file, and to connect anywhere but
+ *                      the broker's port where Landlock has ABI 4 (exit 0)
  *   nats URL           publish, flush, request/reply, JetStream publish
  *                      against a plain nats-server at URL (exit 0)
  *   sleep SECONDS URL  connect, write "ready" to stdout, sleep (exit 0)
  *
  * URL is an IP-literal nats://ADDR:PORT; its port is the Landlock connect
  * rule. COTAL_SECCOMP=log loads the filter in log mode, as in the daemon.
+ * COTAL_PROBE_ROLE names the role whose policy it takes (fanout, reader,
+ * registry, timer; default the test role). COTAL_PROBE_NODROP=1 keeps the
+ * caller's user (root keeps its capabilities: only the sandbox stands in
+ * the way). COTAL_PROBE_NO_LANDLOCK=1 first loads a filter that answers
+ * landlock_create_ruleset with ENOSYS, as a kernel without Landlock does.
  * Run by hand, give it a pipe or terminal for stdout and stderr: under
  * RLIMIT_FSIZE 0 a write to a regular file raises SIGXFSZ.
  */
@@ -26,7 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +47,9 @@
 #include <linux/landlock.h>
 
 #include <nats/nats.h>
+#include <seccomp.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "sandbox/sandbox.h"
 
@@ -75,8 +90,8 @@ say(const char *fmt, ...)
 static int
 usage(void)
 {
-	say("usage: sandbox_probe execve | open-write | socket-packet | landlock URL | "
-	    "nats URL | sleep SECONDS URL");
+	say("usage: sandbox_probe execve | open-write | socket-packet | escape WHAT [ARG] | "
+	    "landlock URL | nats URL | sleep SECONDS URL");
 	return 2;
 }
 
@@ -96,18 +111,60 @@ url_port(const char *url)
 	return (uint16_t)port;
 }
 
+/* A kernel without Landlock, as a container runtime's seccomp profile
+ * makes one: landlock_create_ruleset answers ENOSYS. */
+static int
+hide_landlock(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rc = -1;
+
+	if (ctx == NULL)
+		return -1;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(landlock_create_ruleset),
+	    0) == 0 && seccomp_load(ctx) == 0)
+		rc = 0;
+	seccomp_release(ctx);
+	return rc;
+}
+
+static bool
+env_set(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && strcmp(v, "1") == 0;
+}
+
 static int
 confine(uint16_t port)
 {
+	static const struct {
+		const char *name;
+		enum sandbox_role role;
+	} roles[] = { { "fanout", SANDBOX_FANOUT }, { "reader", SANDBOX_READER },
+		{ "registry", SANDBOX_REGISTRY }, { "timer", SANDBOX_TIMER } };
 	struct sandbox_opts o = { .role = SANDBOX_TEST, .broker_ports = { port } };
 	char err[PROBE_ERR_MAX];
-	const char *mode = getenv("COTAL_SECCOMP");
+	const char *mode = getenv("COTAL_SECCOMP"), *role = getenv("COTAL_PROBE_ROLE");
 	long abi;
 
+	for (size_t i = 0; role != NULL && i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (strcmp(role, roles[i].name) == 0)
+			o.role = roles[i].role;
+	if (role != NULL && o.role == SANDBOX_TEST) {
+		say("probe: COTAL_PROBE_ROLE=%s: no such role", role);
+		return -1;
+	}
+	if (env_set("COTAL_PROBE_NO_LANDLOCK") && hide_landlock() != 0) {
+		say("probe: cannot hide Landlock: %s", strerror(errno));
+		return -1;
+	}
 	abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	landlock_abi = abi > 0 ? (int)abi : 0;
 	o.seccomp_log = mode != NULL && strcmp(mode, "log") == 0;
-	if (geteuid() == 0) {
+	if (geteuid() == 0 && !env_set("COTAL_PROBE_NODROP")) {
 		if (sandbox_lookup_user(PROBE_USER, &o.uid, &o.gid, err, sizeof(err)) != 0) {
 			say("probe: %s", err);
 			return -1;
@@ -167,31 +224,25 @@ tcp_connect_errno(uint16_t port)
 }
 
 /*
- * What Landlock leaves: a resolver file opens, any other file does not,
- * and only the broker's port takes a TCP connect (ABI 4 and later).
+ * What the sandbox leaves: no file opens (on every kernel), the broker's
+ * port takes a TCP connect, and where Landlock has ABI 4 no other port.
  */
 static int
 try_landlock(uint16_t port)
 {
+	static const char *const files[] = { "/etc/hosts", "/etc/passwd" };
 	int fd, e, bad = 0;
 
-	if (landlock_abi == 0) {
-		say("probe: the kernel has no Landlock; nothing to check");
-		return 0;
-	}
 	say("probe: Landlock ABI %d", landlock_abi);
-
-	if ((fd = open("/etc/hosts", O_RDONLY | O_CLOEXEC)) < 0) {
-		say("probe: /etc/hosts: %s (want readable)", strerror(errno));
-		bad = 1;
-	} else
-		close(fd);
-	if ((fd = open("/etc/passwd", O_RDONLY | O_CLOEXEC)) >= 0 || errno != EACCES) {
-		say("probe: /etc/passwd: %s (want EACCES)", fd >= 0 ? "opened" : strerror(errno));
-		bad = 1;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if ((fd = open(files[i], O_RDONLY | O_CLOEXEC)) >= 0 || errno != EACCES) {
+			say("probe: %s: %s (want EACCES)", files[i],
+			    fd >= 0 ? "opened" : strerror(errno));
+			bad = 1;
+		}
+		if (fd >= 0)
+			close(fd);
 	}
-	if (fd >= 0)
-		close(fd);
 	if ((e = tcp_connect_errno(port)) != 0) {
 		say("probe: connect to the broker port %u: %s", (unsigned)port, strerror(e));
 		bad = 1;
@@ -204,6 +255,62 @@ try_landlock(uint16_t port)
 		bad = 1;
 	}
 	return bad;
+}
+
+/* A unix socket connected to addr (len bytes): 0 when made and connected. */
+static int
+unix_connect(const struct sockaddr_un *addr, socklen_t len)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+
+	if (fd < 0)
+		return -1;
+	rc = connect(fd, (const struct sockaddr *)addr, len);
+	close(fd);
+	return rc;
+}
+
+/*
+ * One thing a compromised worker would try (issue 27): 0 when the sandbox
+ * refused it, 3 when it worked. A call seccomp kills never returns.
+ */
+static int
+try_escape(const char *what, const char *arg)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = -1, sv[2], rc = -1;
+	socklen_t len = sizeof(sun);
+
+	if (strcmp(what, "unix") == 0 && arg != NULL) {
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", arg);
+		rc = unix_connect(&sun, len);
+	} else if (strcmp(what, "abstract") == 0 && arg != NULL) {
+		size_t n = strlen(arg) < sizeof(sun.sun_path) - 1 ? strlen(arg) :
+		    sizeof(sun.sun_path) - 1;
+		memcpy(sun.sun_path + 1, arg, n);
+		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+		rc = unix_connect(&sun, len);
+	} else if (strcmp(what, "socketpair") == 0) {
+		if ((rc = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv)) == 0)
+			close(sv[0]), close(sv[1]);
+	} else if (strcmp(what, "udp") == 0) {
+		rc = fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	} else if (strcmp(what, "udp6") == 0) {
+		rc = fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	} else if (strcmp(what, "raw") == 0) {
+		rc = fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
+	} else if (strcmp(what, "open") == 0 && arg != NULL) {
+		rc = fd = open(arg, O_RDONLY | O_CLOEXEC);
+	} else
+		return usage();
+	if (fd >= 0)
+		close(fd);
+	if (rc >= 0) {
+		say("probe: escape %s %s: SUCCEEDED", what, arg != NULL ? arg : "");
+		return 3;
+	}
+	say("probe: escape %s %s: refused (%s)", what, arg != NULL ? arg : "", strerror(errno));
+	return 0;
 }
 
 /* The reply side of the request/reply roundtrip, on a nats.c thread. */
@@ -349,6 +456,9 @@ main(int argc, char **argv)
 		if (argc != 4 || (sleep_s = atoi(argv[2])) <= 0 || sleep_s > PROBE_SLEEP_MAX)
 			return usage();
 		url = argv[3];
+	} else if (strcmp(mode, "escape") == 0) {
+		if (argc != 3 && argc != 4)
+			return usage();
 	} else if (argc != 2)
 		return usage();
 	if (url != NULL && url_port(url) == 0)
@@ -363,6 +473,8 @@ main(int argc, char **argv)
 		return try_open_write();
 	if (strcmp(mode, "socket-packet") == 0)
 		return try_socket_packet();
+	if (strcmp(mode, "escape") == 0)
+		return try_escape(argv[2], argc == 4 ? argv[3] : NULL);
 	if (strcmp(mode, "landlock") == 0)
 		return try_landlock(url_port(url));
 	if (strcmp(mode, "nats") == 0)

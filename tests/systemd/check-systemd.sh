@@ -23,7 +23,8 @@ if [ "$(id -u)" != 0 ]; then
 	echo "check-systemd: needs root (systemd-nspawn, debootstrap)" >&2
 	exit 2
 fi
-for f in "$BUILD/supervisor/cotal-deliveryd" "$BUILD/cli/cotal" "$broker"; do
+probe=$BUILD/tests/sandbox/sandbox_probe
+for f in "$BUILD/supervisor/cotal-deliveryd" "$BUILD/cli/cotal" "$broker" "$probe"; do
 	[ -x "$f" ] || { echo "check-systemd: $f is missing (make build deps)" >&2; exit 2; }
 done
 if ! command -v systemd-nspawn >/dev/null || ! command -v debootstrap >/dev/null; then
@@ -53,6 +54,7 @@ cp -a "$base" "$run"
 install -m 0755 "$BUILD/supervisor/cotal-deliveryd" "$run/usr/local/sbin/cotal-deliveryd"
 install -m 0755 "$BUILD/cli/cotal" "$run/usr/local/bin/cotal"
 install -m 0755 "$broker" "$run/usr/local/bin/nats-server"
+install -m 0755 "$probe" "$run/usr/local/bin/cotal-sandbox-probe"
 install -m 0644 dist/systemd/cotal-deliveryd@.service dist/systemd/cotal-deliveryd-host.service \
 	"$run/etc/systemd/system/"
 install -m 0644 dist/sysusers.d/cotal-delivery.conf "$run/usr/lib/sysusers.d/"

@@ -150,6 +150,34 @@ outside=$(timeout 5 bash -c "exec 3<>/dev/tcp/$addr/$((port + 1)) && echo connec
 inside=$(CG="$cg" timeout 5 bash -c 'echo $$ > "/sys/fs/cgroup/unified$CG/cgroup.procs" 2>/dev/null ||
 	echo $$ > "/sys/fs/cgroup$CG/cgroup.procs"; exec 3<>"/dev/tcp/$0/$1" && echo connected' \
 	"$addr" "$((port + 1))" 2>&1)
+# Issue 27: reading another process's memory is denied to the whole
+# service by name (systemd 252 has process_vm_readv/writev in @ipc, which
+# @system-service includes, not in @debug).
+filter=$(systemctl show -p SystemCallFilter --value "$unit" | tr ' ' '\n')
+if [ -n "$filter" ] && ! echo "$filter" | grep -qx 'process_vm_readv\|process_vm_writev\|ptrace' &&
+   echo "$filter" | grep -qx 'landlock_restrict_self'; then
+	ok "the unit's system call filter ($(echo "$filter" | wc -l) calls) holds no process_vm_readv, process_vm_writev or ptrace"
+else
+	no "the unit's system call filter: $(echo "$filter" | grep -x 'process_vm_readv\|process_vm_writev\|ptrace' | tr '\n' ' ')"
+fi
+
+# Issue 27: a worker reaches no loopback port but the broker's. The unit
+# lets the service reach all of loopback (IPAddressAllow=localhost); the
+# worker's own sandbox narrows it. sandbox_probe confines itself exactly as
+# a worker does, in the unit's cgroup and as its user, then connects to the
+# broker's port (must work) and to port+1, a listener on loopback too (must
+# be refused), and opens /etc/hosts and a credential (must fail).
+probe=$(CG="$cg" P="nats://127.0.0.1:$port" CREDENTIALS_DIRECTORY=/run/credentials/$unit \
+	timeout 30 bash -c 'echo $$ > "/sys/fs/cgroup/unified$CG/cgroup.procs" 2>/dev/null ||
+	echo $$ > "/sys/fs/cgroup$CG/cgroup.procs"; exec setpriv --reuid=cotal-delivery \
+	--regid=cotal-delivery --clear-groups /usr/local/bin/cotal-sandbox-probe landlock "$P"' 2>&1)
+prc=$?
+abi=$(echo "$probe" | sed -n 's/^probe: Landlock ABI \([0-9]*\)$/\1/p')
+if [ "$prc" = 0 ] && [ -n "$abi" ] && [ "$abi" -ge 4 ]; then
+	ok "a worker's sandbox (Landlock ABI $abi), in the unit's cgroup as cotal-delivery: the broker's port $port connects, loopback port $((port + 1)) is refused, and no file opens"
+else
+	no "a worker's sandbox in the unit: exit $prc, Landlock ABI '${abi}': $(echo "$probe" | tr '\n' ' ')"
+fi
 kill $plain 2>/dev/null
 if [ "$outside" = connected ] && ! echo "$inside" | grep -q connected; then
 	ok "a connection to $addr:$((port + 1)) (outside IPAddressAllow=localhost) connects from outside the unit's cgroup, and from inside it $([ -z "$inside" ] && echo "never (its packets dropped: nothing within 5 s)" || echo "fails: $(echo "$inside" | head -1)")"
