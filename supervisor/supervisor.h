@@ -44,7 +44,8 @@ struct sup_worker {
 	pid_t pid;
 	int ch, sign;                 /* our ends of the two socketpairs */
 	struct event *ev_ch, *ev_sign, *ev_restart;
-	struct sign_budget budget;
+	struct sign_budget budget;    /* kept across respawns: a crash loop does not refill it */
+	uint64_t signs_refused;       /* over the daemon's life, for the log */
 	struct ipc_status status;
 	bool have_status;
 	bool quiesced;                /* QUIESCED answered the last QUIESCE */

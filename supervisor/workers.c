@@ -29,6 +29,7 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 #ifdef COTAL_TEST_HOOKS
 	"COTAL_TEST_JOIN_DELAY", "COTAL_TEST_ACTIVATE_DELAY", /* worker-registry/membership.c */
 	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
+	"COTAL_TEST_SIGN_FLOOD", /* worker/worker.c */
 #endif
 };
 
@@ -254,8 +255,13 @@ on_sign(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (!sign_budget_take(&w->budget, sup_now_ms())) {
-		log_warnx("delivery: worker %s asks for nonce signatures too often; refused one",
-		    w->role);
+		/* More than its connections need (the first connect, the
+		 * reconnects at their backoff): refused, and said. */
+		w->signs_refused++;
+		log_warnx("delivery: worker %s (pid %ld) asks for nonce signatures faster than its "
+		    "connections need (%d at once, then one every %d ms, kept across restarts): "
+		    "refused (%llu refused so far)", w->role, (long)w->pid, SIGN_BURST,
+		    SIGN_REFILL_MS, (unsigned long long)w->signs_refused);
 		ipc_send(fd, IPC_SIGN_REP, NULL, 0);
 		return;
 	}
@@ -409,7 +415,6 @@ worker_spawn(struct sup_worker *w)
 	w->phase = WP_STARTING;
 	w->have_status = false;
 	restart_started(&w->restart, sup_now_ms());
-	sign_budget_init(&w->budget, sup_now_ms());
 	evutil_make_socket_nonblocking(w->ch);
 	evutil_make_socket_nonblocking(w->sign);
 	w->ev_ch = event_new(s->base, w->ch, EV_READ | EV_PERSIST, on_main, w);
@@ -457,6 +462,9 @@ workers_init(struct sup *s)
 		w->role = roles[i];
 		w->policy = strcmp(roles[i], "timer") == 0 ? &restart_timer : &restart_delivery;
 		restart_init(&w->restart, w->policy);
+		/* Once per role, not per process: a worker that crashes and
+		 * is respawned spends from the same budget. */
+		sign_budget_init(&w->budget, sup_now_ms());
 		w->ch = w->sign = w->log_rd = -1;
 		w->ev_restart = evtimer_new(s->base, on_restart, w);
 	}

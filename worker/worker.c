@@ -485,6 +485,34 @@ serve(void)
 	}
 }
 
+#ifdef COTAL_TEST_HOOKS
+/*
+ * Test hook (COTAL_TEST_SIGN_FLOOD=N, the fan-out only): a compromised
+ * worker asking the supervisor to sign N well-formed nonces before it
+ * connects, then dying so that it is respawned. It says how many it got.
+ */
+static void
+sign_flood(void)
+{
+	const char *v = getenv("COTAL_TEST_SIGN_FLOOD");
+	unsigned char *sig = NULL;
+	char *why = NULL;
+	int n = v != NULL ? atoi(v) : 0, got = 0, siglen;
+
+	if (n <= 0 || strcmp(W.role->name, "fanout") != 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		if (sign_via_supervisor(IPC_SIGN_REQ, "ABCDEFGHIJKLMNO", 15, &sig, &siglen,
+		    &why) == NATS_OK)
+			got++;
+		free(sig);
+		free(why);
+		sig = NULL, why = NULL;
+	}
+	fatalx("test: %d of %d nonce signatures granted", got, n);
+}
+#endif
+
 int
 worker_main(const char *role, const struct worker_role *const *roles)
 {
@@ -555,6 +583,9 @@ worker_main(const char *role, const struct worker_role *const *roles)
 	if (getppid() != supervisor)
 		fatalx("the supervisor is gone");
 
+#ifdef COTAL_TEST_HOOKS
+	sign_flood();
+#endif
 	if (connect_broker() != 0)
 		goto out;
 	/* READY waits for the role: worker_bound() once its consumers and

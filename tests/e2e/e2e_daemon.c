@@ -24,6 +24,7 @@
 #include "lib/creds/creds.h"
 #include "lib/creds/nkeys.h"
 #include "lib/wire/tokens.h"
+#include "supervisor/creds.h"
 #include "tests/harness/harness.h"
 
 static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
@@ -653,6 +654,83 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	json_decref(sub);
 }
 
+/* The granted counts of the fan-out's lives so far in path, after from
+ * (COTAL_TEST_SIGN_FLOOD's "test: G of N nonce signatures granted"). */
+static int
+flood_lives(const char *path, long from, int *granted, int max)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int n = 0;
+
+	if (f == NULL)
+		return 0;
+	fseek(f, from, SEEK_SET);
+	while (n < max && fgets(line, sizeof(line), f) != NULL) {
+		const char *t = strstr(line, "delivery fanout: test: ");
+		int g, of;
+		if (t != NULL && sscanf(t, "delivery fanout: test: %d of %d nonce", &g, &of) == 2)
+			granted[n++] = g;
+	}
+	fclose(f);
+	return n;
+}
+
+/*
+ * Issue 27: "a worker gets a signature only for a connection its role
+ * makes (first connect and reconnects, with the backoff the supervisor
+ * already knows), the budget survives respawns (a crash-looping worker does
+ * not reset it), and a signature refused is logged with the worker and
+ * count." A fan-out (test hook) asks for 20 signatures and dies, twice:
+ * over both lives it gets no more than the budget earns in that time.
+ */
+static void
+test_a_spent_signing_budget_survives_a_respawn(void **state)
+{
+	struct daemon d;
+	struct timespec t0, t1;
+	int granted[2], lives = 0;
+	long from = file_size(mesh_log());
+
+	(void)state;
+	/* The space's lease free for this daemon, run alone or in order. */
+	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
+		h_daemon_kill(&dmn);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	setenv("COTAL_TEST_SIGN_FLOOD", "20", 1);
+	int started = h_daemon_start(&mesh, &d, NULL);
+	unsetenv("COTAL_TEST_SIGN_FLOOD");
+	assert_int_equal(started, 0);
+	for (int i = 0; i < 300 && lives < 2; i++) {
+		usleep(100 * 1000);
+		lives = flood_lives(d.log, from, granted, 2);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long ms = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L;
+	long earned = ms / SIGN_REFILL_MS;
+	/* 40 asked, at most SIGN_BURST + earned granted: each refusal is
+	 * logged with its running count, past the first life's into the
+	 * second's. */
+	char second[64];
+	snprintf(second, sizeof(second), "refused (%ld refused so far)", 32 - earned);
+	bool counted = text_after(d.log, from, "delivery: worker fanout (pid ") &&
+	    text_after(d.log, from, "asks for nonce signatures faster than its connections need") &&
+	    text_after(d.log, from, "refused (1 refused so far)") &&
+	    (earned >= 19 || text_after(d.log, from, second));
+	kill(d.pid, SIGTERM);
+	if (h_daemon_wait_exit(&d, 5000) < 0)
+		h_daemon_kill(&d);
+	if (lives < 2)
+		fail_msg("the flooding fan-out did not live twice in 30 s; see %s", d.log);
+	/* Its first life spends the burst; the second gets only what the
+	 * time since earned, never a fresh burst. */
+	if (granted[0] > SIGN_BURST + earned || granted[0] + granted[1] > SIGN_BURST + earned)
+		fail_msg("signatures granted: %d, then %d after a respawn; the budget allows %ld "
+		    "over those %ld s", granted[0], granted[1], SIGN_BURST + earned, earned);
+	if (!counted)
+		fail_msg("no refusal logged with the worker and its count; see %s", d.log);
+}
+
 static void
 test_missing_root_is_refused_naming_the_directory(void **state)
 {
@@ -721,6 +799,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),
 		/* After the suite's daemon released the lease of the space. */
+		cmocka_unit_test(test_a_spent_signing_budget_survives_a_respawn),
 		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};
