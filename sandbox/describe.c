@@ -15,12 +15,21 @@
 #include <unistd.h>
 
 #include <linux/landlock.h>
+#include <linux/seccomp.h>
+
+#include "lib/refuse.h"
 
 #ifndef LANDLOCK_CREATE_RULESET_VERSION
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #endif
 #if !defined(SYS_landlock_create_ruleset) && defined(__x86_64__)
 #define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SECCOMP_GET_ACTION_AVAIL
+#define SECCOMP_GET_ACTION_AVAIL 2
+#endif
+#ifndef SECCOMP_RET_KILL_PROCESS
+#define SECCOMP_RET_KILL_PROCESS 0x80000000U
 #endif
 
 #define LL_ABI_NET 4   /* TCP connect and bind rules */
@@ -42,6 +51,22 @@ static const struct {
 #define FILE_RIGHTS "none (openat answers EACCES)"
 #define PROCESS_RIGHTS "no exec, fork or ptrace; signals to itself only"
 #define TCP_OPEN "TCP to any address: the unit's IPAddressAllow= is the operator's control"
+
+int
+sandbox_can_confine(char *err, size_t errlen)
+{
+	uint32_t kill_process = SECCOMP_RET_KILL_PROCESS;
+
+	/* The workers' filters kill the whole process on a call off their
+	 * list; a kernel without seccomp filters (or a runtime that hides
+	 * them) cannot hold the credential's secrecy: no daemon then. */
+	if (syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &kill_process) != 0)
+		return refuse(err, errlen, "the kernel cannot confine the workers: seccomp "
+		    "(SECCOMP_GET_ACTION_AVAIL for SECCOMP_RET_KILL_PROCESS): %s; refusing to run "
+		    "workers that could open the credential files (docs/security.md)",
+		    strerror(errno));
+	return 0;
+}
 
 int
 sandbox_landlock_abi(void)

@@ -63,6 +63,9 @@ int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t err
 
 const char *sandbox_role_name(enum sandbox_role r);
 
+/* Can this kernel load the workers' seccomp filters (SECCOMP_RET_KILL_PROCESS)?
+ * 0, or -1 with err naming the kernel's answer: the daemon refuses to run. */
+int sandbox_can_confine(char *err, size_t errlen);
 /* The running kernel's Landlock ABI, 0 without Landlock (probed, nothing
  * applied). */
 int sandbox_landlock_abi(void);

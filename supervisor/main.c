@@ -566,6 +566,13 @@ main(int argc, char **argv)
 	space_token(S.space, S.token, sizeof(S.token));
 	space_key(S.space, S.key, sizeof(S.key));
 
+	/* seccomp is what keeps the seed's secrecy from a compromised worker
+	 * (docs/security.md): a kernel that cannot load its filters gets no
+	 * daemon, before anything is read. */
+	if (sandbox_can_confine(err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
 	/* The root first: a directory nobody set up holds no credential. */
 	if (ws_locate(root, &S.ws, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);

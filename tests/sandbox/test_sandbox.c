@@ -32,6 +32,7 @@
 
 #include <setjmp.h>
 #include <cmocka.h>
+#include <seccomp.h>
 
 #define DEFAULT_NATS_SERVER "/usr/sbin/nats-server"
 #define BROKER_START_MS 10000  /* nats-server accepts connections within this */
@@ -398,6 +399,69 @@ test_nats_roundtrip_under_filter(void **state)
 	assert_exits_zero(args);
 }
 
+/*
+ * Issue 27: "If a piece of confinement that the project relies on for the
+ * credential's secrecy cannot be applied, the daemon does not start
+ * (naming what failed and the kernel's answer)". A parent filter hides
+ * seccomp from the daemon as a kernel without it would (seccomp(2) answers
+ * ENOSYS, prctl(PR_SET_SECCOMP) EINVAL): it refuses before reading
+ * anything. Without the filter the same command gets past that check (and
+ * stops at the missing root).
+ */
+static int
+daemon_run(bool hide_seccomp, char *out, size_t outlen)
+{
+	int pfd[2], status;
+	size_t used = 0;
+	ssize_t n;
+	pid_t pid;
+
+	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+	assert_true((pid = fork()) >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(pfd[1], STDERR_FILENO);
+		if (hide_seccomp) {
+			scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+			if (ctx == NULL || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+			    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(seccomp), 0) != 0 ||
+			    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(prctl), 1,
+			    SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP)) != 0 || seccomp_load(ctx) != 0)
+				_exit(126);
+		}
+		execl(DAEMON_PATH, "cotal-deliveryd", "--space", "sandbox", "--root",
+		    "/nonexistent/cotal-sandbox-test", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (used < outlen - 1 && (n = read(pfd[0], out + used, outlen - 1 - used)) > 0)
+		used += (size_t)n;
+	out[used] = '\0';
+	close(pfd[0]);
+	waitpid(pid, &status, 0);
+	return status;
+}
+
+static void
+test_no_daemon_without_seccomp(void **state)
+{
+	char out[2048];
+	int status;
+
+	(void)state;
+	status = daemon_run(true, out, sizeof(out));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 ||
+	    strstr(out, "✗ delivery: the kernel cannot confine the workers: seccomp "
+	    "(SECCOMP_GET_ACTION_AVAIL for SECCOMP_RET_KILL_PROCESS): Function not implemented; "
+	    "refusing") == NULL)
+		fail_msg("without seccomp: status 0x%x, output:\n%s", status, out);
+	status = daemon_run(false, out, sizeof(out));
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || strstr(out, "seccomp") != NULL ||
+	    strstr(out, "--root /nonexistent/cotal-sandbox-test") == NULL)
+		fail_msg("with seccomp: status 0x%x, output:\n%s", status, out);
+}
+
 /* Read one line "Key:\tvalue" of a status file into val. */
 static int
 status_field(const char *path, const char *key, char *val, size_t vallen)
@@ -515,6 +579,7 @@ main(void)
 		cmocka_unit_test(test_landlock_leaves_the_broker_alone),
 		cmocka_unit_test(test_without_landlock_no_file_opens),
 		cmocka_unit_test(test_no_role_escapes_its_sandbox),
+		cmocka_unit_test(test_no_daemon_without_seccomp),
 		cmocka_unit_test(test_nats_roundtrip_under_filter),
 		cmocka_unit_test(test_nats_threads_inherit_filter),
 	};
