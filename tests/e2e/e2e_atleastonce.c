@@ -560,27 +560,6 @@ print_stream(const char *prefix)
 	jsStreamInfo_Destroy(si);
 }
 
-static void
-print_daemon(void)
-{
-	json_t *doc = h_daemon_status(&dmn), *w;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w) {
-		char *c = json_dumps(json_object_get(w, "counters"), JSON_COMPACT);
-		fprintf(stderr, "  worker %s: pid %lld state %s restarts %lld lastExit \"%s\" %s\n",
-		    json_string_value(json_object_get(w, "role")),
-		    (long long)json_integer_value(json_object_get(w, "pid")),
-		    json_string_value(json_object_get(w, "state")),
-		    (long long)json_integer_value(json_object_get(w, "restarts")),
-		    json_string_value(json_object_get(w, "lastExit")), c ? c : "");
-		free(c);
-	}
-	if (doc == NULL)
-		fprintf(stderr, "  no status file %s\n", dmn.status);
-	json_decref(doc);
-}
-
 /* Log lines of the daemon that say something went wrong (! or ✗). */
 static void
 print_log_warnings(int max)
@@ -685,7 +664,7 @@ settle_and_check(int64_t t_disrupt_end)
 	print_stream("INBOX");
 	print_stream("DLV");
 	quiescent(true);
-	print_daemon();
+	h_daemon_print(&dmn);
 	if (short_members > 0 || dups > 0 || verbose())
 		print_log_warnings(40);
 

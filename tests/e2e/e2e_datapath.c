@@ -272,15 +272,14 @@ worker_counter(const char *role, const char *name)
 	return h_daemon_counter(&dmn, role, name);
 }
 
-/* Wait up to ms for a counter to reach want (the status file lags). */
+/* Wait up to ms for a counter to reach want (the status file lags); 0
+ * while it is absent. */
 static uint64_t
 counter_reaches(const char *role, const char *name, uint64_t want, int ms)
 {
-	uint64_t v;
+	int64_t v = h_daemon_counter_reaches(&dmn, role, name, (int64_t)want, ms);
 
-	for (int waited = 0; (v = worker_counter(role, name)) < want && waited < ms; waited += 100)
-		usleep(100 * 1000);
-	return v;
+	return v > 0 ? (uint64_t)v : 0;
 }
 
 static uint64_t

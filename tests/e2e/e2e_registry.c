@@ -193,32 +193,6 @@ join(struct peer *p, const char *channel)
 	return call_ok(p->cl, RAIL_CTL, "durableJoin", args);
 }
 
-static int64_t
-counter(const char *role, const char *name)
-{
-	json_t *doc = h_daemon_status(&dmn), *w;
-	int64_t v = -1;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		if (strcmp(json_string_value(json_object_get(w, "role")), role) == 0)
-			v = json_integer_value(json_object_get(json_object_get(w, "counters"), name));
-	json_decref(doc);
-	return v;
-}
-
-/* Counters travel in STATUS once a second: wait for one to reach want. */
-static int64_t
-counter_reaches(const char *name, int64_t want, int ms)
-{
-	int64_t v = -1;
-
-	for (int64_t until = mono_ms() + ms; mono_ms() < until; usleep(100 * 1000))
-		if ((v = counter("registry", name)) >= want)
-			break;
-	return v;
-}
-
 static json_t *
 drain(struct peer *p, int ms)
 {
@@ -309,7 +283,7 @@ test_forged_reply_target_is_never_answered(void **state)
 	assert_int_equal(natsConnection_SubscribeSync(&sa, a.c.nc, inbox), NATS_OK);
 	natsConnection_Flush(a.c.nc);
 	natsConnection_Flush(b.c.nc);
-	int64_t before = counter("registry", "unanswered");
+	int64_t before = (int64_t)h_daemon_counter(&dmn, "registry", "unanswered");
 
 	snprintf(body, sizeof(body), "{\"op\":\"listMemberships\",\"args\":{\"lifecycleUid\":\"%s\"},"
 	    "\"from\":{\"id\":\"%s.%s\",\"name\":\"forger\"}}", a.a.uid, a.a.owner, a.a.actor);
@@ -317,7 +291,8 @@ test_forged_reply_target_is_never_answered(void **state)
 	raw_request(&a, RAIL_CTL, inbox, body);
 	assert_int_equal(natsSubscription_NextMsg(&m, sb, 1500), NATS_TIMEOUT);
 	assert_int_equal(natsSubscription_NextMsg(&m, sa, 500), NATS_TIMEOUT);
-	assert_true(counter_reaches("unanswered", before + 2, 5000) >= before + 2);
+	assert_true(h_daemon_counter_reaches(&dmn, "registry", "unanswered", before + 2, 5000) >=
+	    before + 2);
 	assert_true(h_log_has(dmn.log, "unanswered: its reply subject", 3000));
 
 	/* The same request with its own reply subject is answered. */
@@ -793,7 +768,7 @@ test_inventories_overtake_a_slow_eviction(void **state)
 	assert_int_equal(natsConnection_SubscribeSync(&slow, mgr.nc, reply), NATS_OK);
 	/* Counters travel once a second: a baseline that is current. */
 	usleep(1500 * 1000);
-	int64_t reads = counter("registry", "member_reads");
+	int64_t reads = (int64_t)h_daemon_counter(&dmn, "registry", "member_reads");
 	/* Slow: the daemon's test hook holds a sweep naming local.slow0 for
 	 * 3 s (setup). Two of them: the second waits behind the first in the
 	 * serial queue, so inventories sent now would wait behind both. */
@@ -830,11 +805,11 @@ test_inventories_overtake_a_slow_eviction(void **state)
 	natsSubscription_GetPending(slow, &pending, NULL);
 	assert_int_equal(pending, 0);
 	assert_true(mono_ms() - t0 < SLOW_SWEEP_MS);
-	int64_t after = counter_reaches("member_reads", reads + 1, 3000);
+	int64_t after = h_daemon_counter_reaches(&dmn, "registry", "member_reads", reads + 1, 3000);
 	if (after != reads + 1)
 		fail_msg("20 inventories sent together made %lld members reads (from %lld to %lld; "
 		    "inventories counted %lld)", (long long)(after - reads), (long long)reads,
-		    (long long)after, (long long)counter("registry", "inventories"));
+		    (long long)after, (long long)h_daemon_counter(&dmn, "registry", "inventories"));
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(natsSubscription_NextMsg(&m, slow, 60000), NATS_OK);
 		assert_non_null(strstr(natsMsg_GetData(m), "\"ok\":true"));

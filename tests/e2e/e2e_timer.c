@@ -206,34 +206,6 @@ armed_after_fire(int64_t armed_count)
 	return broker_fires ? 0 : armed_count;
 }
 
-static json_int_t
-worker_fired_now(void)
-{
-	json_t *doc = h_daemon_status(&dmn), *w;
-	json_int_t fired = -1;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		if (strcmp(json_string_value(json_object_get(w, "role")) ?: "", "timer") == 0)
-			fired = json_integer_value(json_object_get(json_object_get(w, "counters"),
-			    "fired"));
-	json_decref(doc);
-	return fired;
-}
-
-/* The fires the running daemon's timer worker published itself, as its
- * status shows them once want is reached or within ms (a worker reports
- * its counters every second). */
-static json_int_t
-worker_fired(json_int_t want, int ms)
-{
-	json_int_t fired = -1;
-
-	for (int64_t end = now_ms() + ms; now_ms() < end && fired != want; sleep_ms(100))
-		fired = worker_fired_now();
-	return fired;
-}
-
 /* Wait for the fire of tid; the time it was seen, or 0. */
 static int64_t
 wait_fire(const char *tid, int ms)
@@ -449,9 +421,9 @@ test_rearm_moves_the_deadline(void **state)
 	if (broker_fires) {
 		/* Two reports later, still none of its own. */
 		sleep_ms(2500);
-		assert_int_equal(worker_fired(0, 5000), 0);
+		assert_int_equal(h_daemon_counter_reaches(&dmn, "timer", "fired", 0, 5000), 0);
 	} else {
-		assert_int_equal(worker_fired(2, 5000), 2);
+		assert_int_equal(h_daemon_counter_reaches(&dmn, "timer", "fired", 2, 5000), 2);
 	}
 }
 

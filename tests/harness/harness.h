@@ -7,6 +7,10 @@
  * on a fatal signal, and by the kernel (PR_SET_PDEATHSIG) if the test is
  * killed outright. The temporary directory is removed at exit unless
  * COTAL_TEST_KEEP is set.
+ *
+ * One header for the test programs; the code is in a file per topic, named
+ * at each section below (run.c, brokers.c, spawn.c, mesh.c, cluster.c,
+ * agents.c, rows.c, daemon.c).
  */
 #ifndef COTAL_HARNESS_H
 #define COTAL_HARNESS_H
@@ -80,6 +84,23 @@ struct agent {
 	char creds[H_PATH_MAX];
 };
 
+/* The daemon under test. */
+struct daemon {
+	pid_t pid;
+	char log[H_PATH_MAX * 2];
+	char status[H_PATH_MAX * 2];
+};
+
+/* TLS material made with the openssl command in <dir>/tls-<name>/ (h_tls_make). */
+struct tls_files {
+	char dir[H_PATH_MAX];
+	char ca[H_PATH_MAX + 16];
+	char cert[H_PATH_MAX + 16];
+	char key[H_PATH_MAX + 16];
+};
+
+/* ---- a test program's run (run.c) ---- */
+
 /* The brokers the e2e suites run on. */
 enum h_broker {
 	H_BROKER_210 = 0,  /* the default: Debian 13's 2.10.27 */
@@ -92,9 +113,6 @@ void h_use_broker(enum h_broker b);
 /* The broker a test program's arguments name: --broker-29, --broker-214,
  * or none (2.10). */
 enum h_broker h_broker_arg(int argc, char **argv);
-/* The version of the broker in use, as major * 100 + minor (2.10: 210), from
- * its --version; 0 when it cannot be read. */
-int h_broker_version(void);
 
 /*
  * A test program's exit status from its cmocka run: `return h_done(failed);`
@@ -107,6 +125,32 @@ int h_broker_version(void);
  */
 int h_done(int failed);
 
+/* A process the test did not start itself (a daemon `cotal up` launched, a
+ * broker it started): SIGKILLed when the test program ends, however. */
+void h_track(pid_t pid);
+
+/* ---- one broker (brokers.c) ---- */
+
+/* The version of the broker in use, as major * 100 + minor (2.10: 210), from
+ * its --version; 0 when it cannot be read. */
+int h_broker_version(void);
+/* A loopback TCP port nobody listens on now, or -1. */
+int h_free_port(void);
+int h_broker_start(struct mesh *m);
+int h_broker_stop(struct mesh *m);   /* SIGTERM, wait */
+int h_broker_kill(struct mesh *m);   /* SIGKILL, wait */
+int h_broker_restart(struct mesh *m);
+
+/* In t, a CA (ca.pem) and a server certificate it signs (server.pem,
+ * server.key) for sans ("DNS:localhost,IP:127.0.0.1"). 0, or -1. */
+int h_tls_make(struct mesh *m, const char *name, const char *sans, struct tls_files *t);
+/* Restart the broker with the config `cotal mesh init` wrote plus, unless
+ * t is NULL, a tls {} block serving t's certificate (TLS required) and the
+ * lines extra (when not NULL). */
+int h_broker_tls(struct mesh *m, const struct tls_files *t, const char *extra);
+
+/* ---- meshes and their spaces (mesh.c) ---- */
+
 /* Make a dev mesh for one space, start its broker and provision the space
  * (provision=false leaves that to the test). 0 on success. The broker
  * config is the one `cotal mesh init` writes for the broker in use
@@ -115,12 +159,16 @@ int h_done(int failed);
  * minted with the grants FILE lists (`cotal creds mint --grants`). */
 int h_mesh_up(struct mesh *m, const char *space, bool provision);
 void h_mesh_down(struct mesh *m);
-/* A loopback TCP port nobody listens on now, or -1. */
-int h_free_port(void);
-int h_broker_start(struct mesh *m);
-int h_broker_stop(struct mesh *m);   /* SIGTERM, wait */
-int h_broker_kill(struct mesh *m);   /* SIGKILL, wait */
-int h_broker_restart(struct mesh *m);
+/* The mesh m seen as another of its spaces (same broker and root). */
+void h_space_view(const struct mesh *m, const char *space, struct mesh *out);
+/* Set field of the space's mesh registry record to value (taken), or
+ * remove it (value NULL). 0 or -1. */
+int h_registry_set(struct mesh *m, const char *field, json_t *value);
+/* `cotal creds mint --profile P` into <dir>/<file>; path returned in out. */
+int h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1,
+	   const char *extra2, char *out, size_t outlen);
+
+/* ---- clusters (cluster.c) ---- */
 
 /* A dev mesh on a cluster of n nodes (`cotal mesh init --cluster n`), every
  * node started, and the space provisioned with `replicas` replicas (0: not
@@ -130,6 +178,8 @@ int h_node_start(struct mesh *m, int i);  /* node i (0-based) */
 int h_node_kill(struct mesh *m, int i);   /* SIGKILL, wait */
 int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
 
+/* ---- the cotal CLI (spawn.c) ---- */
+
 /* Run the cotal CLI (root, COTAL_HOME set); stdout+stderr into out.
  * Returns its exit status, or -1 if it could not run. argv ends with NULL. */
 int h_cotal(struct mesh *m, char *out, size_t outlen, ...) __attribute__((sentinel));
@@ -138,27 +188,20 @@ int h_cotal_argv(struct mesh *m, char *out, size_t outlen, char *const args[]);
 /* The same in the background (a foreground `cotal up`), stdout and stderr
  * appended to outpath; killed with the test. Its pid. */
 pid_t h_cotal_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
-/* Set field of the space's mesh registry record to value (taken), or
- * remove it (value NULL). 0 or -1. */
-int h_registry_set(struct mesh *m, const char *field, json_t *value);
-/* A process the test did not start itself (a daemon `cotal up` launched, a
- * broker it started): SIGKILLed when the test program ends, however. */
-void h_track(pid_t pid);
+
+/* ---- agents, their connections and their dlv_ durables (agents.c) ---- */
 
 /* `cotal agent add NAME --allow CSV`, parsed. */
 int h_agent_add(struct mesh *m, const char *name, const char *allow, struct agent *a);
-/* `cotal creds mint --profile P` into <dir>/<file>; path returned in out. */
-int h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1,
-	   const char *extra2, char *out, size_t outlen);
 
 /* Connect with a creds file. 0 on success; on refusal err has the words. */
 int h_connect(struct mesh *m, const char *creds_path, struct conn *c, char *err,
 	      size_t errlen);
-/* A space's standing credential (delivery, provisioner, supervisor, ...). */
 /* The same on url (NULL: m->url), reconnecting and failing over across the
  * listed servers for as long as it lives (cluster tests). */
 int h_connect_url(struct mesh *m, const char *url, const char *creds_path, struct conn *c,
 		  char *err, size_t errlen);
+/* A space's standing credential (delivery, provisioner, supervisor, ...). */
 int h_connect_profile(struct mesh *m, const char *profile, struct conn *c, char *err,
 		      size_t errlen);
 void h_close(struct conn *c);
@@ -177,8 +220,15 @@ int h_post_dedup(struct conn *c, struct mesh *m, const struct agent *a, const ch
  * ms; *msg is NULL on timeout. Acks it when ack. */
 int h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, bool ack,
 		natsMsg **msg, char *err, size_t errlen);
+/* Fetch every frame waiting on the agent's dlv_ durable: wait up to ms for
+ * the first, then until quiet_ms pass with nothing new. Frames are acked
+ * and returned as parsed JSON bodies in an array (caller decrefs); the
+ * header check result in *headers_ok. */
+json_t *h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
+		    bool *headers_ok, char *err, size_t errlen);
 
-/* The data path (issue 4). */
+/* ---- the data path's rows and streams (rows.c, issue 4) ---- */
+
 /* CHAT_<s>'s last sequence (the joinCursor of a join made now). */
 int h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq);
 /* Write the membership row <channel>/<o>.<a>.<uid> of agent a as the
@@ -189,12 +239,6 @@ int h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const ch
  * retired: the tombstone). */
 int h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char *allow,
 	      bool retired, char *err, size_t errlen);
-/* Fetch every frame waiting on the agent's dlv_ durable: wait up to ms for
- * the first, then until quiet_ms pass with nothing new. Frames are acked
- * and returned as parsed JSON bodies in an array (caller decrefs); the
- * header check result in *headers_ok. */
-json_t *h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
-		    bool *headers_ok, char *err, size_t errlen);
 /* Messages held by a stream now (state.msgs), or -1. */
 int64_t h_stream_msgs(struct conn *c, const char *stream);
 
@@ -205,14 +249,7 @@ int h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
 char *h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key,
 	       char *err, size_t errlen);
 
-#endif
-
-/* The daemon under test. */
-struct daemon {
-	pid_t pid;
-	char log[H_PATH_MAX * 2];
-	char status[H_PATH_MAX * 2];
-};
+/* ---- the daemon under test (daemon.c) ---- */
 
 /* Start cotal-deliveryd --space <space> --root <dir> [extra...] (NULL-ended),
  * stdout/stderr into <dir>/daemon.out. */
@@ -221,8 +258,6 @@ int h_daemon_start(struct mesh *m, struct daemon *d, ...) __attribute__((sentine
  * host's --spaces ...) in the background, stdout and stderr appended to
  * outpath; killed with the test. Its pid. */
 pid_t h_daemon_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
-/* The mesh m seen as another of its spaces (same broker and root). */
-void h_space_view(const struct mesh *m, const char *space, struct mesh *out);
 /* Wait until the status file shows every worker connected; 0 or -1. */
 int h_daemon_wait_connected(struct daemon *d, int ms);
 /* The status file, parsed (NULL when absent). */
@@ -231,6 +266,14 @@ json_t *h_daemon_status(struct daemon *d);
 pid_t h_daemon_worker_pid(struct daemon *d, const char *role);
 /* A worker role's counter from the status file (0 when absent). */
 uint64_t h_daemon_counter(struct daemon *d, const char *role, const char *name);
+/* Wait up to ms for that counter to reach want (a worker's counters reach
+ * the status file once a second): the last value read, -1 while the status
+ * file lists no such worker. */
+int64_t h_daemon_counter_reaches(struct daemon *d, const char *role, const char *name,
+				 int64_t want, int ms);
+/* Every worker of the status file (pid, state, restarts, last exit,
+ * counters) on stderr, for a test's report. */
+void h_daemon_print(struct daemon *d);
 /* Wait up to ms for the daemon to exit; its wait status, or -1. */
 int h_daemon_wait_exit(struct daemon *d, int ms);
 void h_daemon_kill(struct daemon *d);
@@ -240,17 +283,4 @@ bool h_log_has(const char *path, const char *needle, int ms);
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));
 
-/* TLS material made with the openssl command in <dir>/tls-<name>/: a CA
- * (ca.pem) and a server certificate it signs (server.pem, server.key) for
- * sans ("DNS:localhost,IP:127.0.0.1"). 0, or -1. */
-struct tls_files {
-	char dir[H_PATH_MAX];
-	char ca[H_PATH_MAX + 16];
-	char cert[H_PATH_MAX + 16];
-	char key[H_PATH_MAX + 16];
-};
-int h_tls_make(struct mesh *m, const char *name, const char *sans, struct tls_files *t);
-/* Restart the broker with the config `cotal mesh init` wrote plus, unless
- * t is NULL, a tls {} block serving t's certificate (TLS required) and the
- * lines extra (when not NULL). */
-int h_broker_tls(struct mesh *m, const struct tls_files *t, const char *extra);
+#endif

@@ -1,0 +1,249 @@
+/*
+ * The daemon under test: cotal-deliveryd started in the background or run
+ * to its end, waited for and killed; its status file read (a worker's pid,
+ * state and counters) and its log searched.
+ */
+#include "tests/harness/harness_int.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/names.h"
+
+#ifndef COTAL_DAEMON_PATH
+#error "COTAL_DAEMON_PATH must name the cotal-deliveryd binary"
+#endif
+
+int
+h_daemon_start(struct mesh *m, struct daemon *d, ...)
+{
+	char *argv[32], outp[H_PATH_MAX + 32], key[512];
+	int n = 0;
+	va_list ap;
+	char *a;
+	pid_t pid;
+
+	memset(d, 0, sizeof(*d));
+	space_key(m->space, key, sizeof(key));
+	snprintf(d->log, sizeof(d->log), "%s/.cotal/delivery.%s.log", m->dir, key);
+	snprintf(d->status, sizeof(d->status), "%s/.cotal/delivery.%s.status.json", m->dir, key);
+	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	argv[n++] = (char *)"--space";
+	argv[n++] = m->space;
+	argv[n++] = (char *)"--root";
+	argv[n++] = m->dir;
+	va_start(ap, d);
+	while ((a = va_arg(ap, char *)) != NULL && n < 30)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	snprintf(outp, sizeof(outp), "%s/daemon.out", m->dir);
+	if ((pid = hi_spawn_logged(m, argv, outp)) < 0)
+		return -1;
+	hi_track(pid, true);
+	d->pid = pid;
+	return 0;
+}
+
+pid_t
+h_daemon_spawn(struct mesh *m, const char *outpath, ...)
+{
+	char *argv[32], *a;
+	int n = 0;
+	va_list ap;
+	pid_t pid;
+
+	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	va_start(ap, outpath);
+	while ((a = va_arg(ap, char *)) != NULL && n < 31)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	if ((pid = hi_spawn_logged(m, argv, outpath)) > 0)
+		hi_track(pid, true);
+	return pid;
+}
+
+json_t *
+h_daemon_status(struct daemon *d)
+{
+	return json_load_file(d->status, 0, NULL);
+}
+
+/* The status file's entry of a worker role (borrowed from doc), or NULL. */
+static json_t *
+worker_of(json_t *doc, const char *role)
+{
+	json_t *w, *found = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w) {
+		const char *r = json_string_value(json_object_get(w, "role"));
+		if (r != NULL && strcmp(r, role) == 0)
+			found = w;
+	}
+	return found;
+}
+
+pid_t
+h_daemon_worker_pid(struct daemon *d, const char *role)
+{
+	json_t *doc = h_daemon_status(d);
+	pid_t pid = (pid_t)json_integer_value(json_object_get(worker_of(doc, role), "pid"));
+
+	json_decref(doc);
+	return pid;
+}
+
+/* A worker role's counter: 0 when the worker has none by that name, -1 when
+ * the status file lists no such worker (or there is none). */
+static int64_t
+counter_read(struct daemon *d, const char *role, const char *name)
+{
+	json_t *doc = h_daemon_status(d), *w = worker_of(doc, role);
+	int64_t v = -1;
+
+	if (w != NULL)
+		v = json_integer_value(json_object_get(json_object_get(w, "counters"), name));
+	json_decref(doc);
+	return v;
+}
+
+uint64_t
+h_daemon_counter(struct daemon *d, const char *role, const char *name)
+{
+	int64_t v = counter_read(d, role, name);
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+int64_t
+h_daemon_counter_reaches(struct daemon *d, const char *role, const char *name, int64_t want,
+			 int ms)
+{
+	int64_t v, until = mono_ms() + ms;
+
+	while ((v = counter_read(d, role, name)) < want && mono_ms() < until)
+		hi_sleep_ms(100);
+	return v;
+}
+
+void
+h_daemon_print(struct daemon *d)
+{
+	json_t *doc = h_daemon_status(d), *w;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w) {
+		char *c = json_dumps(json_object_get(w, "counters"), JSON_COMPACT);
+		fprintf(stderr, "  worker %s: pid %lld state %s restarts %lld lastExit \"%s\" %s\n",
+		    json_string_value(json_object_get(w, "role")),
+		    (long long)json_integer_value(json_object_get(w, "pid")),
+		    json_string_value(json_object_get(w, "state")),
+		    (long long)json_integer_value(json_object_get(w, "restarts")),
+		    json_string_value(json_object_get(w, "lastExit")), c ? c : "");
+		free(c);
+	}
+	if (doc == NULL)
+		fprintf(stderr, "  no status file %s\n", d->status);
+	json_decref(doc);
+}
+
+int
+h_daemon_wait_connected(struct daemon *d, int ms)
+{
+	for (int waited = 0; waited <= ms; waited += 50) {
+		json_t *doc = h_daemon_status(d), *w;
+		size_t i, ok = 0, all = 0;
+		json_array_foreach(json_object_get(doc, "workers"), i, w) {
+			all++;
+			ok += strcmp(json_string_value(json_object_get(w, "state")), "connected") == 0;
+		}
+		json_decref(doc);
+		if (all > 0 && ok == all)
+			return 0;
+		if (d->pid > 0 && waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			hi_track(d->pid, false);
+			d->pid = 0;
+			return -1;
+		}
+		hi_sleep_ms(50);
+	}
+	return -1;
+}
+
+int
+h_daemon_wait_exit(struct daemon *d, int ms)
+{
+	int status;
+
+	for (int waited = 0; waited <= ms; waited += 10) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			hi_track(d->pid, false);
+			d->pid = 0;
+			return status;
+		}
+		hi_sleep_ms(10);
+	}
+	return -1;
+}
+
+void
+h_daemon_kill(struct daemon *d)
+{
+	if (d->pid > 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);
+		hi_track(d->pid, false);
+		d->pid = 0;
+	}
+}
+
+bool
+h_log_has(const char *path, const char *needle, int ms)
+{
+	for (int waited = 0; ; waited += 50) {
+		FILE *f = fopen(path, "r");
+		if (f != NULL) {
+			char line[8192];
+			while (fgets(line, sizeof(line), f) != NULL)
+				if (strstr(line, needle) != NULL) {
+					fclose(f);
+					return true;
+				}
+			fclose(f);
+		}
+		if (waited >= ms)
+			return false;
+		hi_sleep_ms(50);
+	}
+}
+
+int
+h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
+{
+	char *argv[32];
+	int n = 0;
+	va_list ap;
+	char *a;
+
+	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	va_start(ap, outlen);
+	while ((a = va_arg(ap, char *)) != NULL && n < 30)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	char here[H_PATH_MAX];
+	if (getcwd(here, sizeof(here)) == NULL || (cwd != NULL && chdir(cwd) != 0))
+		return -1;
+	int rc = hi_run_capture(m, argv, out, outlen);
+	if (chdir(here) != 0)
+		return -1;
+	return rc;
+}

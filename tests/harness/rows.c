@@ -1,0 +1,133 @@
+/*
+ * The data path's state as a test sets and reads it (issue 4): membership
+ * and read-ACL rows written as the registry would, KV values, and what the
+ * streams hold.
+ */
+#include "tests/harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/nats/natsconn.h"
+
+int
+h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq)
+{
+	char stream[256];
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "CHAT_%s", m->token);
+	if (js_GetStreamInfo(&si, c->js, stream, NULL, &jerr) != NATS_OK)
+		return -1;
+	*seq = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	return 0;
+}
+
+int64_t
+h_stream_msgs(struct conn *c, const char *stream)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	int64_t n;
+
+	if (js_GetStreamInfo(&si, c->js, stream, NULL, &jerr) != NATS_OK)
+		return -1;
+	n = (int64_t)si->State.Msgs;
+	jsStreamInfo_Destroy(si);
+	return n;
+}
+
+int
+h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+	     uint64_t join, uint64_t leave, uint64_t generation, char *err, size_t errlen)
+{
+	char key[1024], owner[256];
+	json_t *row;
+	char *body;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/%s.%s.%s", channel, a->owner, a->actor, a->uid);
+	snprintf(owner, sizeof(owner), "%s.%s", a->owner, a->actor);
+	row = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:b, s:s, s:I}", "channel", channel,
+	    "owner", owner, "lifecycleUid", a->uid,
+	    "state", leave ? "live-confirmed" : "durable-active", "joinCursor", (json_int_t)join,
+	    "generation", (json_int_t)generation, "activated", 1, "writerIdentity", "test",
+	    "updatedAt", (json_int_t)wall_ms());
+	if (leave)
+		json_object_set_new(row, "leaveCursor", json_integer((json_int_t)leave));
+	body = json_dumps(row, JSON_COMPACT);
+	json_decref(row);
+	rc = h_kv_put(c, m, "members", key, body, err, errlen);
+	free(body);
+	return rc;
+}
+
+int
+h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char *allow, bool retired,
+	  char *err, size_t errlen)
+{
+	char key[512], body[4096];
+
+	snprintf(key, sizeof(key), "%s.%s.%s", a->owner, a->actor, a->uid);
+	if (retired)
+		snprintf(body, sizeof(body),
+		    "{\"allowSubscribe\":[],\"revision\":9,\"updatedAt\":%lld,\"retired\":true,"
+		    "\"retiredAt\":%lld}", (long long)wall_ms(), (long long)wall_ms());
+	else
+		snprintf(body, sizeof(body), "{\"allowSubscribe\":%s,\"revision\":2,\"updatedAt\":%lld}",
+		    allow, (long long)wall_ms());
+	return h_kv_put(c, m, "acl", key, body, err, errlen);
+}
+
+int
+h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
+	 const char *value, char *err, size_t errlen)
+{
+	char bucket[256], why[512];
+	kvStore *kv = NULL;
+	uint64_t rev;
+	natsStatus s;
+
+	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
+	s = js_KeyValue(&kv, c->js, bucket);
+	if (s == NATS_OK)
+		s = kvStore_PutString(&rev, kv, key, value);
+	kvStore_Destroy(kv);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "put %s/%s: %s", bucket, key, why);
+		return -1;
+	}
+	return 0;
+}
+
+char *
+h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key, char *err,
+	 size_t errlen)
+{
+	char bucket[256], why[512];
+	kvStore *kv = NULL;
+	kvEntry *e = NULL;
+	char *val = NULL;
+	natsStatus s;
+
+	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
+	s = js_KeyValue(&kv, c->js, bucket);
+	if (s == NATS_OK)
+		s = kvStore_Get(&e, kv, key);
+	if (s == NATS_OK)
+		val = strndup(kvEntry_ValueString(e), (size_t)kvEntry_ValueLen(e));
+	else if (s == NATS_NOT_FOUND)
+		snprintf(err, errlen, "not found");
+	else {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "get %s/%s: %s", bucket, key, why);
+	}
+	kvEntry_Destroy(e);
+	kvStore_Destroy(kv);
+	return val;
+}
