@@ -42,7 +42,7 @@ devkey_load(const char *path, uint8_t type, int create, struct nkey *k, char *er
 			nkey_wipe(k);
 		return rc;
 	}
-	buf = ws_read_file(path, SEED_FILE_MAX, &len, err, errlen);
+	buf = ws_read_secret(path, SEED_FILE_MAX, &len, err, errlen);
 	if (buf == NULL)
 		return -1;
 	while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/names.h"
+#include "lib/refuse.h"
 #include "lib/servers.h"
 
 #define DEV_MESH_MAX (1024 * 1024)
@@ -52,6 +53,34 @@ is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/*
+ * A workspace is trusted only when it is the caller's: its .cotal/ a real
+ * directory (not a link) owned by this user, writable by nobody else.
+ * Another user's .cotal (say /tmp/.cotal, found from a working directory
+ * under /tmp) could hand us its credentials or take ours. Root may name a
+ * service's workspace with --root (named: sudo cotal status --root
+ * /var/lib/cotal), never adopt one found by walking up.
+ */
+static int
+ws_trusted(const char *cotal, bool named, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (lstat(cotal, &st) != 0)
+		return refuse(err, errlen, "%s: %s", cotal, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return refuse(err, errlen, "%s is not a directory (a symbolic link?); refusing "
+		    "the workspace", cotal);
+	if (st.st_uid != geteuid() && !(named && geteuid() == 0))
+		return refuse(err, errlen, "%s is owned by uid %u, not by this user (uid %u); "
+		    "refusing a workspace another user controls", cotal, (unsigned)st.st_uid,
+		    (unsigned)geteuid());
+	if (st.st_mode & 022)
+		return refuse(err, errlen, "%s is writable by group or others (mode %04o); "
+		    "refusing it: chmod 700 %s", cotal, (unsigned)(st.st_mode & 07777), cotal);
+	return 0;
+}
+
 int
 ws_locate(const char *root_opt, struct workspace *ws, char *err, size_t errlen)
 {
@@ -69,6 +98,8 @@ ws_locate(const char *root_opt, struct workspace *ws, char *err, size_t errlen)
 			    real, root_opt);
 			return -1;
 		}
+		if (ws_trusted(probe, true, err, errlen) != 0)
+			return -1;
 		return ws_fill(ws, real, err, errlen);
 	}
 	if (getcwd(cwd, sizeof(cwd)) == NULL) {
@@ -81,7 +112,8 @@ ws_locate(const char *root_opt, struct workspace *ws, char *err, size_t errlen)
 			snprintf(probe, sizeof(probe), "%s/.cotal",
 			    strcmp(dir, "/") == 0 ? "" : dir);
 			if (is_dir(probe))
-				return ws_fill(ws, dir, err, errlen);
+				return ws_trusted(probe, false, err, errlen) != 0 ? -1 :
+				    ws_fill(ws, dir, err, errlen);
 			char *slash = strrchr(dir, '/');
 			if (slash == NULL || strcmp(dir, "/") == 0)
 				break;
@@ -109,8 +141,12 @@ ws_create(const char *root_opt, struct workspace *ws, char *err, size_t errlen)
 		snprintf(err, errlen, "root %s: %s", root, strerror(errno));
 		return -1;
 	}
-	if (ws_fill(ws, real, err, errlen) != 0 ||
-	    ws_mkdirs(ws->mesh, err, errlen) != 0)
+	if (ws_fill(ws, real, err, errlen) != 0)
+		return -1;
+	/* An existing .cotal must be ours before anything is written in it. */
+	if (is_dir(ws->cotal) && ws_trusted(ws->cotal, root_opt != NULL, err, errlen) != 0)
+		return -1;
+	if (ws_mkdirs(ws->mesh, err, errlen) != 0)
 		return -1;
 	/* An existing .cotal keeps its mode only if it is already private. */
 	if (chmod(ws->cotal, 0700) != 0 || chmod(ws->mesh, 0700) != 0) {
@@ -208,21 +244,43 @@ fail:
 	return -1;
 }
 
-char *
-ws_read_file(const char *path, size_t max, size_t *lenp, char *err, size_t errlen)
+int
+ws_secret_ok(const char *path, const struct stat *st, bool root_ok, char *err, size_t errlen)
+{
+	if (st->st_uid != geteuid() && !(root_ok && st->st_uid == 0))
+		return refuse(err, errlen, "%s is owned by uid %u, not by this user (uid %u); "
+		    "refusing a secret another user controls", path, (unsigned)st->st_uid,
+		    (unsigned)geteuid());
+	if (st->st_mode & 077)
+		return refuse(err, errlen, "%s is readable or writable by group or others (mode "
+		    "%04o); chmod 600 it", path, (unsigned)(st->st_mode & 07777));
+	return 0;
+}
+
+static char *
+read_file(const char *path, size_t max, size_t *lenp, bool secret, char *err, size_t errlen)
 {
 	struct stat st;
 	char *buf;
 	size_t got = 0;
-	/* O_NONBLOCK: a FIFO put there is refused below, never waited on. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	/* O_NONBLOCK: a FIFO put there is refused below, never waited on. A
+	 * secret's path is never a symbolic link: the checks are about the
+	 * very inode opened. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (secret ? O_NOFOLLOW : 0));
 
 	if (fd < 0) {
-		snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+		if (secret && errno == ELOOP)
+			snprintf(err, errlen, "%s is a symbolic link; refusing to follow it", path);
+		else
+			snprintf(err, errlen, "open %s: %s", path, strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "%s is not a regular file", path);
+		close(fd);
+		return NULL;
+	}
+	if (secret && ws_secret_ok(path, &st, false, err, errlen) != 0) {
 		close(fd);
 		return NULL;
 	}
@@ -251,6 +309,18 @@ ws_read_file(const char *path, size_t max, size_t *lenp, char *err, size_t errle
 	if (lenp != NULL)
 		*lenp = got;
 	return buf;
+}
+
+char *
+ws_read_file(const char *path, size_t max, size_t *lenp, char *err, size_t errlen)
+{
+	return read_file(path, max, lenp, false, err, errlen);
+}
+
+char *
+ws_read_secret(const char *path, size_t max, size_t *lenp, char *err, size_t errlen)
+{
+	return read_file(path, max, lenp, true, err, errlen);
 }
 
 json_t *

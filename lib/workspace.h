@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "lib/names.h"
 
@@ -39,6 +40,17 @@ int ws_write_file(const char *path, const void *data, size_t len, int mode,
 /* Read a whole file of at most max bytes (NUL-terminated, malloc'd). */
 char *ws_read_file(const char *path, size_t max, size_t *lenp, char *err,
 		   size_t errlen);
+/*
+ * Is the file st describes fit to hold a secret (a seed, a creds file)?
+ * Owned by this user (or by root when root_ok: systemd's credentials, which
+ * it makes readable to the service alone), readable by nobody else. 0, or
+ * -1 with err naming path and what is wrong.
+ */
+int ws_secret_ok(const char *path, const struct stat *st, bool root_ok, char *err,
+		 size_t errlen);
+/* ws_read_file for a secret: a symbolic link is not followed, and the file
+ * must pass ws_secret_ok (root_ok false). */
+char *ws_read_secret(const char *path, size_t max, size_t *lenp, char *err, size_t errlen);
 /* Load a JSON file of at most max bytes. */
 json_t *ws_read_json(const char *path, size_t max, char *err, size_t errlen);
 int ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen);

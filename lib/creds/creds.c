@@ -28,6 +28,7 @@
 
 #include "lib/creds/creds.h"
 #include "lib/refuse.h"
+#include "lib/workspace.h"
 #include "lib/creds/jwt.h"
 #include "lib/creds/nkeys.h"
 
@@ -308,10 +309,10 @@ creds_load(const char *path, struct creds *out, char *err, size_t errlen)
 		seterr(err, errlen, "creds: %s is not a regular file", path);
 		goto out;
 	}
-	if (st.st_mode & 077) {
-		seterr(err, errlen, "creds: %s is readable by group or others "
-		    "(mode %04o); chmod 600 it", path,
-		    (unsigned int)(st.st_mode & 07777));
+	/* Ours, or root's (systemd's LoadCredential= copies), and nobody
+	 * else's to read. */
+	if (ws_secret_ok(path, &st, true, pfx, sizeof(pfx)) != 0) {
+		seterr(err, errlen, "creds: %s", pfx);
 		goto out;
 	}
 	if (st.st_size > CREDS_MAX_FILE) {

@@ -303,10 +303,24 @@ test_load(void **state)
 
 	assert_int_equal(chmod(path, 0644), 0);
 	assert_int_equal(creds_load(path, &c, err, sizeof(err)), -1);
-	snprintf(want, sizeof(want), "creds: %s is readable by group or others "
+	snprintf(want, sizeof(want), "creds: %s is readable or writable by group or others "
 	    "(mode 0644); chmod 600 it", path);
 	assert_string_equal(err, want);
 	assert_null(c.seed);
+
+	/* Issue 27: refused when another user owns it (root's, systemd's
+	 * LoadCredential= copies, are taken). Run as root, as CI does. */
+	assert_int_equal(chmod(path, 0600), 0);
+	if (geteuid() == 0) {
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		assert_int_equal(creds_load(path, &c, err, sizeof(err)), -1);
+		snprintf(want, sizeof(want), "creds: %s is owned by uid 65534, not by this user "
+		    "(uid 0); refusing a secret another user controls", path);
+		assert_string_equal(err, want);
+		assert_int_equal(chown(path, 0, 0), 0);
+	} else {
+		assert_int_equal(chown(path, getuid(), getgid()), 0);
+	}
 
 	assert_int_equal(chmod(path, 0640), 0);
 	assert_int_equal(creds_load(path, &c, err, sizeof(err)), -1);

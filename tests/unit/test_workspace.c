@@ -1,0 +1,169 @@
+/*
+ * Whose workspace and whose secrets (issue 27, point 6): "a .cotal/ not
+ * owned by the invoking user, or writable by group or others, is refused
+ * naming it, and key and credential files are opened with O_NOFOLLOW and
+ * refused when not 0600 and owned by the user". Run as root (as CI does)
+ * for the other-owner cases.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/workspace.h"
+
+#define OTHER_UID 65534
+
+static char dir[64], cotal[128], sub[128];
+
+static int
+setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/cotal-ws-test.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	snprintf(cotal, sizeof(cotal), "%s/.cotal", dir);
+	snprintf(sub, sizeof(sub), "%s/project", dir);
+	return mkdir(cotal, 0700) == 0 && mkdir(sub, 0755) == 0 ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ws_locate from the working directory sub (root_opt NULL) or by name. */
+static int
+locate(const char *root_opt, char *err, size_t errlen)
+{
+	struct workspace ws;
+	char cwd[512];
+	int rc;
+
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(sub), 0);
+	rc = ws_locate(root_opt, &ws, err, errlen);
+	assert_int_equal(chdir(cwd), 0);
+	return rc;
+}
+
+static void
+test_a_cotal_writable_by_others_is_refused_naming_it(void **state)
+{
+	char err[512], want[512];
+
+	(void)state;
+	assert_int_equal(locate(NULL, err, sizeof(err)), 0);
+	assert_int_equal(chmod(cotal, 0770), 0);
+	assert_int_equal(locate(NULL, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s is writable by group or others (mode 0770); refusing it: "
+	    "chmod 700 %s", cotal, cotal);
+	assert_string_equal(err, want);
+	assert_int_equal(locate(dir, err, sizeof(err)), -1);
+	assert_string_equal(err, want);
+	assert_int_equal(chmod(cotal, 0700), 0);
+}
+
+static void
+test_a_cotal_link_is_refused(void **state)
+{
+	char real[160], err[512], want[512];
+
+	(void)state;
+	snprintf(real, sizeof(real), "%s/elsewhere", dir);
+	assert_int_equal(rename(cotal, real), 0);
+	assert_int_equal(symlink(real, cotal), 0);
+	assert_int_equal(locate(NULL, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s is not a directory (a symbolic link?); refusing the "
+	    "workspace", cotal);
+	assert_string_equal(err, want);
+	assert_int_equal(unlink(cotal), 0);
+	assert_int_equal(rename(real, cotal), 0);
+}
+
+/* Another user's .cotal above the working directory (a /tmp/.cotal) is
+ * never adopted; root may still name a service's workspace with --root. */
+static void
+test_another_users_cotal_is_not_adopted(void **state)
+{
+	char err[512], want[512];
+
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(chown(cotal, OTHER_UID, OTHER_UID), 0);
+	assert_int_equal(locate(NULL, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s is owned by uid %d, not by this user (uid 0); refusing a "
+	    "workspace another user controls", cotal, OTHER_UID);
+	assert_string_equal(err, want);
+	assert_int_equal(locate(dir, err, sizeof(err)), 0);
+	assert_int_equal(chown(cotal, 0, 0), 0);
+}
+
+static void
+test_a_secret_is_ours_private_and_no_link(void **state)
+{
+	char key[160], link[160], err[512], want[512];
+	size_t len;
+	char *text;
+	FILE *f;
+
+	(void)state;
+	snprintf(key, sizeof(key), "%s/signer.nk", cotal);
+	snprintf(link, sizeof(link), "%s/link.nk", cotal);
+	assert_non_null(f = fopen(key, "w"));
+	fputs("SAAKEY\n", f);
+	fclose(f);
+	assert_int_equal(chmod(key, 0600), 0);
+	assert_non_null(text = ws_read_secret(key, 64, &len, err, sizeof(err)));
+	assert_int_equal(len, 7);
+	free(text);
+
+	assert_int_equal(symlink(key, link), 0);
+	assert_null(ws_read_secret(link, 64, &len, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s is a symbolic link; refusing to follow it", link);
+	assert_string_equal(err, want);
+	/* A plain file read still follows it: only secrets are held to this. */
+	assert_non_null(text = ws_read_file(link, 64, &len, err, sizeof(err)));
+	free(text);
+
+	assert_int_equal(chmod(key, 0640), 0);
+	assert_null(ws_read_secret(key, 64, &len, err, sizeof(err)));
+	snprintf(want, sizeof(want), "%s is readable or writable by group or others (mode 0640); "
+	    "chmod 600 it", key);
+	assert_string_equal(err, want);
+	assert_int_equal(chmod(key, 0600), 0);
+
+	if (geteuid() == 0) {
+		assert_int_equal(chown(key, OTHER_UID, OTHER_UID), 0);
+		assert_null(ws_read_secret(key, 64, &len, err, sizeof(err)));
+		snprintf(want, sizeof(want), "%s is owned by uid %d, not by this user (uid 0); "
+		    "refusing a secret another user controls", key, OTHER_UID);
+		assert_string_equal(err, want);
+	}
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_a_cotal_writable_by_others_is_refused_naming_it),
+		cmocka_unit_test(test_a_cotal_link_is_refused),
+		cmocka_unit_test(test_another_users_cotal_is_not_adopted),
+		cmocka_unit_test(test_a_secret_is_ours_private_and_no_link),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
