@@ -731,6 +731,82 @@ test_a_spent_signing_budget_survives_a_respawn(void **state)
 		fail_msg("no refusal logged with the worker and its count; see %s", d.log);
 }
 
+/* A stand-in daemon: a shell sleeping under cotal-deliveryd's name with
+ * `--space space` among its arguments, each argument its own. */
+static pid_t
+fake_daemon(const char *space)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execl("/bin/sh", "/usr/sbin/cotal-deliveryd", "-c", "sleep 60; :", "x", "--space",
+		    space, (char *)NULL);
+		_exit(127);
+	}
+	/* Its exec done (its command line is what cotal down reads): at
+	 * most 10 s. */
+	char path[64], argv0[64] = "";
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", (long)pid);
+	for (int i = 0; i < 1000 && strcmp(argv0, "/usr/sbin/cotal-deliveryd") != 0; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f != NULL ? fread(argv0, 1, sizeof(argv0) - 1, f) : 0;
+		if (f != NULL)
+			fclose(f);
+		argv0[n] = '\0';
+		if (strcmp(argv0, "/usr/sbin/cotal-deliveryd") != 0)
+			usleep(10 * 1000);
+	}
+	assert_string_equal(argv0, "/usr/sbin/cotal-deliveryd");
+	return pid;
+}
+
+static void
+write_pid_record(const char *space, pid_t pid)
+{
+	char key[SPACE_KEY_MAX + 1], path[H_PATH_MAX * 2];
+	FILE *f;
+
+	space_key(space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/delivery.%s.pid", mesh.dir, key);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "%ld\n", (long)pid);
+	fclose(f);
+	chmod(path, 0600);
+}
+
+/*
+ * Issue 27: "the pid record is checked against the exact argument vector"
+ * and "two spaces a and a b (cotal down --space a leaves a b running)".
+ * Space a's record names the daemon of space "a b": cotal down --space a
+ * clears it without a signal; naming a's own daemon, it stops that one.
+ */
+static void
+test_cotal_down_a_never_stops_the_daemon_of_a_b(void **state)
+{
+	char out[H_OUT_MAX];
+	pid_t ab, a;
+	int st;
+
+	(void)state;
+	ab = fake_daemon("a b");
+	write_pid_record("a", ab);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", "a", NULL), 0);
+	bool spared = waitpid(ab, &st, WNOHANG) == 0 && kill(ab, 0) == 0;
+	bool stale = strstr(out, "stale record") != NULL;
+	kill(ab, SIGKILL);
+	waitpid(ab, NULL, 0);
+	if (!spared || !stale)
+		fail_msg("cotal down --space a touched the daemon of space \"a b\":\n%s", out);
+
+	a = fake_daemon("a");
+	write_pid_record("a", a);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", "a", NULL), 0);
+	assert_int_equal(waitpid(a, &st, 0), a);
+	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTERM)
+		fail_msg("space a's own daemon was not stopped (status 0x%x):\n%s", st, out);
+}
+
 static void
 test_missing_root_is_refused_naming_the_directory(void **state)
 {
@@ -796,6 +872,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_systemd_credential_wins_over_the_workspace),
 		cmocka_unit_test(test_sys_observer_admission),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
+		cmocka_unit_test(test_cotal_down_a_never_stops_the_daemon_of_a_b),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),
 		/* After the suite's daemon released the lease of the space. */
