@@ -97,11 +97,9 @@ cmd_agent_add(int argc, char **argv)
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		int more = i + 1 < argc;
-		if (strcmp(a, "--root") == 0 && more)
-			root = argv[++i];
-		else if (strcmp(a, "--space") == 0 && more)
-			space = argv[++i];
-		else if (strcmp(a, "--server") == 0 && more)
+		if (cli_root_or_space(argc, argv, &i, &root, &space))
+			continue;
+		if (strcmp(a, "--server") == 0 && more)
 			server = argv[++i];
 		else if (strcmp(a, "--allow") == 0 && more) {
 			if (cli_split_allow(argv[++i], allow, &req.nallow) != 0)

@@ -40,6 +40,10 @@ int cmd_admin_liveness(int argc, char **argv);
 int cmd_admin_reload(int argc, char **argv);
 
 int cli_parse_port(const char *s, int *port);
+/* The option at argv[*i] when it is one every space command takes, --root
+ * DIR or --space NAME, with its value: taken (into *root or *space, *i
+ * moved past the value), true. */
+bool cli_root_or_space(int argc, char **argv, int *i, const char **root, const char **space);
 /* Split "a,b,c" into at most PROFILE_MAX_ALLOW entries (text is modified). */
 int cli_split_allow(char *text, const char **out, size_t *n);
 /* The nats-server binary: $COTAL_NATS_SERVER, the 2.10 broker `make deps`

@@ -67,11 +67,9 @@ cmd_creds_mint(int argc, char **argv)
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		int more = i + 1 < argc;
-		if (strcmp(a, "--root") == 0 && more)
-			root = argv[++i];
-		else if (strcmp(a, "--space") == 0 && more)
-			space = argv[++i];
-		else if (strcmp(a, "--profile") == 0 && more)
+		if (cli_root_or_space(argc, argv, &i, &root, &space))
+			continue;
+		if (strcmp(a, "--profile") == 0 && more)
 			pname = argv[++i];
 		else if (strcmp(a, "--out") == 0 && more)
 			out = argv[++i];

@@ -59,6 +59,18 @@ usage(void)
 		    commands[i].help);
 }
 
+bool
+cli_root_or_space(int argc, char **argv, int *i, const char **root, const char **space)
+{
+	const char **to = strcmp(argv[*i], "--root") == 0 ? root :
+	    strcmp(argv[*i], "--space") == 0 ? space : NULL;
+
+	if (to == NULL || *i + 1 >= argc)
+		return false;
+	*to = argv[++*i];
+	return true;
+}
+
 int
 cli_parse_port(const char *s, int *port)
 {
