@@ -96,7 +96,8 @@ static const struct ipc_role {
 	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried", "batches",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
 	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
-	    "evictions", "unanswered", [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	    "evictions", "unanswered", "dropped_ctl", "dropped_admin", "dropped_live", "shed",
+	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
 	{ "timer", { "requests", "armed", "fired", "refused",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
 };

@@ -96,10 +96,10 @@ struct ipc_config {
 #define IPC_OFF_REGISTER 1u
 
 /* STATUS payload: a worker's state and counters. */
-#define IPC_COUNTERS 9
+#define IPC_COUNTERS 13
 /* Every role's last counter: permission violations the broker reported on
  * the worker's connection. */
-#define IPC_COUNTER_VIOLATIONS 8
+#define IPC_COUNTER_VIOLATIONS 12
 enum ipc_worker_state {
 	IPC_STATE_STARTING = 0,
 	IPC_STATE_CONNECTED = 1,

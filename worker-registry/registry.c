@@ -7,7 +7,11 @@
  * "live.delivery"). Every request passes the guards here first: a reply
  * subject bound to the request subject (else dropped unanswered), a sender
  * whose from.id is the subject's caller and a principal, a known op, a
- * well-formed body. ctl.delivery requests are then served by a small pool;
+ * well-formed body. ctl.delivery requests wait in a fair queue, one line per
+ * caller (fairq.h: callers in turn, each bounded in requests and bytes), and
+ * are decoded and served by a small pool; a caller past its share is refused
+ * at once, before anything of its body is read, so that a flood costs the
+ * rail one cheap refusal per request and no other caller's turn.
  * ctl.delivery-admin requests one at a time in arrival order, except the
  * lifecycleMemberships inventories, which are answered beside them, those
  * that arrive together sharing one read of the members bucket.
@@ -31,21 +35,9 @@
 #include "lib/nats/natsconn.h"
 
 #define UNANSWERED_LOG_EVERY_MS 10000
+#define SHED_LOG_EVERY_MS 60000
 
 struct registry G;
-
-/* A queue of requests and the threads that serve it. */
-struct queue {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct request *head, *tail;
-	int n;
-};
-
-static struct queue ctl_q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
-static struct queue admin_q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
-static struct queue inv_q = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL, 0 };
-static _Atomic bool threads_stop;
 
 /* What the supervisor says of the lease (IPC_LEASE). */
 static struct {
@@ -148,82 +140,6 @@ reply_data(struct request *r, json_t *data)
 	reply_send(r, body, len);
 }
 
-static void
-request_free(struct request *r)
-{
-	if (r == NULL)
-		return;
-	ctl_request_free(&r->req);
-	free(r->reply);
-	free(r);
-}
-
-/* ---- queues ---- */
-
-static bool
-queue_push(struct queue *q, struct request *r)
-{
-	bool ok;
-
-	pthread_mutex_lock(&q->mu);
-	ok = q->n < REG_QUEUE_MAX;
-	if (ok) {
-		r->next = NULL;
-		if (q->tail != NULL)
-			q->tail->next = r;
-		else
-			q->head = r;
-		q->tail = r;
-		q->n++;
-		pthread_cond_signal(&q->cv);
-	}
-	pthread_mutex_unlock(&q->mu);
-	return ok;
-}
-
-/* The next request, waiting up to ms; NULL when there is none. */
-static struct request *
-queue_pop(struct queue *q, int ms)
-{
-	struct request *r = NULL;
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&q->mu);
-	while (q->head == NULL && !atomic_load(&threads_stop))
-		if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) != 0)
-			break;
-	if ((r = q->head) != NULL) {
-		q->head = r->next;
-		if (q->head == NULL)
-			q->tail = NULL;
-		q->n--;
-	}
-	pthread_mutex_unlock(&q->mu);
-	return r;
-}
-
-static void
-queue_drain(struct queue *q)
-{
-	struct request *r;
-
-	pthread_mutex_lock(&q->mu);
-	while ((r = q->head) != NULL) {
-		q->head = r->next;
-		request_free(r);
-	}
-	q->tail = NULL;
-	q->n = 0;
-	pthread_mutex_unlock(&q->mu);
-}
-
 /* ---- the ops ---- */
 
 struct op {
@@ -319,8 +235,122 @@ rechecking(void)
 }
 
 /*
+ * Decode r's body into r->req and check its op against r's rail: true, or
+ * false with r refused (the sender check, a malformed body, an op the rail
+ * does not serve).
+ */
+static bool
+request_decode(struct request *r, const char *data, size_t len)
+{
+	char why[CTL_WHY_MAX];
+
+	switch (ctl_request_parse(data, len, &r->caller, &r->req, why, sizeof(why))) {
+	case CTL_OK:
+		break;
+	case CTL_SENDER_MISMATCH:
+		reply_error(r, "%s", CTL_ERR_SENDER);
+		return false;
+	case CTL_MALFORMED:
+		reply_error(r, "%s", why);
+		return false;
+	}
+	if (r->caller.rail == RAIL_CTL ? ctl_op(r->req.op) == NULL : !admin_op_known(r->req.op)) {
+		ctl_unknown_op(r->caller.rail, r->req.op, why, sizeof(why));
+		reply_error(r, "%s", why);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Requests shed past a caller's share, in one line a minute at most: who
+ * shed the most, and how many in all.
+ */
+static struct {
+	pthread_mutex_t mu;
+	int64_t since_ms;
+	uint64_t n;
+	char last[2 * IDENT_MAX + 2];
+} shed = { PTHREAD_MUTEX_INITIALIZER, 0, 0, "" };
+
+static void
+note_shed(const struct rail_caller *c)
+{
+	int64_t now = mono_ms();
+
+	pthread_mutex_lock(&shed.mu);
+	if (shed.since_ms == 0) {
+		/* The first of a minute is said at once. */
+		shed.since_ms = now;
+		log_warnx("%s.%s is past its share of %s.ctl.delivery (%d requests or %d bytes "
+		    "waiting): beyond %d refusals a second its requests are shed unanswered",
+		    c->owner, c->actor, G.prefix, REG_CALLER_WAITING, REG_CALLER_BYTES,
+		    REG_REFUSALS_PER_S);
+	} else {
+		shed.n++;
+		snprintf(shed.last, sizeof(shed.last), "%s.%s", c->owner, c->actor);
+		if (now - shed.since_ms >= SHED_LOG_EVERY_MS) {
+			log_warnx("… %llu more requests shed on %s.ctl.delivery in the last %d s "
+			    "(the last of %s)", (unsigned long long)shed.n, G.prefix,
+			    SHED_LOG_EVERY_MS / 1000, shed.last);
+			shed.since_ms = now;
+			shed.n = 0;
+		}
+	}
+	pthread_mutex_unlock(&shed.mu);
+}
+
+/* A request as it arrived: its reply subject, fence ticket and time. */
+static struct request *
+request_new(const struct rail_caller *caller, const char *reply)
+{
+	struct request *r;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL || (r->reply = strdup(reply)) == NULL)
+		fatalx("out of memory");
+	r->caller = *caller;
+	r->ticket = fence_ticket(&W.fence);
+	r->arrived_ms = mono_ms();
+	return r;
+}
+
+/*
+ * A ctl.delivery request into its caller's line, body and all (decoded
+ * when its turn comes). A caller past its share is refused at once, with a
+ * reply made in advance and sent unfenced (it changes nothing), its body
+ * unread: a flood costs the rail one cheap refusal a request.
+ */
+static void
+ctl_arrive(const struct rail_caller *caller, const char *reply, natsMsg *msg)
+{
+	size_t bytes = (size_t)natsMsg_GetDataLength(msg), len;
+	enum fairq_verdict v = queue_admits(Q_CTL, caller, bytes);
+
+	if (v == FAIRQ_OK) {
+		struct request *r = request_new(caller, reply);
+		r->msg = msg;
+		if ((v = queue_push(Q_CTL, r, bytes)) == FAIRQ_OK)
+			return;
+		r->msg = NULL;
+		request_free(r);
+	}
+	if (v == FAIRQ_NOMEM)
+		fatalx("out of memory");
+	if (queue_refusal_due(caller, v)) {
+		worker_count(C_REFUSED, 1);
+		const char *body = queue_refusal(v, &len);
+		publish_reply(reply, body, len);
+	} else {
+		worker_count(C_SHED, 1);
+		note_shed(caller);
+	}
+	natsMsg_Destroy(msg);
+}
+
+/*
  * A request off a rail, on the subscription's thread: the guards, then the
- * queue it waits in. Cheap and bounded: the body is decoded here once.
+ * queue it waits in. Cheap and bounded: a ctl.delivery body is not read
+ * here; an admin body is decoded here once (its op picks the queue).
  */
 static void
 on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
@@ -328,8 +358,8 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closur
 	enum rail rail = (enum rail)(intptr_t)closure;
 	const char *subject = natsMsg_GetSubject(msg), *reply = natsMsg_GetReply(msg);
 	char why[CTL_WHY_MAX];
-	struct request *r;
-	bool queued;
+	struct rail_caller caller;
+	struct request *r = NULL;
 
 	(void)nc, (void)sub;
 	if (!rail_reply_bound(subject, reply)) {
@@ -337,21 +367,25 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closur
 		natsMsg_Destroy(msg);
 		return;
 	}
-	if ((r = calloc(1, sizeof(*r))) == NULL || (r->reply = strdup(reply)) == NULL)
-		fatalx("out of memory");
-	r->ticket = fence_ticket(&W.fence);
-	r->arrived_ms = mono_ms();
 	worker_count(C_REQUESTS, 1);
-	if (rail_subject_parse(subject, G.prefix, &r->caller, why, sizeof(why)) != 0) {
+	if (rail_subject_parse(subject, G.prefix, &caller, why, sizeof(why)) != 0) {
 		/* The subscription's wildcards admit only this shape; what is
 		 * left is a token that is no identity token. */
+		memset(&caller, 0, sizeof(caller));
+		caller.rail = rail;
+		r = request_new(&caller, reply);
 		reply_error(r, "%s", CTL_ERR_SENDER);
 		goto done;
 	}
-	if (r->caller.rail != rail) {
+	if (caller.rail != rail) {
 		log_unanswered(subject, reply);
 		goto done;
 	}
+	if (rail == RAIL_CTL && !rechecking()) {
+		ctl_arrive(&caller, reply, msg);
+		return;
+	}
+	r = request_new(&caller, reply);
 	if (rail == RAIL_LIVE) {
 		answer_liveness(r);
 		goto done;
@@ -363,29 +397,10 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closur
 		reply_unfenced(r, body, len);
 		goto done;
 	}
-	switch (ctl_request_parse(natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg),
-	    &r->caller, &r->req, why, sizeof(why))) {
-	case CTL_OK:
-		break;
-	case CTL_SENDER_MISMATCH:
-		reply_error(r, "%s", CTL_ERR_SENDER);
+	if (!request_decode(r, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg)))
 		goto done;
-	case CTL_MALFORMED:
-		reply_error(r, "%s", why);
-		goto done;
-	}
-	if (rail == RAIL_CTL ? ctl_op(r->req.op) == NULL : !admin_op_known(r->req.op)) {
-		ctl_unknown_op(rail, r->req.op, why, sizeof(why));
-		reply_error(r, "%s", why);
-		goto done;
-	}
-	if (rail == RAIL_CTL)
-		queued = queue_push(&ctl_q, r);
-	else if (strcmp(r->req.op, "lifecycleMemberships") == 0)
-		queued = queue_push(&inv_q, r);
-	else
-		queued = queue_push(&admin_q, r);
-	if (queued) {
+	if (queue_push(strcmp(r->req.op, "lifecycleMemberships") == 0 ? Q_INVENTORY : Q_ADMIN, r,
+	    0) == FAIRQ_OK) {
 		natsMsg_Destroy(msg);
 		return;
 	}
@@ -402,11 +417,16 @@ static void *
 ctl_thread(void *arg)
 {
 	(void)arg;
-	while (worker_wait_open() && !atomic_load(&threads_stop)) {
-		struct request *r = queue_pop(&ctl_q, 200);
+	while (worker_wait_open() && queues_running()) {
+		struct request *r = queue_pop(Q_CTL, 200);
 		if (r == NULL)
 			continue;
-		ctl_op(r->req.op)->serve(r);
+		natsMsg *msg = r->msg;
+		r->msg = NULL;
+		if (request_decode(r, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg)))
+			ctl_op(r->req.op)->serve(r);
+		natsMsg_Destroy(msg);
+		queue_done(r);
 		request_free(r);
 	}
 	return NULL;
@@ -416,8 +436,8 @@ static void *
 admin_thread(void *arg)
 {
 	(void)arg;
-	while (worker_wait_open() && !atomic_load(&threads_stop)) {
-		struct request *r = queue_pop(&admin_q, 200);
+	while (worker_wait_open() && queues_running()) {
+		struct request *r = queue_pop(Q_ADMIN, 200);
 		if (r == NULL)
 			continue;
 		admin_serve(r);
@@ -437,9 +457,9 @@ inventory_thread(void *arg)
 	struct request *batch[REG_QUEUE_MAX];
 
 	(void)arg;
-	while (worker_wait_open() && !atomic_load(&threads_stop)) {
+	while (worker_wait_open() && queues_running()) {
 		int n = 0;
-		struct request *r = queue_pop(&inv_q, 200);
+		struct request *r = queue_pop(Q_INVENTORY, 200);
 		if (r == NULL)
 			continue;
 		batch[n++] = r;
@@ -450,7 +470,7 @@ inventory_thread(void *arg)
 			int64_t left = REG_INVENTORY_GATHER_MS;
 			if (mono_ms() + left > cap)
 				left = cap - mono_ms();
-			if (left <= 0 || (r = queue_pop(&inv_q, (int)left)) == NULL)
+			if (left <= 0 || (r = queue_pop(Q_INVENTORY, (int)left)) == NULL)
 				break;
 			batch[n++] = r;
 		}
@@ -464,6 +484,7 @@ inventory_thread(void *arg)
 /* ---- the role ---- */
 
 static natsSubscription *subs[RAIL_COUNT];
+static uint64_t drops_seen[RAIL_COUNT]; /* the library's count, as last read */
 
 static void
 rails_close(void)
@@ -473,6 +494,43 @@ rails_close(void)
 			natsSubscription_Unsubscribe(subs[i]);
 		natsSubscription_Destroy(subs[i]);
 		subs[i] = NULL;
+		drops_seen[i] = 0;
+	}
+}
+
+/*
+ * What the library dropped of a rail's messages (its pending limits
+ * reached: the callback fell behind), counted per rail and logged at most
+ * once every UNANSWERED_LOG_EVERY_MS: requests no guard refused, lost
+ * without an answer; their callers see a timeout.
+ */
+static void
+rails_count_drops(void)
+{
+	static const int counter[RAIL_COUNT] = {
+		[RAIL_CTL] = C_DROPPED_CTL, [RAIL_ADMIN] = C_DROPPED_ADMIN,
+		[RAIL_LIVE] = C_DROPPED_LIVE,
+	};
+	static int64_t logged_ms;
+
+	for (int i = 0; i < RAIL_COUNT; i++) {
+		int64_t dropped = 0;
+		if (subs[i] == NULL ||
+		    natsSubscription_GetDropped(subs[i], &dropped) != NATS_OK ||
+		    dropped < 0 || (uint64_t)dropped <= drops_seen[i])
+			continue;
+		uint64_t more = (uint64_t)dropped - drops_seen[i];
+		drops_seen[i] = (uint64_t)dropped;
+		worker_count(counter[i], more);
+		int64_t now = mono_ms();
+		if (logged_ms == 0 || now - logged_ms >= UNANSWERED_LOG_EVERY_MS) {
+			log_warnx("the library dropped %llu requests of %s.%s unanswered (its "
+			    "pending limits, %d messages or %d bytes, were reached: the rail "
+			    "fell behind); %llu in all on this connection",
+			    (unsigned long long)more, G.prefix, rail_kind((enum rail)i),
+			    REG_PENDING_MSGS, REG_PENDING_BYTES, (unsigned long long)dropped);
+			logged_ms = now;
+		}
 	}
 }
 
@@ -486,8 +544,8 @@ rails_open(char *err, size_t errlen)
 		natsStatus s = natsConnection_QueueSubscribe(&subs[i], W.nc, subj,
 		    rail_queue((enum rail)i), on_request, (void *)(intptr_t)i);
 		if (s == NATS_OK)
-			s = natsSubscription_SetPendingLimits(subs[i], 4 * REG_QUEUE_MAX,
-			    64 * 1024 * 1024);
+			s = natsSubscription_SetPendingLimits(subs[i], REG_PENDING_MSGS,
+			    REG_PENDING_BYTES);
 		if (s != NATS_OK) {
 			char why[256];
 			conn_strerror(s, why, sizeof(why));
@@ -552,23 +610,23 @@ registry_run(void)
 	log_ok("serving %s.ctl.delivery, ctl.delivery-admin and live.delivery (max_payload %lld)",
 	    G.prefix, (long long)max_payload());
 	worker_bound();
-	atomic_store(&threads_stop, false);
+	queues_run(true);
 	for (int i = 0; i < REG_CTL_THREADS; i++)
 		if (pthread_create(&ctl[i], NULL, ctl_thread, NULL) != 0)
 			fatalx("cannot start a ctl.delivery thread");
 	if (pthread_create(&admin, NULL, admin_thread, NULL) != 0 ||
 	    pthread_create(&inv, NULL, inventory_thread, NULL) != 0)
 		fatalx("cannot start the admin threads");
-	while (worker_serving())
+	while (worker_serving()) {
 		worker_nap(200);
+		rails_count_drops();
+	}
+	rails_count_drops();
 	/* No new requests; those waiting are answered on the next connection
 	 * (the seed: a request read while the connection is replaced is
 	 * answered once it is back). */
 	rails_close();
-	atomic_store(&threads_stop, true);
-	pthread_cond_broadcast(&ctl_q.cv);
-	pthread_cond_broadcast(&admin_q.cv);
-	pthread_cond_broadcast(&inv_q.cv);
+	queues_run(false);
 	for (int i = 0; i < REG_CTL_THREADS; i++)
 		pthread_join(ctl[i], NULL);
 	pthread_join(admin, NULL);
@@ -605,9 +663,7 @@ registry_msg(const struct ipc_msg *m)
 static void
 registry_exit(void)
 {
-	queue_drain(&ctl_q);
-	queue_drain(&admin_q);
-	queue_drain(&inv_q);
+	queues_drain();
 	gate_reset();
 }
 
@@ -617,6 +673,7 @@ registry_main(void)
 	static bool once;
 
 	if (!once) {
+		queues_init();
 		atexit(registry_exit);
 		once = true;
 	}

@@ -22,9 +22,26 @@
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
 #include "lib/wire/tokens.h"
+#include "worker-registry/fairq.h"
 
 #define REG_CTL_THREADS 4        /* ctl.delivery requests served at once */
 #define REG_QUEUE_MAX 1024       /* requests waiting, per queue */
+/* ctl.delivery, per caller (issue 28, "Fair rails"): what one caller may
+ * have waiting, in requests and in bytes of their bodies, and the bytes
+ * of all callers' waiting requests. */
+#define REG_CALLER_WAITING 32
+#define REG_CALLER_BYTES (1024 * 1024)
+#define REG_QUEUE_BYTES (16 * 1024 * 1024)
+/* Refusals answered a second to one caller past its share; the rest of a
+ * flood is shed unanswered (counted: "shed"), so that answering it does not
+ * crowd the connection the other callers' answers and the registry's own
+ * JetStream calls share. */
+#define REG_REFUSALS_PER_S 50
+/* What the library may hold for a rail before our callback takes it: room
+ * for every caller's share of a burst; past it the library drops and we
+ * count (the dropped_* counters). */
+#define REG_PENDING_MSGS (64 * REG_QUEUE_MAX)
+#define REG_PENDING_BYTES (2 * REG_QUEUE_BYTES)
 #define REG_INVENTORY_GATHER_MS 20 /* inventories arriving together share a read */
 #define REG_RELOAD_WAIT_MS 15000 /* the supervisor's answer to reloadCreds */
 #define REG_PREFIX_MAX (SPACE_TOKEN_MAX + 8)
@@ -35,6 +52,7 @@ struct request {
 	struct request *next;
 	struct rail_caller caller;
 	struct ctl_request req;
+	natsMsg *msg;           /* ctl.delivery: the body, decoded when served */
 	char *reply;            /* the bound reply subject */
 	uint64_t ticket;        /* the fence ticket of its arrival */
 	int64_t arrived_ms;     /* monotonic */
@@ -74,7 +92,36 @@ bool effect_begin(struct request *r);
 void effect_done(void);
 /* Counters (ipc.c names them). */
 enum { C_REQUESTS, C_JOINS, C_LEAVES, C_REFUSED, C_INVENTORIES, C_MEMBER_READS, C_EVICTIONS,
-	C_UNANSWERED };
+	C_UNANSWERED, C_DROPPED_CTL, C_DROPPED_ADMIN, C_DROPPED_LIVE, C_SHED };
+
+/* ---- queues.c: where requests wait ---- */
+enum reg_queue {
+	Q_CTL,       /* ctl.delivery: callers in turn (fairq.h) */
+	Q_ADMIN,     /* ctl.delivery-admin, in arrival order */
+	Q_INVENTORY, /* ctl.delivery-admin's lifecycleMemberships */
+	Q_COUNT
+};
+void queues_init(void);
+/* Queue r: FAIRQ_OK (taken), or the bound that refuses it (r is still the
+ * caller's). On Q_CTL, r waits in its caller's line and bytes count toward
+ * the caller's share. */
+enum fairq_verdict queue_push(enum reg_queue q, struct request *r, size_t bytes);
+/* Would Q_CTL take bytes from caller c now? (FAIRQ_OK or the bound.) */
+enum fairq_verdict queue_admits(enum reg_queue q, const struct rail_caller *c, size_t bytes);
+/* May a refusal of caller c with v be answered now (fairq_refusal_due)? */
+bool queue_refusal_due(const struct rail_caller *c, enum fairq_verdict v);
+/* The refusal of a bound, as a serialized reply made once. */
+const char *queue_refusal(enum fairq_verdict v, size_t *len);
+/* The next request, waiting up to ms; NULL when none, or once stopped.
+ * A Q_CTL request's caller has no other served until queue_done(r). */
+struct request *queue_pop(enum reg_queue q, int ms);
+void queue_done(struct request *r);
+/* Serving threads run while true; false wakes every waiting pop. */
+void queues_run(bool run);
+bool queues_running(void);
+/* Free every waiting request (at exit). */
+void queues_drain(void);
+void request_free(struct request *r);
 
 /* ---- gate.c: membership writes against inventories (the seed) ---- */
 /*
