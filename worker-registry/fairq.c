@@ -20,7 +20,8 @@ struct fairq_flow {
 	size_t bytes;
 	int64_t refusal_second;
 	int refusals;
-	bool busy;              /* one of its items is in service: not in the line */
+	int serving;            /* its items in service now */
+	bool in_line;
 	char *caller;
 };
 
@@ -52,6 +53,7 @@ fairq_admits(const struct fairq *q, const char *caller, size_t bytes)
 static void
 turn_append(struct fairq *q, struct fairq_flow *f)
 {
+	f->in_line = true;
 	f->next_turn = NULL;
 	if (q->turn_tail != NULL)
 		q->turn_tail->next_turn = f;
@@ -82,6 +84,9 @@ fairq_push(struct fairq *q, const char *caller, void *item, size_t bytes)
 			free(node);
 			return FAIRQ_NOMEM;
 		}
+		turn_append(q, f);
+	} else if (!f->in_line && f->serving < q->lim.caller_serving) {
+		/* In service with room for one more: its new item is due. */
 		turn_append(q, f);
 	}
 	if (f->tail != NULL)
@@ -163,13 +168,17 @@ fairq_pop(struct fairq *q)
 	q->bytes -= node->bytes;
 	item = node->item;
 	free(node);
-	/* Its turn is over, and it waits out of the line until its item has
+	/* Its turn is over: to the back of the line while it has items and
+	 * fewer than caller_serving in service, else out of it until one has
 	 * been served (fairq_done). */
 	q->turn_head = f->next_turn;
 	if (q->turn_head == NULL)
 		q->turn_tail = NULL;
 	f->next_turn = NULL;
-	f->busy = true;
+	f->in_line = false;
+	f->serving++;
+	if (f->n > 0 && f->serving < q->lim.caller_serving)
+		turn_append(q, f);
 	return item;
 }
 
@@ -178,15 +187,19 @@ fairq_done(struct fairq *q, const char *caller)
 {
 	struct fairq_flow *f = strmap_get(&q->flows, caller);
 
-	if (f == NULL || !f->busy)
+	if (f == NULL || f->serving == 0)
 		return false;
-	f->busy = false;
+	f->serving--;
+	if (f->in_line)
+		return false;
 	if (f->n > 0) {
 		turn_append(q, f);
 		return true;
 	}
-	strmap_del(&q->flows, f->caller);
-	flow_free(f, NULL);
+	if (f->serving == 0) {
+		strmap_del(&q->flows, f->caller);
+		flow_free(f, NULL);
+	}
 	return false;
 }
 

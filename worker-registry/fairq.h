@@ -2,12 +2,12 @@
  * A fair queue for the ctl.delivery rail (issue 28): the requests of each
  * caller wait in a queue of their own, and callers are served in turn, one
  * request each (round robin over the callers that have requests waiting).
- * A caller has at most one request in service at a time: popped, its line
- * waits outside the turn until fairq_done. A caller is bounded in how many
+ * A caller has at most caller_serving requests in service at a time: past
+ * that its line waits outside the turn until fairq_done. A caller is bounded in how many
  * requests and how many bytes it may have waiting, and the whole queue in
  * both too; a push past a bound is refused and says which bound. A caller
- * that floods the rail therefore waits behind itself and holds at most one
- * serving thread: any other caller's request is served after at most one
+ * that floods the rail therefore waits behind itself and holds at most
+ * caller_serving serving threads: any other caller's request is served after at most one
  * request of every other waiting caller.
  *
  * Pure logic over lib/strmap; not thread-safe (the registry holds a lock).
@@ -24,6 +24,7 @@
 
 struct fairq_limits {
 	int caller_max;           /* requests one caller may have waiting */
+	int caller_serving;       /* ... and in service at once (>= 1) */
 	size_t caller_bytes;      /* bytes one caller may have waiting */
 	int total_max;            /* requests waiting in all */
 	size_t total_bytes;       /* bytes waiting in all */
@@ -71,8 +72,8 @@ bool fairq_refusal_due(struct fairq *q, const char *caller, enum fairq_verdict v
 /* The next item in turn, or NULL when no caller's turn is due (nothing
  * waits, or only behind a request in service). */
 void *fairq_pop(struct fairq *q);
-/* The item of caller that fairq_pop gave has been served: its next, if
- * any, joins the line (true then). */
+/* An item of caller that fairq_pop gave has been served: its next, if it
+ * was held back, joins the line (true then). */
 bool fairq_done(struct fairq *q, const char *caller);
 /* Is a caller's turn due (would fairq_pop give an item)? */
 bool fairq_ready(const struct fairq *q);

@@ -36,7 +36,8 @@ static struct {
 };
 
 static const struct fairq_limits ctl_limits = {
-	.caller_max = REG_CALLER_WAITING, .caller_bytes = REG_CALLER_BYTES,
+	.caller_max = REG_CALLER_WAITING, .caller_serving = REG_CALLER_SERVING,
+	.caller_bytes = REG_CALLER_BYTES,
 	.total_max = REG_QUEUE_MAX, .total_bytes = REG_QUEUE_BYTES,
 	.refusals_per_s = REG_REFUSALS_PER_S,
 };
@@ -61,7 +62,7 @@ request_free(struct request *r)
 	if (r == NULL)
 		return;
 	ctl_request_free(&r->req);
-	natsMsg_Destroy(r->msg);
+	free(r->body);
 	free(r->reply);
 	free(r);
 }

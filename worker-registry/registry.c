@@ -327,11 +327,18 @@ ctl_arrive(const struct rail_caller *caller, const char *reply, natsMsg *msg)
 	enum fairq_verdict v = queue_admits(Q_CTL, caller, bytes);
 
 	if (v == FAIRQ_OK) {
+		/* A copy: the message belongs to a connection that may be
+		 * replaced before its turn comes. */
 		struct request *r = request_new(caller, reply);
-		r->msg = msg;
-		if ((v = queue_push(Q_CTL, r, bytes)) == FAIRQ_OK)
+		if ((r->body = malloc(bytes + 1)) == NULL)
+			fatalx("out of memory");
+		memcpy(r->body, natsMsg_GetData(msg), bytes);
+		r->body[bytes] = '\0';
+		r->body_len = bytes;
+		if ((v = queue_push(Q_CTL, r, bytes)) == FAIRQ_OK) {
+			natsMsg_Destroy(msg);
 			return;
-		r->msg = NULL;
+		}
 		request_free(r);
 	}
 	if (v == FAIRQ_NOMEM)
@@ -421,11 +428,8 @@ ctl_thread(void *arg)
 		struct request *r = queue_pop(Q_CTL, 200);
 		if (r == NULL)
 			continue;
-		natsMsg *msg = r->msg;
-		r->msg = NULL;
-		if (request_decode(r, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg)))
+		if (request_decode(r, r->body, r->body_len))
 			ctl_op(r->req.op)->serve(r);
-		natsMsg_Destroy(msg);
 		queue_done(r);
 		request_free(r);
 	}
@@ -484,6 +488,7 @@ inventory_thread(void *arg)
 /* ---- the role ---- */
 
 static natsSubscription *subs[RAIL_COUNT];
+static natsConnection *rail_nc; /* ctl.delivery's own connection */
 static uint64_t drops_seen[RAIL_COUNT]; /* the library's count, as last read */
 
 static void
@@ -496,6 +501,8 @@ rails_close(void)
 		subs[i] = NULL;
 		drops_seen[i] = 0;
 	}
+	natsConnection_Destroy(rail_nc);
+	rail_nc = NULL;
 }
 
 /*
@@ -539,9 +546,15 @@ rails_open(char *err, size_t errlen)
 {
 	char subj[REG_PREFIX_MAX + 64];
 
+	/* The agents' rail comes in on a connection of its own: a flood of it
+	 * waits in that socket, never before the registry's JetStream replies
+	 * or the admin and liveness rails. Every answer goes out on W.nc. */
+	if (worker_connect_aux("rails", &rail_nc, err, errlen) != 0)
+		return -1;
 	for (int i = 0; i < RAIL_COUNT; i++) {
 		snprintf(subj, sizeof(subj), "%s.%s.*.*", G.prefix, rail_kind((enum rail)i));
-		natsStatus s = natsConnection_QueueSubscribe(&subs[i], W.nc, subj,
+		natsStatus s = natsConnection_QueueSubscribe(&subs[i],
+		    i == RAIL_CTL ? rail_nc : W.nc, subj,
 		    rail_queue((enum rail)i), on_request, (void *)(intptr_t)i);
 		if (s == NATS_OK)
 			s = natsSubscription_SetPendingLimits(subs[i], REG_PENDING_MSGS,
@@ -556,6 +569,7 @@ rails_open(char *err, size_t errlen)
 	}
 	/* A subscription the credential may not make is a violation reported
 	 * asynchronously: make it show before we call the rails served. */
+	natsConnection_FlushTimeout(rail_nc, 2000);
 	natsConnection_FlushTimeout(W.nc, 2000);
 	if (conn_violation("Subscription", err, errlen))
 		return -1;

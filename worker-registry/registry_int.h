@@ -30,6 +30,10 @@
  * have waiting, in requests and in bytes of their bodies, and the bytes
  * of all callers' waiting requests. */
 #define REG_CALLER_WAITING 32
+/* ... and in service at once: half the pool, so that a flood leaves the
+ * other half to everyone else, and one caller's leave can still overtake
+ * its own slow join (WIRE.md §5's superseded activation). */
+#define REG_CALLER_SERVING (REG_CTL_THREADS / 2)
 #define REG_CALLER_BYTES (1024 * 1024)
 #define REG_QUEUE_BYTES (16 * 1024 * 1024)
 /* Refusals answered a second to one caller past its share; the rest of a
@@ -52,7 +56,8 @@ struct request {
 	struct request *next;
 	struct rail_caller caller;
 	struct ctl_request req;
-	natsMsg *msg;           /* ctl.delivery: the body, decoded when served */
+	char *body;             /* ctl.delivery: the body, decoded when served */
+	size_t body_len;
 	char *reply;            /* the bound reply subject */
 	uint64_t ticket;        /* the fence ticket of its arrival */
 	int64_t arrived_ms;     /* monotonic */

@@ -311,7 +311,7 @@ worker_tls_options(natsOptions *opts)
 }
 
 static natsStatus
-build_options(natsOptions **opts, const char *name)
+build_options(natsOptions **opts, const char *name, bool main_conn)
 {
 	natsStatus s = natsOptions_Create(opts);
 
@@ -327,15 +327,38 @@ build_options(natsOptions **opts, const char *name)
 		s = natsOptions_SetReconnectWait(*opts, 1000);
 	if (s == NATS_OK)
 		s = natsOptions_SetUserCredentialsCallbacks(*opts, cb_jwt, NULL, cb_sign, NULL);
-	if (s == NATS_OK)
+	if (s == NATS_OK && main_conn)
 		s = natsOptions_SetDisconnectedCB(*opts, cb_disconnected, NULL);
-	if (s == NATS_OK)
+	if (s == NATS_OK && main_conn)
 		s = natsOptions_SetReconnectedCB(*opts, cb_reconnected, NULL);
 	if (s == NATS_OK)
 		s = natsOptions_SetErrorHandler(*opts, cb_error, NULL);
 	if (s == NATS_OK)
 		s = worker_tls_options(*opts);
 	return s;
+}
+
+int
+worker_connect_aux(const char *what, natsConnection **nc, char *err, size_t errlen)
+{
+	char name[96], why[256];
+	natsOptions *opts = NULL;
+	natsStatus s;
+
+	*nc = NULL;
+	snprintf(name, sizeof(name), "cotal-deliveryd %s %s", W.cfg.role, what);
+	s = build_options(&opts, name, false);
+	if (s == NATS_OK)
+		s = natsConnection_Connect(nc, opts);
+	natsOptions_Destroy(opts);
+	if (s != NATS_OK) {
+		*nc = NULL;
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "cannot open the %s connection to %s: %s", what, W.cfg.url,
+		    why);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -351,7 +374,7 @@ connect_broker(void)
 	int64_t last_log = 0;
 
 	snprintf(name, sizeof(name), "cotal-deliveryd %s", W.cfg.role);
-	if (build_options(&opts, name) != NATS_OK)
+	if (build_options(&opts, name, true) != NATS_OK)
 		fatalx("cannot build the connection options");
 	for (;;) {
 		s = natsConnection_Connect(&W.nc, opts);

@@ -81,6 +81,14 @@ void worker_count(int i, uint64_t n);
 void worker_nap(int ms);
 /* Send a message to the supervisor on the main channel (any thread). */
 int worker_send(uint16_t type, const void *payload, size_t len);
+/*
+ * A second broker connection of this worker, named "cotal-deliveryd <role>
+ * <what>", on the worker's credential (signed through the supervisor, as
+ * the first), its servers and TLS, reconnecting on its own; not watched
+ * for the worker's state. For traffic that must not stand in line with the
+ * role's own (the registry's agents' rail). 0, or -1 with err. Any thread.
+ */
+int worker_connect_aux(const char *what, natsConnection **nc, char *err, size_t errlen);
 /* Demand TLS on opts when the mesh does (cfg.tls_host set): every broker
  * connection of a worker, the $SYS ones included. */
 natsStatus worker_tls_options(natsOptions *opts);

@@ -18,8 +18,8 @@
 #include "worker-registry/fairq.h"
 
 static const struct fairq_limits lim = {
-	.caller_max = 4, .caller_bytes = 1000, .total_max = 10, .total_bytes = 3000,
-	.refusals_per_s = 1000,
+	.caller_max = 4, .caller_serving = 1, .caller_bytes = 1000, .total_max = 10,
+	.total_bytes = 3000, .refusals_per_s = 1000,
 };
 
 /* Items are malloc'd strings "<caller>#<n>". */
@@ -175,8 +175,8 @@ static void
 test_round_robin_holds_at_scale(void **state)
 {
 	static const struct fairq_limits big = {
-		.caller_max = 1000, .caller_bytes = 1 << 20, .total_max = 100000,
-		.total_bytes = 1 << 30, .refusals_per_s = 1,
+		.caller_max = 1000, .caller_serving = 1, .caller_bytes = 1 << 20,
+		.total_max = 100000, .total_bytes = 1 << 30, .refusals_per_s = 1,
 	};
 	struct fairq q;
 	char caller[16];
@@ -205,8 +205,8 @@ test_round_robin_holds_at_scale(void **state)
 }
 
 /* "one agent never takes the service away from the others": a caller has
- * one request in service at a time, however many wait, so a flood holds
- * one serving thread at the most. */
+ * caller_serving requests in service at a time (1 here), however many
+ * wait, so a flood holds that many serving threads at the most. */
 static void
 test_a_caller_has_one_request_in_service_at_a_time(void **state)
 {
@@ -278,6 +278,51 @@ test_refusals_are_paced_per_caller(void **state)
 	fairq_clear(&q, free);
 }
 
+/* With caller_serving 2, a caller is served twice in a row while others
+ * wait their turn in between, and its third waits for one to be done. */
+static void
+test_two_in_service_at_a_time(void **state)
+{
+	struct fairq_limits two = lim;
+	struct fairq q;
+	char *a0, *a1, *b0;
+
+	(void)state;
+	two.caller_serving = 2;
+	fairq_init(&q, &two);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(fairq_push(&q, "a.x", item("a.x", i), 1), FAIRQ_OK);
+	assert_int_equal(fairq_push(&q, "b.y", item("b.y", 0), 1), FAIRQ_OK);
+	a0 = fairq_pop(&q);
+	b0 = fairq_pop(&q);
+	a1 = fairq_pop(&q);
+	assert_string_equal(a0, "a.x#0");
+	assert_string_equal(b0, "b.y#0");
+	assert_string_equal(a1, "a.x#1");
+	assert_null(fairq_pop(&q)); /* a's third waits: two in service */
+	assert_false(fairq_done(&q, "b.y"));
+	assert_true(fairq_done(&q, "a.x"));
+	pop_is(&q, "a.x#2");
+	assert_false(fairq_done(&q, "a.x")); /* the last of a's in service */
+	assert_int_equal(fairq_callers(&q), 0);
+	free(a0);
+	free(a1);
+	free(b0);
+	/* A caller with one in service and room for another: what it sends
+	 * next is due at once (a leave overtaking its own held join). */
+	assert_int_equal(fairq_push(&q, "a.x", item("a.x", 3), 1), FAIRQ_OK);
+	a0 = fairq_pop(&q);
+	assert_string_equal(a0, "a.x#3");
+	assert_false(fairq_ready(&q));
+	assert_int_equal(fairq_push(&q, "a.x", item("a.x", 4), 1), FAIRQ_OK);
+	assert_true(fairq_ready(&q));
+	pop_is(&q, "a.x#4");
+	assert_false(fairq_done(&q, "a.x"));
+	assert_int_equal(fairq_callers(&q), 0);
+	free(a0);
+	fairq_clear(&q, free);
+}
+
 int
 main(void)
 {
@@ -290,6 +335,7 @@ main(void)
 		cmocka_unit_test(test_round_robin_holds_at_scale),
 		cmocka_unit_test(test_a_caller_has_one_request_in_service_at_a_time),
 		cmocka_unit_test(test_refusals_are_paced_per_caller),
+		cmocka_unit_test(test_two_in_service_at_a_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
