@@ -1,0 +1,384 @@
+/*
+ * One hostile agent against the others (issue 28), with the real daemon on
+ * a real broker: "Agents are not trusted: any agent of a space can be
+ * compromised or buggy." One agent floods its own ctl.delivery subject,
+ * publish-only, as fast as its client allows, while another agent joins,
+ * leaves and lists and the manager takes inventories and probes liveness:
+ * every one of those is answered, each within a second; the flooder gets
+ * refusals; no worker restarts; the daemon's memory grows by at most 50 MB.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/clock.h"
+#include "lib/wire/ctlclient.h"
+#include "tests/harness/harness.h"
+
+#define FLOOD_MS 15000       /* the issue's 15 s */
+#define ANSWER_MS 1000       /* "each in ≤ 1 s" */
+#define CALL_MS 10000        /* how long a call may wait before it is a failure */
+#define GROWTH_KB (50 * 1024) /* "the daemon's memory grows by ≤ 50 MB" */
+
+static struct mesh mesh;
+static struct daemon dmn;
+static struct conn mgr;
+static struct ctl_client *mgr_cl;
+static struct h_fixture fx = { &mesh, &dmn, &mgr_cl, { &mgr, NULL } };
+
+struct peer {
+	struct agent a;
+	struct conn c;
+	struct ctl_client *cl;
+};
+
+static int
+setup(void **state)
+{
+	char err[1024];
+
+	*state = &fx;
+	if (h_mesh_up(&mesh, "hostile", true) != 0)
+		return -1;
+	if (h_connect_manager(&mesh, &mgr, &mgr_cl, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ manager: %s\n", err);
+		return -1;
+	}
+	if (h_daemon_start(&mesh, &dmn, NULL) != 0)
+		return -1;
+	return h_daemon_ready(&dmn, 20000, "serving cotal.", "fan-out bound", "reader bound", NULL);
+}
+
+static void
+peer_up(struct peer *p, const char *name, const char *allow)
+{
+	char err[1024];
+
+	assert_int_equal(h_agent_add(&mesh, name, allow, &p->a), 0);
+	if (h_connect(&mesh, p->a.creds, &p->c, err, sizeof(err)) != 0)
+		fail_msg("connect %s: %s", name, err);
+	p->cl = ctl_client_new(mesh.space, p->a.owner, p->a.actor, name);
+	assert_non_null(p->cl);
+	ctl_client_attach(p->cl, p->c.nc);
+}
+
+static void
+peer_down(struct peer *p)
+{
+	ctl_client_free(p->cl);
+	h_close(&p->c);
+}
+
+/* ---- the daemon's processes ---- */
+
+/* VmRSS of pid in kB, 0 when it cannot be read. */
+static long
+rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* The daemon's memory: the supervisor's and every worker's resident set. */
+static long
+daemon_rss_kb(void)
+{
+	json_t *doc = h_daemon_status(&dmn), *w;
+	long kb = rss_kb(dmn.pid);
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		kb += rss_kb((pid_t)json_integer_value(json_object_get(w, "pid")));
+	json_decref(doc);
+	return kb;
+}
+
+static long long
+daemon_restarts(void)
+{
+	json_t *doc = h_daemon_status(&dmn), *w;
+	long long n = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		n += json_integer_value(json_object_get(w, "restarts"));
+	json_decref(doc);
+	return n;
+}
+
+/* ---- the flooder ---- */
+
+struct flood {
+	struct peer *p;
+	size_t pad;              /* bytes of padding in each body */
+	_Atomic bool stop;
+	_Atomic long sent, failed, refused, answered;
+	char first_refusal[256];
+	pthread_mutex_t mu;
+};
+
+static void
+on_flood_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
+{
+	struct flood *fl = closure;
+	const char *data = natsMsg_GetData(msg);
+
+	(void)nc, (void)sub;
+	atomic_fetch_add(&fl->answered, 1);
+	if (data != NULL && strstr(data, "\"ok\":false") != NULL &&
+	    strstr(data, "retry") != NULL) {
+		if (atomic_fetch_add(&fl->refused, 1) == 0) {
+			pthread_mutex_lock(&fl->mu);
+			snprintf(fl->first_refusal, sizeof(fl->first_refusal), "%.*s",
+			    natsMsg_GetDataLength(msg), data);
+			pthread_mutex_unlock(&fl->mu);
+		}
+	}
+	natsMsg_Destroy(msg);
+}
+
+/* Publish listMemberships on the flooder's own rail subject until told to
+ * stop, never waiting for an answer. */
+static void *
+flood_run(void *arg)
+{
+	struct flood *fl = arg;
+	struct peer *p = fl->p;
+	char subj[512], reply[600], head[512];
+	size_t hlen, len;
+	char *body;
+	long n = 0;
+
+	snprintf(subj, sizeof(subj), "cotal.%s.ctl.delivery.%s.%s", mesh.token, p->a.owner,
+	    p->a.actor);
+	hlen = (size_t)snprintf(head, sizeof(head), "{\"op\":\"listMemberships\",\"from\":{\"id\":"
+	    "\"%s.%s\",\"name\":\"flooder\"},\"args\":{\"lifecycleUid\":\"%s\"},\"pad\":\"",
+	    p->a.owner, p->a.actor, p->a.uid);
+	len = hlen + fl->pad + 2;
+	if ((body = malloc(len + 1)) == NULL)
+		return NULL;
+	memcpy(body, head, hlen);
+	memset(body + hlen, 'x', fl->pad);
+	memcpy(body + hlen + fl->pad, "\"}", 3);
+	while (!atomic_load(&fl->stop)) {
+		snprintf(reply, sizeof(reply), "%s.reply.f%ld", subj, n++);
+		if (natsConnection_PublishRequest(p->c.nc, subj, reply, body, (int)len) == NATS_OK)
+			atomic_fetch_add(&fl->sent, 1);
+		else
+			atomic_fetch_add(&fl->failed, 1);
+	}
+	natsConnection_FlushTimeout(p->c.nc, 5000);
+	free(body);
+	return NULL;
+}
+
+/* ---- the others ---- */
+
+static int64_t worst_ms;
+static char failure[1024]; /* the first failure during a flood, reported after it */
+
+static void
+note_failure(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void
+note_failure(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (failure[0] != '\0')
+		return;
+	va_start(ap, fmt);
+	vsnprintf(failure, sizeof(failure), fmt, ap);
+	va_end(ap);
+}
+
+/* One call that must be answered ok within ANSWER_MS: its data (caller
+ * decrefs), or NULL with the failure noted (the flood must be stopped
+ * before the test fails). */
+static json_t *
+timed_ok(struct ctl_client *cl, enum rail rail, const char *op, const char *args)
+{
+	struct ctl_result r;
+	json_t *a = args ? json_loads(args, 0, NULL) : NULL, *d = NULL;
+	int64_t t0 = mono_ms();
+
+	ctl_call(cl, rail, op, a, CALL_MS, &r);
+	int64_t took = mono_ms() - t0;
+	json_decref(a);
+	if (took > worst_ms)
+		worst_ms = took;
+	if (r.outcome != CTL_REPLIED)
+		note_failure("%s during the flood: %s (%s) after %lld ms", op,
+		    ctl_outcome_name(r.outcome), r.why, (long long)took);
+	else if (!r.ok)
+		note_failure("%s during the flood refused after %lld ms: %s", op, (long long)took,
+		    r.error ? r.error : "?");
+	else if (took > ANSWER_MS)
+		note_failure("%s during the flood answered after %lld ms (the bound: %d ms)", op,
+		    (long long)took, ANSWER_MS);
+	else
+		d = json_incref(r.data);
+	ctl_result_free(&r);
+	return d;
+}
+
+static void
+flood_while_others_are_served(size_t pad, const char *tag)
+{
+	struct peer f, b, gone;
+	struct flood fl = { .pad = pad, .mu = PTHREAD_MUTEX_INITIALIZER };
+	natsSubscription *replies = NULL;
+	pthread_t th;
+	char name[64], args[512], mine[256], subj[512], instance[128], why[256];
+	long before_kb, peak_kb = 0;
+	long long restarts0;
+	int calls = 0;
+
+	snprintf(name, sizeof(name), "flood%s", tag);
+	peer_up(&f, name, "general");
+	snprintf(name, sizeof(name), "other%s", tag);
+	peer_up(&b, name, "general");
+	/* The manager's inventory retires the lifecycle it names: one of its
+	 * own, so that b's joins and leaves go on. */
+	snprintf(name, sizeof(name), "gone%s", tag);
+	peer_up(&gone, name, "general");
+	fl.p = &f;
+	snprintf(subj, sizeof(subj), "cotal.%s.ctl.delivery.%s.%s.reply.>", mesh.token,
+	    f.a.owner, f.a.actor);
+	assert_int_equal(natsConnection_Subscribe(&replies, f.c.nc, subj, on_flood_reply, &fl),
+	    NATS_OK);
+	assert_int_equal(natsSubscription_SetPendingLimits(replies, -1, -1), NATS_OK);
+	snprintf(mine, sizeof(mine), "{\"lifecycleUid\":\"%s\"}", b.a.uid);
+	/* Before: the rail answers, and the memory it settles at. */
+	json_decref(timed_ok(b.cl, RAIL_CTL, "listMemberships", mine));
+	worst_ms = 0;
+	failure[0] = '\0';
+	restarts0 = daemon_restarts();
+	before_kb = daemon_rss_kb();
+	uint64_t refused0 = h_daemon_counter(&dmn, "registry", "refused");
+
+	int64_t t0 = mono_ms();
+	assert_int_equal(pthread_create(&th, NULL, flood_run, &fl), 0);
+	h_nap(1000); /* the flood is on */
+	snprintf(args, sizeof(args), "{\"principal\":\"%s.%s\",\"lifecycleUid\":\"%s\"}",
+	    gone.a.owner, gone.a.actor, gone.a.uid);
+	for (int i = 0; i < 10 && failure[0] == '\0'; i++) {
+		json_t *d = timed_ok(b.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}");
+		uint64_t gen = (uint64_t)json_integer_value(json_object_get(d, "generation"));
+		json_decref(d);
+		d = timed_ok(b.cl, RAIL_CTL, "listMemberships", mine);
+		if (d != NULL && json_array_size(json_object_get(d, "memberships")) != 1)
+			note_failure("listMemberships after a join: %zu memberships",
+			    json_array_size(json_object_get(d, "memberships")));
+		json_decref(d);
+		json_decref(timed_ok(mgr_cl, RAIL_ADMIN, "lifecycleMemberships", args));
+		char leave[512];
+		snprintf(leave, sizeof(leave), "{\"channel\":\"general\",\"generation\":%llu,"
+		    "\"lifecycleUid\":\"%s\"}", (unsigned long long)gen, b.a.uid);
+		json_decref(timed_ok(b.cl, RAIL_CTL, "durableLeave", leave));
+		int64_t l0 = mono_ms();
+		enum liveness lv = ctl_liveness(mgr_cl, CALL_MS, instance, sizeof(instance), why,
+		    sizeof(why));
+		int64_t took = mono_ms() - l0;
+		if (lv != LIVE_BOUND || took > ANSWER_MS)
+			note_failure("the liveness probe during the flood: %d (%s) after %lld ms",
+			    (int)lv, why, (long long)took);
+		calls += 5;
+		long kb = daemon_rss_kb();
+		if (kb > peak_kb)
+			peak_kb = kb;
+	}
+	/* The flood runs its full time, the memory watched through it. */
+	while (mono_ms() - t0 < FLOOD_MS && failure[0] == '\0') {
+		long kb = daemon_rss_kb();
+		if (kb > peak_kb)
+			peak_kb = kb;
+		h_nap(250);
+	}
+	atomic_store(&fl.stop, true);
+	pthread_join(th, NULL);
+	h_nap(500);
+
+	uint64_t refused = h_daemon_counter(&dmn, "registry", "refused") - refused0;
+	fprintf(stderr, "  flood%s: %ld requests sent in %d s (%ld failed to send), %ld answered, "
+	    "%ld refusals seen by the flooder, %llu refused by the daemon; %d calls of the "
+	    "others, the slowest %lld ms; memory %ld kB before, %ld kB at the peak; library "
+	    "drops ctl %llu admin %llu live %llu\n  first refusal: %s\n", tag,
+	    atomic_load(&fl.sent), FLOOD_MS / 1000, atomic_load(&fl.failed),
+	    atomic_load(&fl.answered), atomic_load(&fl.refused), (unsigned long long)refused,
+	    calls, (long long)worst_ms, before_kb, peak_kb,
+	    (unsigned long long)h_daemon_counter(&dmn, "registry", "dropped_ctl"),
+	    (unsigned long long)h_daemon_counter(&dmn, "registry", "dropped_admin"),
+	    (unsigned long long)h_daemon_counter(&dmn, "registry", "dropped_live"),
+	    fl.first_refusal);
+	if (failure[0] != '\0')
+		fail_msg("%s", failure);
+	assert_true(atomic_load(&fl.sent) > 0);
+	assert_true(atomic_load(&fl.refused) > 0);
+	assert_true(refused > 0);
+	assert_true(strstr(fl.first_refusal, "waiting on this rail") != NULL);
+	assert_int_equal(daemon_restarts(), restarts0);
+	assert_int_equal(h_daemon_counter(&dmn, "registry", "dropped_admin"), 0);
+	assert_int_equal(h_daemon_counter(&dmn, "registry", "dropped_live"), 0);
+	if (peak_kb - before_kb > GROWTH_KB)
+		fail_msg("the daemon's memory grew by %ld kB during the flood (the bound: %d kB)",
+		    peak_kb - before_kb, GROWTH_KB);
+	natsSubscription_Unsubscribe(replies);
+	natsSubscription_Destroy(replies);
+	peer_down(&f);
+	peer_down(&b);
+	peer_down(&gone);
+}
+
+/*
+ * The issue: "one agent floods its rail (publish-only, as fast as the
+ * client allows, 15 s) while another agent joins, leaves and lists ten
+ * times, and the manager takes an inventory: every one of those is
+ * answered, each in ≤ 1 s; the flooder gets refusals; no worker restarts;
+ * the daemon's memory grows by ≤ 50 MB."
+ */
+static void
+test_a_flood_of_small_requests_takes_no_one_elses_turn(void **state)
+{
+	(void)state;
+	flood_while_others_are_served(0, "small");
+}
+
+/* "The same with 256 KiB padded bodies." */
+static void
+test_a_flood_of_padded_requests_takes_no_one_elses_turn(void **state)
+{
+	(void)state;
+	flood_while_others_are_served(256 * 1024, "padded");
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_a_flood_of_small_requests_takes_no_one_elses_turn),
+		cmocka_unit_test(test_a_flood_of_padded_requests_takes_no_one_elses_turn),
+	};
+
+	h_use_broker(h_broker_arg(argc, argv));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
+}
