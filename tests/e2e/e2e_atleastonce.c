@@ -234,12 +234,9 @@ run_setup(const char *space, const char *tag)
 	}
 	R.provc.nc = R.prov.nc;
 	R.provc.js = R.prov.js;
-	if (h_daemon_start(&mesh, &dmn, NULL) != 0 || h_daemon_wait_connected(&dmn, 20000) != 0 ||
-	    !h_log_has(dmn.log, "fan-out bound", 20000) || !h_log_has(dmn.log, "reader bound", 20000)) {
-		fprintf(stderr, "✗ the daemon did not bind its durables; see %s\n", dmn.log);
+	if (h_daemon_start(&mesh, &dmn, NULL) != 0)
 		return -1;
-	}
-	return 0;
+	return h_daemon_ready(&dmn, 20000, "fan-out bound", "reader bound", NULL);
 }
 
 static int

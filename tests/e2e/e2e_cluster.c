@@ -37,6 +37,7 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
@@ -54,30 +55,14 @@
 static struct mesh mesh;
 static struct conn prov;   /* the provisioner: rows, leaders, stream state */
 static char prov_creds[H_PATH_MAX * 2];
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void
-nap(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
+static struct h_fixture fx = { .mesh = &mesh, .conns = { &prov } };
 
 static int
 setup(void **state)
 {
 	char err[1024], key[512];
 
-	(void)state;
+	*state = &fx;
 	if (h_cluster_up(&mesh, "cluster", NODES, 3) != 0)
 		return -1;
 	space_key(mesh.space, key, sizeof(key));
@@ -90,35 +75,18 @@ setup(void **state)
 	return 0;
 }
 
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_close(&prov);
-	h_mesh_down(&mesh);
-	return 0;
-}
-
 /* ---- members ---- */
 
-struct member {
-	struct agent a;
-	struct conn c;
-};
-
+/* An agent of channel connected on url (NULL: every node's, reconnecting
+ * across them), a member of channel from now on. */
 static void
 member_add(struct member *mb, const char *name, const char *channel, const char *url)
 {
-	char err[1024], allow[128];
-	uint64_t last = 0;
+	char err[1024];
 
-	snprintf(allow, sizeof(allow), "%s", channel);
-	assert_int_equal(h_agent_add(&mesh, name, allow, &mb->a), 0);
-	if (h_connect_url(&mesh, url, mb->a.creds, &mb->c, err, sizeof(err)) != 0)
-		fail_msg("connect %s: %s", name, err);
-	assert_int_equal(h_chat_last_seq(&prov, &mesh, &last), 0);
-	if (h_member_put(&prov, &mesh, &mb->a, channel, last, 0, 1, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
+	if (h_member_add(&mesh, name, channel, url ? url : mesh.url, mb, err, sizeof(err)) != 0 ||
+	    h_member_join(&prov, &mesh, &mb->a, channel, 1, err, sizeof(err)) != 0)
+		fail_msg("%s: %s", name, err);
 }
 
 static void
@@ -132,12 +100,12 @@ members_close(struct member *m, int n)
 static void
 post_acked(struct member *mb, const char *channel, const char *id)
 {
-	int64_t until = now_ms() + POST_TRY_MS;
+	int64_t until = mono_ms() + POST_TRY_MS;
 
 	while (h_post_dedup(&mb->c, &mesh, &mb->a, channel, id, id, NULL) != 0) {
-		if (now_ms() > until)
+		if (mono_ms() > until)
 			fail_msg("post %s got no acknowledgement within %d ms", id, POST_TRY_MS);
-		nap(200);
+		h_nap(200);
 	}
 }
 
@@ -301,97 +269,10 @@ leader_move(const char *stream, const char *consumer, int i, bool onto)
 			natsConnection_Request(&r, prov.nc, subj, "", 0, 5000);
 			natsMsg_Destroy(r);
 		}
-		nap(500);
+		h_nap(500);
 	}
 	fail_msg("%s%s%s: could not move its leader %s %s (leader %s)", stream,
 	    consumer ? " " : "", consumer ? consumer : "", onto ? "to" : "off", node, have);
-}
-
-/*
- * A replica its stream leader has not heard from for longer than raft's
- * lost-quorum interval (10 s), though its broker runs: a follower answers
- * every append entry, heartbeats included (one a second when idle), and the
- * leader reports it current once an answer reaches its last applied index
- * (raft.go Peers(): ps.li >= n.applied; trackResponse sets ps.li). A node
- * that still has not been heard 15 s on is mute: nats-server 2.10 now and
- * then starts a broker whose raft send queue has no account
- * (setSystemAccount starts it before it stores the system account; fixed
- * in 2.11.0), which drops everything its raft groups send for the life of
- * the process. It is restarted once: a broker that came up broken.
- */
-#define UNHEARD_NS 10000000000LL
-#define MUTE_MS 15000
-
-static int
-node_of(const char *name)
-{
-	int k = 0;
-
-	return name != NULL && sscanf(name, "cotal_dev_%d", &k) == 1 && k >= 1 && k <= NODES ? k - 1
-	    : -1;
-}
-
-/* Every replica of the stream current again (a node back from a kill). */
-static void
-stream_healed(const char *stream)
-{
-	char last[1024] = "no stream info yet";
-	int64_t unheard_since[NODES] = { 0 };
-	bool restarted[NODES] = { false };
-
-	for (int waited = 0; waited < 60000; waited += 250) {
-		jsStreamInfo *si = NULL;
-		jsErrCode jerr = 0;
-		bool ok = false;
-		natsStatus s = js_GetStreamInfo(&si, prov.js, stream, NULL, &jerr);
-		if (s != NATS_OK) {
-			snprintf(last, sizeof(last), "stream info: %s (%d)", natsStatus_GetText(s),
-			    (int)jerr);
-		} else if (si->Cluster == NULL || si->Cluster->Leader == NULL) {
-			snprintf(last, sizeof(last), "no leader");
-		} else {
-			jsClusterInfo *ci = si->Cluster;
-			size_t w = (size_t)snprintf(last, sizeof(last), "leader %s, %d replicas:",
-			    ci->Leader, ci->ReplicasLen);
-			ok = ci->ReplicasLen == NODES - 1;
-			for (int k = 0; k < ci->ReplicasLen; k++) {
-				jsPeerInfo *r = ci->Replicas[k];
-				int node = node_of(r->Name);
-				bool unheard = !r->Current && (r->Active == 0 || r->Active > UNHEARD_NS);
-				ok = ok && r->Current && !r->Offline;
-				w += (size_t)snprintf(last + w, w < sizeof(last) ? sizeof(last) - w : 0,
-				    " %s current %s offline %s active %lld ms lag %" PRIu64 ";",
-				    r->Name ? r->Name : "?", r->Current ? "yes" : "no",
-				    r->Offline ? "yes" : "no", (long long)(r->Active / 1000000),
-				    r->Lag);
-				if (node < 0)
-					continue;
-				if (!unheard || r->Offline || mesh.nodes[node].pid <= 0) {
-					unheard_since[node] = 0;
-					continue;
-				}
-				if (unheard_since[node] == 0)
-					unheard_since[node] = now_ms();
-				if (now_ms() - unheard_since[node] < MUTE_MS || restarted[node])
-					continue;
-				printf("• %s: leader %s has not heard from %s for %lld ms though its "
-				    "broker (pid %d) runs: its raft messages are dropped (nats-server "
-				    "2.10's raft send queue without an account); restarting node %d\n",
-				    stream, ci->Leader, r->Name, (long long)(r->Active / 1000000),
-				    (int)mesh.nodes[node].pid, node + 1);
-				restarted[node] = true;
-				unheard_since[node] = 0;
-				h_node_kill(&mesh, node);
-				if (h_node_start(&mesh, node) != 0)
-					fail_msg("%s: node %d did not start again", stream, node + 1);
-			}
-		}
-		jsStreamInfo_Destroy(si);
-		if (ok)
-			return;
-		nap(250);
-	}
-	fail_msg("%s: its replicas did not catch up within 60 s (%s)", stream, last);
 }
 
 static void
@@ -409,7 +290,7 @@ streams_named(char names[4][160])
 static int
 nodes_up(void **state)
 {
-	char names[4][160];
+	char names[4][160], err[2048];
 
 	(void)state;
 	for (int i = 0; i < NODES; i++)
@@ -417,7 +298,8 @@ nodes_up(void **state)
 			return -1;
 	streams_named(names);
 	for (int k = 0; k < 4; k++)
-		stream_healed(names[k]);
+		if (h_stream_current(&prov, &mesh, names[k], 60000, err, sizeof(err)) != 0)
+			fail_msg("%s", err);
 	return 0;
 }
 
@@ -589,18 +471,18 @@ node_killed_under_load(bool leaders_on_it, const char *tag)
 		from[n] = n % MEMBERS;
 		if (n == KILL_AT) {
 			assert_int_equal(h_node_kill(&mesh, 0), 0);
-			t_kill = now_ms();
+			t_kill = mono_ms();
 			/* The probe: one post right after the kill, timed until a
 			 * member surfaces it. */
 			snprintf(pid, sizeof(pid), "%s-probe", tag);
 			post_acked(&probe[0], pchannel, pid);
-			t_acked = now_ms();
-			for (int64_t until = t_kill + 3 * RESUME_MAX_MS; now_ms() < until;) {
+			t_acked = mono_ms();
+			for (int64_t until = t_kill + 3 * RESUME_MAX_MS; mono_ms() < until;) {
 				natsMsg *msg = NULL;
 				char err[512];
 				if (h_dlv_fetch(&probe[1].c, &mesh, &probe[1].a, 1000, true, &msg, err,
 				    sizeof(err)) == 0 && msg != NULL) {
-					t_seen = now_ms();
+					t_seen = mono_ms();
 					natsMsg_Destroy(msg);
 					break;
 				}
@@ -669,16 +551,16 @@ test_cut_off_daemon_gives_way_to_the_standby(void **state)
 	member_add(&m[1], "cut1", "cut", others);
 
 	assert_int_equal(h_node_kill(&mesh, 0), 0);
-	int64_t t_kill = now_ms();
+	int64_t t_kill = mono_ms();
 	post_acked(&m[0], "cut", ids[0]);
 	/* The cut-off daemon exits on its broker-gone window, not renewing. */
 	int st = h_daemon_wait_exit(&a, 30000);
-	int64_t t_exit = now_ms();
+	int64_t t_exit = mono_ms();
 	assert_true(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1);
 	assert_true(h_log_has(a.log, "broker connection unavailable (broker unreachable)", 0));
 	if (!h_log_has(b.log, "claimed it", 45000))
 		fail_msg("the standby did not take over; see %s", b.log);
-	int64_t t_claim = now_ms();
+	int64_t t_claim = mono_ms();
 	daemon_serving(&b);
 	printf("• cut-off daemon exited %lld ms after the kill; the standby claimed the lease "
 	    "%lld ms after it\n", (long long)(t_exit - t_kill), (long long)(t_claim - t_kill));
@@ -715,23 +597,23 @@ test_standby_takes_over(void **state)
 	}
 	member_add(&m[0], "sb0", "sb", NULL);
 	member_add(&m[1], "sb1", "sb", NULL);
-	nap(2000);
+	h_nap(2000);
 	/* Running while refused. */
 	assert_int_equal(kill(d[1].pid, 0), 0);
 	assert_int_equal(kill(d[2].pid, 0), 0);
 
 	kill(d[0].pid, SIGKILL);
-	int64_t t_kill = now_ms();
+	int64_t t_kill = mono_ms();
 	h_daemon_wait_exit(&d[0], 5000);
 	post_acked(&m[0], "sb", ids[0]);
 	int next = -1;
-	while (next < 0 && now_ms() - t_kill < STANDBY_KILL_MAX_MS + 5000) {
+	while (next < 0 && mono_ms() - t_kill < STANDBY_KILL_MAX_MS + 5000) {
 		for (int i = 1; i < 3 && next < 0; i++)
 			if (h_log_has(d[i].log, "claimed it", 0))
 				next = i;
-		nap(100);
+		h_nap(100);
 	}
-	int64_t t_claim = now_ms();
+	int64_t t_claim = mono_ms();
 	if (next < 0)
 		fail_msg("no standby took over within %d ms; see %s and %s", STANDBY_KILL_MAX_MS + 5000,
 		    d[1].log, d[2].log);
@@ -744,11 +626,11 @@ test_standby_takes_over(void **state)
 	/* SIGTERM of the new holder: it releases, the last standby claims. */
 	int last = 3 - next;
 	kill(d[next].pid, SIGTERM);
-	int64_t t_term = now_ms();
+	int64_t t_term = mono_ms();
 	while (!h_log_has(d[last].log, "claimed it", 0) &&
-	    now_ms() - t_term < STANDBY_TERM_MAX_MS + 10000)
-		nap(50);
-	int64_t t_claim2 = now_ms();
+	    mono_ms() - t_term < STANDBY_TERM_MAX_MS + 10000)
+		h_nap(50);
+	int64_t t_claim2 = mono_ms();
 	printf("• SIGTERM of the holder: standby %d claimed the lease %lld ms later\n", last + 1,
 	    (long long)(t_claim2 - t_term));
 	assert_true(h_log_has(d[last].log, "claimed it", 0));
@@ -841,6 +723,6 @@ main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	h_use_broker(h_broker_arg(argc, argv));
 	if (only_core)
-		return h_done(cmocka_run_group_tests(core, setup, teardown));
-	return h_done(cmocka_run_group_tests(all, setup, teardown));
+		return h_done(cmocka_run_group_tests(core, setup, h_teardown));
+	return h_done(cmocka_run_group_tests(all, setup, h_teardown));
 }

@@ -20,7 +20,6 @@
 #include "lib/clock.h"
 #include "lib/wire/ctlclient.h"
 #include "lib/wire/ctlreq.h"
-#include "lib/creds/jwt.h"
 #include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
@@ -34,6 +33,7 @@ static struct daemon dmn;
 static struct conn mgr;
 static struct ctl_client *mgr_cl;
 static struct agent agents[NODES];
+static struct h_fixture fx = { &mesh, &dmn, &mgr_cl, { &mgr } };
 
 static void
 sleep_ms(int ms)
@@ -44,29 +44,11 @@ sleep_ms(int ms)
 }
 
 static int
-manager_connect(void)
-{
-	char err[1024], actor[IDENT_MAX + 1];
-	struct jwt j;
-
-	if (h_connect_profile(&mesh, "supervisor", &mgr, err, sizeof(err)) != 0 ||
-	    jwt_decode(mgr.creds.jwt, strlen(mgr.creds.jwt), &j, err, sizeof(err)) != 0) {
-		fprintf(stderr, "✗ manager: %s\n", err);
-		return -1;
-	}
-	/* cli/mint.c: a standing credential's principal is local.<user key>. */
-	snprintf(actor, sizeof(actor), "%s", j.sub);
-	jwt_free(&j);
-	if ((mgr_cl = ctl_client_new(mesh.space, "local", actor, "manager")) == NULL)
-		return -1;
-	ctl_client_attach(mgr_cl, mgr.nc);
-	return 0;
-}
-
-static int
 setup(void **state)
 {
-	(void)state;
+	char err[1024];
+
+	*state = &fx;
 	if (h_cluster_up(&mesh, "evictc", NODES, NODES) != 0) {
 		fprintf(stderr, "✗ no 3-node cluster\n");
 		return -1;
@@ -77,27 +59,14 @@ setup(void **state)
 		if (h_agent_add(&mesh, name, "general", &agents[i]) != 0)
 			return -1;
 	}
-	if (manager_connect() != 0)
-		return -1;
-	/* Every node's URL, as an operator gives a cluster. */
-	if (h_daemon_start(&mesh, &dmn, "--server", mesh.url, NULL) != 0 ||
-	    h_daemon_wait_connected(&dmn, 30000) != 0 ||
-	    !h_log_has(dmn.log, "serving cotal.", 30000)) {
-		fprintf(stderr, "✗ the daemon did not serve its rails; see %s\n", dmn.log);
+	if (h_connect_manager(&mesh, &mgr, &mgr_cl, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ manager: %s\n", err);
 		return -1;
 	}
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_daemon_kill(&dmn);
-	ctl_client_free(mgr_cl);
-	h_close(&mgr);
-	h_mesh_down(&mesh);
-	return 0;
+	/* Every node's URL, as an operator gives a cluster. */
+	if (h_daemon_start(&mesh, &dmn, "--server", mesh.url, NULL) != 0)
+		return -1;
+	return h_daemon_ready(&dmn, 30000, "serving cotal.", NULL);
 }
 
 /* Connect as agent a to node i only: the harness connects without
@@ -111,17 +80,6 @@ connect_on(const struct agent *a, int node, struct conn *c)
 	snprintf(one.url, sizeof(one.url), "%s", mesh.nodes[node].url);
 	if (h_connect(&one, a->creds, c, err, sizeof(err)) != 0)
 		fail_msg("connect %s to node %d: %s", a->name, node + 1, err);
-}
-
-static bool
-wait_closed(struct conn *c, int ms)
-{
-	for (int waited = 0; waited < ms; waited += 20) {
-		if (natsConnection_IsClosed(c->nc))
-			return true;
-		sleep_ms(20);
-	}
-	return natsConnection_IsClosed(c->nc);
 }
 
 /*
@@ -232,9 +190,9 @@ test_principals_on_every_node_are_kicked_and_verified_gone(void **state)
 	json_decref(d);
 	/* Each was kicked on its own node: every connection closed. */
 	for (int i = 0; i < NODES; i++)
-		if (!wait_closed(&c[i], CLOSE_WAIT_MS))
+		if (!h_wait_closed(&c[i], CLOSE_WAIT_MS))
 			fail_msg("agent%d's connection on node %d is still open", i, i + 1);
-	assert_true(wait_closed(&extra, CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&extra, CLOSE_WAIT_MS));
 	for (int i = 0; i < NODES; i++) {
 		h_close(&c[i]);
 		assert_liveness(agents[i].principal, "gone", true);
@@ -249,7 +207,7 @@ test_principals_on_every_node_are_kicked_and_verified_gone(void **state)
 	assert_true(json_is_true(json_object_get(d, "verifiedGone")));
 	assert_true(json_is_true(json_object_get(d, "scanComplete")));
 	json_decref(d);
-	assert_true(wait_closed(&c[1], CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&c[1], CLOSE_WAIT_MS));
 	h_close(&c[1]);
 }
 
@@ -289,7 +247,7 @@ test_a_silent_node_leaves_nothing_verified(void **state)
 	assert_int_equal(json_integer_value(json_object_get(d, "remaining")), 0);
 	assert_false(json_is_true(json_object_get(d, "verifiedGone")));
 	json_decref(d);
-	assert_true(wait_closed(&c, CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&c, CLOSE_WAIT_MS));
 	h_close(&c);
 
 	/* The node is back (a new server id, the same name). */
@@ -317,5 +275,5 @@ main(int argc, char **argv)
 	};
 
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

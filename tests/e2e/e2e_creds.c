@@ -18,20 +18,13 @@
 #include "tests/harness/harness.h"
 
 static struct mesh mesh;
+static struct h_fixture fx = { .mesh = &mesh };
 
 static int
 setup(void **state)
 {
-	(void)state;
+	*state = &fx;
 	return h_mesh_up(&mesh, "creds", true);
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_mesh_down(&mesh);
-	return 0;
 }
 
 static void
@@ -156,5 +149,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_sys_observer_scans_its_space_account),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

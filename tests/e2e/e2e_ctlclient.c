@@ -38,6 +38,7 @@
 	} while (0)
 
 static struct mesh mesh;
+static struct h_fixture fx = { .mesh = &mesh };
 static struct agent alice;
 
 /* ---- the responder: the test's stand-in for the daemon's rails ---- */
@@ -399,18 +400,10 @@ broker_back(void)
 static int
 setup(void **state)
 {
-	(void)state;
+	*state = &fx;
 	if (h_mesh_up(&mesh, "ctl client", true) != 0 ||
 	    h_agent_add(&mesh, "alice", "general", &alice) != 0)
 		return -1;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_mesh_down(&mesh);
 	return 0;
 }
 
@@ -1253,5 +1246,5 @@ main(int argc, char **argv)
 
 	signal(SIGPIPE, SIG_IGN);
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

@@ -32,27 +32,15 @@ static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
 
 static struct mesh mesh;
 static struct daemon dmn;
+static struct h_fixture fx = { .mesh = &mesh, .daemon = &dmn };
 
 static int
 setup(void **state)
 {
-	(void)state;
-	if (h_mesh_up(&mesh, "daemon", true) != 0)
+	*state = &fx;
+	if (h_mesh_up(&mesh, "daemon", true) != 0 || h_daemon_start(&mesh, &dmn, NULL) != 0)
 		return -1;
-	if (h_daemon_start(&mesh, &dmn, NULL) != 0 || h_daemon_wait_connected(&dmn, 20000) != 0) {
-		fprintf(stderr, "✗ the daemon did not bring its workers up; see %s\n", dmn.log);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_daemon_kill(&dmn);
-	h_mesh_down(&mesh);
-	return 0;
+	return h_daemon_ready(&dmn, 20000, NULL);
 }
 
 /* "Seccomp: 2" and "NoNewPrivs: 1" for the worker and each of its threads. */
@@ -335,52 +323,6 @@ test_workers_die_with_a_killed_supervisor(void **state)
 	assert_non_null(strstr(out, "stale record"));
 }
 
-/* Mint a user of the space's account with the given grants (own_inbox: its
- * own reply inbox added to sub_allow). */
-static void
-mint_raw(const char *file, json_t *pub_allow, json_t *sub_allow, bool own_inbox, char *path,
-	 size_t len)
-{
-	char kpath[H_PATH_MAX * 2], key[512], err[512], seed[NKEY_SEED_LEN + 1];
-	char upub[NKEY_PUBLIC_LEN + 1];
-	struct nkey signer, user;
-
-	space_key(mesh.space, key, sizeof(key));
-	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/keys/space.%s-signing.nk", mesh.dir, key);
-	assert_int_equal(devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)), 0);
-	assert_int_equal(nkey_generate(NKEY_USER, &user), 0);
-	nkey_public(&user, upub);
-	if (own_inbox) {
-		char inbox[INBOX_PREFIX_MAX], pat[INBOX_PREFIX_MAX + 4];
-		assert_true(inbox_prefix(upub, inbox, sizeof(inbox)));
-		snprintf(pat, sizeof(pat), "%s.>", inbox);
-		json_array_append_new(sub_allow, json_string(pat));
-	}
-	json_t *mj;
-	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
-	mj = json_load_file(kpath, 0, NULL);
-	struct dev_user_spec spec = { .name = "raw", .sub_pub = upub,
-		.issuer_account = json_string_value(json_object_get(json_object_get(
-		    json_object_get(mj, "spaces"), mesh.space), "account")),
-		.pub_allow = pub_allow, .sub_allow = sub_allow };
-	json_t *claims = dev_user_claims(&spec);
-	char *jwt = dev_jwt_sign(claims, &signer, err, sizeof(err));
-	assert_non_null(jwt);
-	nkey_seed_text(&user, seed);
-	char *text = creds_format(jwt, seed);
-	snprintf(path, len, "%s/%s", mesh.dir, file);
-	FILE *f = fopen(path, "w");
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0600);
-	free(text);
-	free(jwt);
-	json_decref(claims);
-	json_decref(mj);
-	nkey_wipe(&user);
-	nkey_wipe(&signer);
-}
-
 static void
 test_allow_all_credential_is_refused(void **state)
 {
@@ -388,13 +330,15 @@ test_allow_all_credential_is_refused(void **state)
 	json_t *all = json_pack("[s]", ">"), *inbox = json_pack("[s]", "_INBOX_X.>");
 
 	(void)state;
-	mint_raw("allow-all.creds", all, inbox, false, path, sizeof(path));
+	assert_int_equal(h_mint_raw(&mesh, "allow-all.creds", all, inbox, false, path, sizeof(path)),
+	    0);
 	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
 	    "--root", mesh.dir, "--creds", path, NULL), 1);
 	assert_non_null(strstr(out, "✗ delivery: refusing an allow-all credential"));
 	assert_non_null(strstr(out, "publish allow list contains \">\""));
 
-	mint_raw("no-perms.creds", NULL, NULL, false, path, sizeof(path));
+	assert_int_equal(h_mint_raw(&mesh, "no-perms.creds", NULL, NULL, false, path, sizeof(path)),
+	    0);
 	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
 	    "--root", mesh.dir, "--creds", path, NULL), 1);
 	assert_non_null(strstr(out, "refusing an allow-all credential"));
@@ -418,7 +362,8 @@ test_systemd_credential_wins_over_the_workspace(void **state)
 	json_t *all = json_pack("[s]", ">"), *inbox = json_pack("[s]", "_INBOX_X.>");
 
 	(void)state;
-	mint_raw("unit-allow-all.creds", all, inbox, false, path, sizeof(path));
+	assert_int_equal(h_mint_raw(&mesh, "unit-allow-all.creds", all, inbox, false, path,
+	    sizeof(path)), 0);
 	snprintf(dir, sizeof(dir), "%s/unit-credentials", mesh.dir);
 	assert_int_equal(mkdir(dir, 0700), 0);
 	snprintf(dst, sizeof(dst), "%s/delivery.creds", dir);
@@ -602,7 +547,8 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	char out[H_OUT_MAX];
 
 	(void)state;
-	mint_raw("no-consumers.creds", pub, sub, true, path, sizeof(path));
+	assert_int_equal(h_mint_raw(&mesh, "no-consumers.creds", pub, sub, true, path, sizeof(path)),
+	    0);
 	/* The grant preflight refuses it before anything binds, naming each
 	 * missing subject and who needs it (issue 14)... */
 	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space, "--root",
@@ -881,5 +827,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

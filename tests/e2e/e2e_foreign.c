@@ -30,20 +30,13 @@
 #define GRANTS COTAL_TEST_DATA "/delivery-grants.json"
 
 static struct mesh mesh;
+static struct h_fixture fx = { .mesh = &mesh };
 
 static int
 setup(void **state)
 {
-	(void)state;
+	*state = &fx;
 	return h_mesh_up(&mesh, "foreign", true);
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_mesh_down(&mesh);
-	return 0;
 }
 
 /* The file with section.dir.allow[skip] left out, written into the mesh. */
@@ -393,5 +386,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_audit_golden_outputs),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

@@ -20,24 +20,17 @@
 #define DENY_WAIT_MS 3000
 
 static struct mesh mesh;
+static struct h_fixture fx = { .mesh = &mesh };
 static struct agent alice, bob;
 
 static int
 setup(void **state)
 {
-	(void)state;
+	*state = &fx;
 	if (h_mesh_up(&mesh, "grants", true) != 0 ||
 	    h_agent_add(&mesh, "alice", "general,ops.*", &alice) != 0 ||
 	    h_agent_add(&mesh, "bob", "general", &bob) != 0)
 		return -1;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_mesh_down(&mesh);
 	return 0;
 }
 
@@ -379,5 +372,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_delivery_can_watch_members),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

@@ -17,23 +17,16 @@
 #include "tests/harness/harness.h"
 
 static struct mesh mesh;
+static struct h_fixture fx = { .mesh = &mesh };
 static struct agent alice;
 
 static int
 setup(void **state)
 {
-	(void)state;
+	*state = &fx;
 	if (h_mesh_up(&mesh, "harness", true) != 0 ||
 	    h_agent_add(&mesh, "alice", "general", &alice) != 0)
 		return -1;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_mesh_down(&mesh);
 	return 0;
 }
 
@@ -123,5 +116,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_broker_restart_keeps_the_store),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

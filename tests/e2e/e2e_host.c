@@ -125,22 +125,6 @@ cpu_ticks(pid_t pid)
 	return (long)(ut + st);
 }
 
-/* Lines of path holding needle. */
-static int
-log_count(const char *path, const char *needle)
-{
-	char line[8192];
-	int n = 0;
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /* Lane i serves: its own status file names the pid the host gave it and a
  * serving shard. */
 static bool
@@ -849,16 +833,16 @@ test_a_killed_host_leaves_no_lane_behind(void **state)
 		 * log in its root has them. */
 		space_key(NAMES[i], key, sizeof(key));
 		snprintf(logs[i], sizeof(logs[i]), "%s/.cotal/delivery.%s.log", base.dir, key);
-		released[i] = log_count(logs[i], "lease of shard 0 released");
+		released[i] = h_log_count(logs[i], "lease of shard 0 released");
 	}
 	assert_int_equal(kill(hosts[0], SIGKILL), 0);
 	assert_int_equal(waitpid(hosts[0], NULL, 0), hosts[0]);
 	hosts[0] = 0;
 	for (int i = 0; i < 3; i++) {
-		for (int64_t end = mono_ms() + 10000;
-		    log_count(logs[i], "lease of shard 0 released") == released[i] && mono_ms() < end;)
+		for (int64_t end = mono_ms() + 10000; h_log_count(logs[i],
+		    "lease of shard 0 released") == released[i] && mono_ms() < end;)
 			nap(50);
-		if (log_count(logs[i], "lease of shard 0 released") == released[i])
+		if (h_log_count(logs[i], "lease of shard 0 released") == released[i])
 			fail_msg("lane %s did not release its lease; see %s", NAMES[i], logs[i]);
 		for (int64_t end = mono_ms() + 10000; kill(p[i], 0) == 0 && mono_ms() < end;)
 			nap(50);

@@ -117,22 +117,6 @@ file_has(const char *path, const char *needle, int ms)
 	return h_log_has(path, needle, ms);
 }
 
-/* Lines of path holding needle. */
-static int
-log_count(const char *path, const char *needle)
-{
-	char line[8192];
-	int n = 0;
-	FILE *f = fopen(path, "r");
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /*
  * A case that mostly waits (a lease's TTL, down's 15 s grace): the
  * sanitizer build's run (COTAL_TEST_CORE) skips it, the release build runs
@@ -490,9 +474,9 @@ test_a_daemon_that_does_not_bind_gets_the_warning_at_start_and_as_a_replacement(
 	    "running - restarting it", 5000))
 		fail_msg("no restart; see %s", outp);
 	assert_true((d2 = daemon_after(d1, 10000)) > 0);
-	for (int64_t end = mono_ms() + 10000; log_count(outp, warning) < 2 && mono_ms() < end;)
+	for (int64_t end = mono_ms() + 10000; h_log_count(outp, warning) < 2 && mono_ms() < end;)
 		nap(100);
-	if (log_count(outp, warning) < 2)
+	if (h_log_count(outp, warning) < 2)
 		fail_msg("the replacement got no not-bound warning; see %s", outp);
 	assert_false(file_has(outp, "running again", 0));
 	assert_true(alive(d2));
@@ -909,14 +893,14 @@ test_a_tls_mesh_launches_and_relaunches_with_tls(void **state)
 		fail_msg("cotal up on a TLS mesh:\n%s", out);
 	assert_non_null(strstr(out, "delivery daemon serving space up"));
 	assert_true(daemon_after(0, 1000) > 0);
-	before = log_count(logpath, "delivery: TLS demanded (mesh registry tlsRequired)");
+	before = h_log_count(logpath, "delivery: TLS demanded (mesh registry tlsRequired)");
 	assert_true(before >= 1);
 	/* The daemon goes missing; a bare up relaunches it, with TLS again. */
 	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL), 0);
 	if (h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach", NULL) != 0)
 		fail_msg("the relaunch on a TLS mesh:\n%s", out);
 	assert_non_null(strstr(out, "delivery daemon serving space up"));
-	after_relaunch = log_count(logpath, "delivery: TLS demanded (mesh registry tlsRequired)");
+	after_relaunch = h_log_count(logpath, "delivery: TLS demanded (mesh registry tlsRequired)");
 	assert_int_equal(after_relaunch, before + 1);
 	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "down", "--space", SPACE, NULL), 0);
 	/* The plaintext mesh again, for the tests after this one. */

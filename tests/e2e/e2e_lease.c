@@ -30,13 +30,11 @@
 
 #include <cmocka.h>
 
-#include "cli/dev_signer.h"
 #include "cli/mint.h"
 #include "lib/clock.h"
 #include "lib/creds/creds.h"
 #include "lib/creds/jwt.h"
 #include "lib/nats/natsconn.h"
-#include "lib/creds/nkeys.h"
 #include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
@@ -295,55 +293,6 @@ daemon_term(struct daemon *d)
 	return st;
 }
 
-/* ---- credentials ---- */
-
-/* Mint a user of m's space account with hand-picked grants, signed by the
- * space's dev signing key (own_inbox: its own reply inbox added to
- * sub_allow); as tests/e2e/e2e_daemon.c does. */
-static void
-mint_raw(struct mesh *m, const char *file, json_t *pub_allow, json_t *sub_allow, bool own_inbox,
-	 char *path, size_t len)
-{
-	char kpath[H_PATH_MAX * 2], key[512], err[512], seed[NKEY_SEED_LEN + 1];
-	char upub[NKEY_PUBLIC_LEN + 1];
-	struct nkey signer, user;
-
-	space_key(m->space, key, sizeof(key));
-	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/keys/space.%s-signing.nk", m->dir, key);
-	assert_int_equal(devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)), 0);
-	assert_int_equal(nkey_generate(NKEY_USER, &user), 0);
-	nkey_public(&user, upub);
-	if (own_inbox) {
-		char inbox[INBOX_PREFIX_MAX], pat[INBOX_PREFIX_MAX + 4];
-		assert_true(inbox_prefix(upub, inbox, sizeof(inbox)));
-		snprintf(pat, sizeof(pat), "%s.>", inbox);
-		json_array_append_new(sub_allow, json_string(pat));
-	}
-	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", m->dir);
-	json_t *mj = json_load_file(kpath, 0, NULL);
-	struct dev_user_spec spec = { .name = "raw", .sub_pub = upub,
-		.issuer_account = json_string_value(json_object_get(json_object_get(
-		    json_object_get(mj, "spaces"), m->space), "account")),
-		.pub_allow = pub_allow, .sub_allow = sub_allow };
-	json_t *claims = dev_user_claims(&spec);
-	char *jwt = dev_jwt_sign(claims, &signer, err, sizeof(err));
-	assert_non_null(jwt);
-	nkey_seed_text(&user, seed);
-	char *text = creds_format(jwt, seed);
-	snprintf(path, len, "%s/%s", m->dir, file);
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-	chmod(path, 0600);
-	free(text);
-	free(jwt);
-	json_decref(claims);
-	json_decref(mj);
-	nkey_wipe(&user);
-	nkey_wipe(&signer);
-}
-
 /* ---- setup ---- */
 
 static int
@@ -411,7 +360,7 @@ test_lease_write_denied_is_named(void **state)
 		if (strncmp(json_string_value(v), "_INBOX", 6) != 0)
 			json_array_append(sub, v);
 	assert_int_equal(json_array_size(pub) + 1, json_array_size(g.pub_allow));
-	mint_raw(&ma, "no-lease.creds", pub, sub, true, path, sizeof(path));
+	assert_int_equal(h_mint_raw(&ma, "no-lease.creds", pub, sub, true, path, sizeof(path)), 0);
 	json_decref(pub);
 	json_decref(sub);
 	grants_free(&g);

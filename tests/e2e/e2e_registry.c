@@ -35,6 +35,7 @@ static struct daemon dmn;
 static struct conn prov;     /* the provisioner: test rows */
 static struct conn mgr;      /* the manager (supervisor credential) */
 static struct ctl_client *mgr_cl;
+static struct h_fixture fx = { &mesh, &dmn, &mgr_cl, { &mgr, &prov } };
 static bool broker29;        /* nats-server 2.9: no KICK */
 
 /* An agent with its own connection and rail client. */
@@ -45,69 +46,28 @@ struct peer {
 };
 
 static int
-daemon_up(struct daemon *d)
-{
-	if (h_daemon_start(&mesh, d, NULL) != 0 || h_daemon_wait_connected(d, 20000) != 0 ||
-	    !h_log_has(d->log, "serving cotal.", 20000) || !h_log_has(d->log, "fan-out bound", 20000) ||
-	    !h_log_has(d->log, "reader bound", 20000)) {
-		fprintf(stderr, "✗ the daemon did not serve its rails; see %s\n", d->log);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-manager_connect(void)
-{
-	char err[1024], actor[IDENT_MAX + 1];
-	struct jwt j;
-
-	if (h_connect_profile(&mesh, "supervisor", &mgr, err, sizeof(err)) != 0 ||
-	    jwt_decode(mgr.creds.jwt, strlen(mgr.creds.jwt), &j, err, sizeof(err)) != 0) {
-		fprintf(stderr, "✗ manager: %s\n", err);
-		return -1;
-	}
-	/* cli/mint.c: a standing credential's principal is local.<user key>. */
-	snprintf(actor, sizeof(actor), "%s", j.sub);
-	jwt_free(&j);
-	mgr_cl = ctl_client_new(mesh.space, "local", actor, "manager");
-	if (mgr_cl == NULL)
-		return -1;
-	ctl_client_attach(mgr_cl, mgr.nc);
-	return 0;
-}
-
-static int
 setup(void **state)
 {
 	char err[1024];
 
-	(void)state;
+	*state = &fx;
 	if (h_mesh_up(&mesh, "registry", true) != 0)
 		return -1;
 	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
 		fprintf(stderr, "✗ provisioner: %s\n", err);
 		return -1;
 	}
-	if (manager_connect() != 0)
+	if (h_connect_manager(&mesh, &mgr, &mgr_cl, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ manager: %s\n", err);
 		return -1;
+	}
 	/* Test hooks of the daemon's test build (worker-registry). */
 	setenv("COTAL_TEST_SWEEP_DELAY", "local.slow0:3000", 1);
 	setenv("COTAL_TEST_JOIN_DELAY", "narrowgap:3000", 1);
 	setenv("COTAL_TEST_ACTIVATE_DELAY", "leavegap:3000", 1);
-	return daemon_up(&dmn);
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_daemon_kill(&dmn);
-	ctl_client_free(mgr_cl);
-	h_close(&mgr);
-	h_close(&prov);
-	h_mesh_down(&mesh);
-	return 0;
+	if (h_daemon_start(&mesh, &dmn, NULL) != 0)
+		return -1;
+	return h_daemon_ready(&dmn, 20000, "serving cotal.", "fan-out bound", "reader bound", NULL);
 }
 
 static void
@@ -1228,5 +1188,5 @@ main(int argc, char **argv)
 	};
 	broker29 = h_broker_arg(argc, argv) == H_BROKER_29;
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

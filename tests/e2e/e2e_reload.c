@@ -98,21 +98,6 @@ mint(struct rig *r, const char *expires, bool renew)
 		fail_msg("cotal creds mint: %s", out);
 }
 
-static int
-count_lines(const char *path, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[8192];
-	int n = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
 /*
  * The seed: "The daemon refuses a reloadCreds adoption until it has
  * finished starting, which is after its lease watch is bound. [...] The
@@ -302,9 +287,9 @@ test_renewed_in_time_keeps_serving(void **state)
 	ctl_result_free(&res);
 	assert_true(h_log_has(r.d.log, "workers and the resident connection reconnect", 3000));
 	for (int64_t until = mono_ms() + 5000; mono_ms() < until; usleep(100 * 1000))
-		if (count_lines(r.d.log, "reconnected with the renewed credential") >= 4)
+		if (h_log_count(r.d.log, "reconnected with the renewed credential") >= 4)
 			break;
-	assert_int_equal(count_lines(r.d.log, "reconnected with the renewed credential"), 4);
+	assert_int_equal(h_log_count(r.d.log, "reconnected with the renewed credential"), 4);
 	/* Past the old credential's expiry: still serving. */
 	sleep(14);
 	assert_int_equal(kill(r.d.pid, 0), 0);

@@ -87,6 +87,17 @@ space_account(struct mesh *m, char *out, size_t outlen)
 	return rc;
 }
 
+/* Connect as an agent; the harness connects without reconnects, so a
+ * kicked connection closes (a reconnecting one would be live again). */
+static void
+connect_agent(const struct agent *a, struct conn *c)
+{
+	char err[1024];
+
+	if (h_connect(&mesh, a->creds, c, err, sizeof(err)) != 0)
+		fail_msg("connect %s: %s", a->name, err);
+}
+
 /* The observer and the evictor of a mesh's space. */
 static int
 connect_sys(struct mesh *m, struct conn *obs, struct conn *ev)
@@ -148,28 +159,6 @@ sweeper_of(natsConnection *obs, natsConnection *ev, const char *acct)
 	return s;
 }
 
-/* Connect as an agent; the harness connects without reconnects, so a
- * kicked connection closes (a reconnecting one would be live again). */
-static void
-connect_agent(const struct agent *a, struct conn *c)
-{
-	char err[1024];
-
-	if (h_connect(&mesh, a->creds, c, err, sizeof(err)) != 0)
-		fail_msg("connect %s: %s", a->name, err);
-}
-
-static bool
-wait_closed(struct conn *c, int ms)
-{
-	for (int waited = 0; waited < ms; waited += 20) {
-		if (natsConnection_IsClosed(c->nc))
-			return true;
-		sleep_ms(20);
-	}
-	return natsConnection_IsClosed(c->nc);
-}
-
 /* Still connected: not closed and the broker answers a PING. */
 static void
 assert_alive(struct conn *c, const char *what)
@@ -215,7 +204,7 @@ test_live_agent_is_kicked_and_verified_gone(void **state)
 	assert_true(r.verified_gone);
 	assert_true(r.scan_complete);
 	assert_string_equal(r.note, "");
-	if (!wait_closed(&a, CLOSE_WAIT_MS))
+	if (!h_wait_closed(&a, CLOSE_WAIT_MS))
 		fail_msg("alice's connection is still open after a verified eviction");
 	assert_alive(&dlv, "the delivery credential");
 	assert_alive(&prov, "the provisioner");
@@ -280,8 +269,8 @@ test_several_principals_share_one_sweep(void **state)
 	 * page), one KICK per connection. */
 	assert_int_equal(s.connz_requests, 2);
 	assert_int_equal(s.kick_requests, 2);
-	assert_true(wait_closed(&c, CLOSE_WAIT_MS));
-	assert_true(wait_closed(&d, CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&c, CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&d, CLOSE_WAIT_MS));
 	h_close(&c);
 	h_close(&d);
 }
@@ -339,8 +328,8 @@ test_two_connections_of_one_agent_are_both_kicked(void **state)
 	assert_int_equal(r.remaining, 0);
 	assert_true(r.verified_gone);
 	assert_true(r.scan_complete);
-	assert_true(wait_closed(&a1, CLOSE_WAIT_MS));
-	assert_true(wait_closed(&a2, CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&a1, CLOSE_WAIT_MS));
+	assert_true(h_wait_closed(&a2, CLOSE_WAIT_MS));
 	h_close(&a1);
 	h_close(&a2);
 }

@@ -38,6 +38,7 @@ static struct mesh mesh;
 static struct daemon dmn;
 static struct conn prov;
 static struct conn host; /* publishes .schedule requests */
+static struct h_fixture fx = { &mesh, &dmn, NULL, { &host, &prov } };
 static char ept[160];
 static int64_t pre_deadline;
 static bool broker_fires; /* nats-server >= 2.12 */
@@ -282,11 +283,9 @@ out:
 static int
 daemon_up(void)
 {
-	if (h_daemon_start(&mesh, &dmn, NULL) != 0 || h_daemon_wait_connected(&dmn, 20000) != 0) {
-		fprintf(stderr, "✗ the daemon did not start; see %s\n", dmn.log);
+	if (h_daemon_start(&mesh, &dmn, NULL) != 0)
 		return -1;
-	}
-	return 0;
+	return h_daemon_ready(&dmn, 20000, NULL);
 }
 
 /* SIGTERM: the daemon releases its lease and exits; within ms? */
@@ -302,7 +301,7 @@ setup(void **state)
 {
 	char err[1024];
 
-	(void)state;
+	*state = &fx;
 	broker_fires = h_broker_version() >= 212;
 	if (h_mesh_up(&mesh, "timers", true) != 0)
 		return -1;
@@ -323,17 +322,6 @@ setup(void **state)
 		fprintf(stderr, "✗ the timer writer did not come up; see %s\n", dmn.log);
 		return -1;
 	}
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_daemon_kill(&dmn);
-	h_close(&host);
-	h_close(&prov);
-	h_mesh_down(&mesh);
 	return 0;
 }
 
@@ -626,5 +614,5 @@ main(int argc, char **argv)
 	};
 
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

@@ -31,6 +31,7 @@ static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
 #define NROLES 4
 
 static struct mesh mesh;
+static struct h_fixture fx = { .mesh = &mesh };
 /* good: the mesh's CA and a broker certificate for 127.0.0.1; other: a CA
  * the broker's certificate does not chain to; elsewhere: a certificate for
  * another host, from its own CA. */
@@ -46,7 +47,7 @@ setup(void **state)
 {
 	char key[512];
 
-	(void)state;
+	*state = &fx;
 	if (h_mesh_up(&mesh, "tlsmesh", true) != 0 ||
 	    h_tls_make(&mesh, "good", "DNS:localhost,IP:127.0.0.1", &good) != 0 ||
 	    h_tls_make(&mesh, "other", "DNS:localhost,IP:127.0.0.1", &other) != 0 ||
@@ -64,14 +65,6 @@ setup(void **state)
 	json_decref(doc);
 	http_port = h_free_port();
 	return rc;
-}
-
-static int
-teardown(void **state)
-{
-	(void)state;
-	h_mesh_down(&mesh);
-	return 0;
 }
 
 /* The broker serving the certificate of t (NULL: plaintext), CONNZ on
@@ -272,5 +265,5 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_missing_or_wrong_ca_file_is_refused),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
-	return h_done(cmocka_run_group_tests(tests, setup, teardown));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
 }

@@ -2,7 +2,8 @@
  * Agents as a test acts them: added with `cotal agent add`, connected on
  * their credentials (with the permission violations the broker reports),
  * posting to a channel, and reading their dlv_ durable: one frame, or every
- * frame until it is quiet.
+ * frame until it is quiet, and their texts. The space's manager on the
+ * control rails.
  */
 #include "tests/harness/harness_int.h"
 
@@ -12,8 +13,11 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/creds/jwt.h"
 #include "lib/creds/perms.h"
 #include "lib/names.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/wire/records.h"
 #include "lib/nats/natsconn.h"
 #include "lib/nats/pull.h"
 
@@ -190,6 +194,52 @@ h_violation(struct conn *c, const char *needle, int ms)
 		natsConnection_Flush(c->nc);
 		hi_sleep_ms(20);
 	}
+}
+
+bool
+h_wait_closed(struct conn *c, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 20) {
+		if (natsConnection_IsClosed(c->nc))
+			return true;
+		hi_sleep_ms(20);
+	}
+	return natsConnection_IsClosed(c->nc);
+}
+
+int
+h_member_add(struct mesh *m, const char *name, const char *allow, const char *url,
+	     struct member *mb, char *err, size_t errlen)
+{
+	if (h_agent_add(m, name, allow, &mb->a) != 0) {
+		snprintf(err, errlen, "cotal agent add %s failed", name);
+		return -1;
+	}
+	if (url != NULL)
+		return h_connect_url(m, url, mb->a.creds, &mb->c, err, errlen);
+	return h_connect(m, mb->a.creds, &mb->c, err, errlen);
+}
+
+int
+h_connect_manager(struct mesh *m, struct conn *c, struct ctl_client **cl, char *err,
+		  size_t errlen)
+{
+	char actor[IDENT_MAX + 1];
+	struct jwt j;
+
+	*cl = NULL;
+	if (h_connect_profile(m, "supervisor", c, err, errlen) != 0 ||
+	    jwt_decode(c->creds.jwt, strlen(c->creds.jwt), &j, err, errlen) != 0)
+		return -1;
+	/* cli/mint.c: a standing credential's principal is local.<user key>. */
+	snprintf(actor, sizeof(actor), "%s", j.sub);
+	jwt_free(&j);
+	if ((*cl = ctl_client_new(m->space, "local", actor, "manager")) == NULL) {
+		snprintf(err, errlen, "no rail client");
+		return -1;
+	}
+	ctl_client_attach(*cl, c->nc);
+	return 0;
 }
 
 /* Agent a's CotalMessage on channel, deduplicated by its id or not. */
@@ -410,4 +460,42 @@ h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int q
 	natsConnection_Flush(c->nc);
 	dlv_close(&p);
 	return out;
+}
+
+const char *
+h_frame_text(json_t *frame)
+{
+	json_t *parts = json_object_get(json_object_get(frame, "msg"), "parts");
+
+	return json_string_value(json_object_get(json_array_get(parts, 0), "text"));
+}
+
+void
+h_frame_texts(json_t *frames, char *out, size_t len)
+{
+	size_t i, n = 0;
+	json_t *f;
+
+	out[0] = '\0';
+	json_array_foreach(frames, i, f)
+		n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s", i ? "," : "",
+		    h_frame_text(f) ? h_frame_text(f) : "?");
+}
+
+int
+h_dlv_texts(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
+	    char *out, size_t len, char *err, size_t errlen)
+{
+	bool hdr = false;
+	json_t *frames = h_dlv_drain(c, m, a, ms, quiet_ms, &hdr, err, errlen);
+
+	if (frames == NULL)
+		return -1;
+	h_frame_texts(frames, out, len);
+	json_decref(frames);
+	if (!hdr) {
+		snprintf(err, errlen, "%s: a frame without the delivery header", a->name);
+		return -1;
+	}
+	return 0;
 }

@@ -2,11 +2,13 @@
  * A dev mesh on a cluster of 3 to 5 nodes on loopback, every node started
  * and in the JetStream meta group before the space is placed: a node that
  * nats-server 2.10 started mute (its raft messages dropped) is found from
- * the nodes' stores and restarted. And one node started, stopped, killed.
+ * the nodes' stores and restarted. And one node started, stopped, killed;
+ * a stream's replicas current again, a mute one restarted.
  */
 #include "tests/harness/harness_int.h"
 
 #include <glob.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -321,4 +323,98 @@ int
 h_node_stop(struct mesh *m, int i)
 {
 	return i >= 0 && i < m->nnodes ? hi_pid_signal(&m->nodes[i].pid, SIGTERM) : -1;
+}
+
+/*
+ * A replica its stream leader has not heard from for longer than raft's
+ * lost-quorum interval (10 s), though its broker runs: a follower answers
+ * every append entry, heartbeats included (one a second when idle), and the
+ * leader reports it current once an answer reaches its last applied index
+ * (raft.go Peers(): ps.li >= n.applied; trackResponse sets ps.li). A node
+ * that still has not been heard 15 s on is mute: nats-server 2.10 now and
+ * then starts a broker whose raft send queue has no account
+ * (setSystemAccount starts it before it stores the system account; fixed
+ * in 2.11.0), which drops everything its raft groups send for the life of
+ * the process. It is restarted once: a broker that came up broken.
+ */
+#define UNHEARD_NS 10000000000LL
+#define MUTE_MS 15000
+
+/* The index of node cotal_dev_<k> of m, or -1. */
+static int
+node_of(const struct mesh *m, const char *name)
+{
+	int k = 0;
+
+	return name != NULL && sscanf(name, "cotal_dev_%d", &k) == 1 && k >= 1 && k <= m->nnodes ?
+	    k - 1 : -1;
+}
+
+int
+h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, char *err,
+		 size_t errlen)
+{
+	char last[1024] = "no stream info yet";
+	int64_t unheard_since[H_NODES_MAX] = { 0 };
+	bool restarted[H_NODES_MAX] = { false };
+
+	for (int waited = 0; waited < ms; waited += 250) {
+		jsStreamInfo *si = NULL;
+		jsErrCode jerr = 0;
+		bool ok = false;
+		natsStatus s = js_GetStreamInfo(&si, c->js, stream, NULL, &jerr);
+		if (s != NATS_OK) {
+			snprintf(last, sizeof(last), "stream info: %s (%d)", natsStatus_GetText(s),
+			    (int)jerr);
+		} else if (si->Cluster == NULL || si->Cluster->Leader == NULL) {
+			snprintf(last, sizeof(last), "no leader");
+		} else {
+			jsClusterInfo *ci = si->Cluster;
+			size_t w = (size_t)snprintf(last, sizeof(last), "leader %s, %d replicas:",
+			    ci->Leader, ci->ReplicasLen);
+			ok = ci->ReplicasLen == m->nnodes - 1;
+			for (int k = 0; k < ci->ReplicasLen; k++) {
+				jsPeerInfo *r = ci->Replicas[k];
+				int node = node_of(m, r->Name);
+				bool unheard = !r->Current && (r->Active == 0 || r->Active > UNHEARD_NS);
+				ok = ok && r->Current && !r->Offline;
+				w += (size_t)snprintf(last + w, w < sizeof(last) ? sizeof(last) - w : 0,
+				    " %s current %s offline %s active %lld ms lag %" PRIu64 ";",
+				    r->Name ? r->Name : "?", r->Current ? "yes" : "no",
+				    r->Offline ? "yes" : "no", (long long)(r->Active / 1000000),
+				    r->Lag);
+				if (node < 0)
+					continue;
+				if (!unheard || r->Offline || m->nodes[node].pid <= 0) {
+					unheard_since[node] = 0;
+					continue;
+				}
+				if (unheard_since[node] == 0)
+					unheard_since[node] = mono_ms();
+				if (mono_ms() - unheard_since[node] < MUTE_MS || restarted[node])
+					continue;
+				printf("• %s: leader %s has not heard from %s for %lld ms though its "
+				    "broker (pid %d) runs: its raft messages are dropped (nats-server "
+				    "2.10's raft send queue without an account); restarting node %d\n",
+				    stream, ci->Leader, r->Name, (long long)(r->Active / 1000000),
+				    (int)m->nodes[node].pid, node + 1);
+				restarted[node] = true;
+				unheard_since[node] = 0;
+				h_node_kill(m, node);
+				if (h_node_start(m, node) != 0) {
+					jsStreamInfo_Destroy(si);
+					snprintf(err, errlen, "%s: node %d did not start again", stream,
+					    node + 1);
+					return -1;
+				}
+			}
+		}
+		jsStreamInfo_Destroy(si);
+		if (ok)
+			return 0;
+		hi_sleep_ms(250);
+	}
+	snprintf(err, errlen, "%s: its replicas did not catch up within %d s (%s)", stream,
+	    ms / 1000, last);
+	return -1;
 }

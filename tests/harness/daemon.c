@@ -1,7 +1,8 @@
 /*
  * The daemon under test: cotal-deliveryd started in the background or run
- * to its end, waited for and killed; its status file read (a worker's pid,
- * state and counters) and its log searched.
+ * to its end, waited for (ready: its workers connected, its log saying so)
+ * and killed; its status file read (a worker's pid, state and counters) and
+ * its log searched. A suite's setup on a serving daemon.
  */
 #include "tests/harness/harness_int.h"
 
@@ -178,6 +179,60 @@ h_daemon_wait_connected(struct daemon *d, int ms)
 	return -1;
 }
 
+/* h_daemon_ready with its lines in ap. */
+static int
+ready_v(struct daemon *d, int ms, va_list ap)
+{
+	const char *line;
+
+	if (h_daemon_wait_connected(d, ms) != 0) {
+		fprintf(stderr, "✗ the daemon did not bring its workers up; see %s\n", d->log);
+		return -1;
+	}
+	while ((line = va_arg(ap, const char *)) != NULL)
+		if (!h_log_has(d->log, line, ms)) {
+			fprintf(stderr, "✗ the daemon did not log \"%s\" within %d ms; see %s\n", line,
+			    ms, d->log);
+			return -1;
+		}
+	return 0;
+}
+
+int
+h_daemon_ready(struct daemon *d, int ms, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, ms);
+	rc = ready_v(d, ms, ap);
+	va_end(ap);
+	return rc;
+}
+
+int
+h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct daemon *d, int ms, ...)
+{
+	char err[1024];
+	va_list ap;
+	int rc;
+
+	if (h_mesh_up(m, space, true) != 0)
+		return -1;
+	if (h_connect_profile(m, "provisioner", prov, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ provisioner: %s\n", err);
+		return -1;
+	}
+	if (h_daemon_start(m, d, NULL) != 0) {
+		fprintf(stderr, "✗ the daemon did not start\n");
+		return -1;
+	}
+	va_start(ap, ms);
+	rc = ready_v(d, ms, ap);
+	va_end(ap);
+	return rc;
+}
+
 int
 h_daemon_wait_exit(struct daemon *d, int ms)
 {
@@ -223,6 +278,21 @@ h_log_has(const char *path, const char *needle, int ms)
 			return false;
 		hi_sleep_ms(50);
 	}
+}
+
+int
+h_log_count(const char *path, const char *needle)
+{
+	char line[8192];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
 }
 
 int

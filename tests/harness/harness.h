@@ -84,11 +84,27 @@ struct agent {
 	char creds[H_PATH_MAX];
 };
 
+/* An agent and its own connection (h_member_add). */
+struct member {
+	struct agent a;
+	struct conn c;
+};
+
 /* The daemon under test. */
 struct daemon {
 	pid_t pid;
 	char log[H_PATH_MAX * 2];
 	char status[H_PATH_MAX * 2];
+};
+
+/* What a test program's group setup brought up, for its group teardown
+ * (h_teardown); a NULL member is skipped. */
+struct ctl_client;
+struct h_fixture {
+	struct mesh *mesh;
+	struct daemon *daemon;
+	struct ctl_client **client; /* a rail client (h_connect_manager's) */
+	struct conn *conns[4];      /* closed in this order, up to the first NULL */
 };
 
 /* TLS material made with the openssl command in <dir>/tls-<name>/ (h_tls_make). */
@@ -124,6 +140,9 @@ enum h_broker h_broker_arg(int argc, char **argv);
  * normally, leak report and all.
  */
 int h_done(int failed);
+
+/* Sleep ms milliseconds, on through signals. */
+void h_nap(int ms);
 
 /* A process the test did not start itself (a daemon `cotal up` launched, a
  * broker it started): SIGKILLed when the test program ends, however. */
@@ -167,6 +186,17 @@ int h_registry_set(struct mesh *m, const char *field, json_t *value);
 /* `cotal creds mint --profile P` into <dir>/<file>; path returned in out. */
 int h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1,
 	   const char *extra2, char *out, size_t outlen);
+/* A user of m's space account with hand-picked grants (pub_allow,
+ * sub_allow: JSON arrays, NULL for none; own_inbox: its own reply inbox
+ * added to sub_allow), signed by the space's dev signing key (the CLI's dev
+ * signer) and written as a private creds file <dir>/<file>; path returned.
+ * 0, or -1 having said why on stderr. */
+int h_mint_raw(struct mesh *m, const char *file, json_t *pub_allow, json_t *sub_allow,
+	       bool own_inbox, char *path, size_t len);
+/* A group teardown (cmocka's): *state is the struct h_fixture the group
+ * setup set; its daemon killed, its rail client freed, its connections
+ * closed, its mesh down. */
+int h_teardown(void **state);
 
 /* ---- clusters (cluster.c) ---- */
 
@@ -177,6 +207,13 @@ int h_cluster_up(struct mesh *m, const char *space, int n, int replicas);
 int h_node_start(struct mesh *m, int i);  /* node i (0-based) */
 int h_node_kill(struct mesh *m, int i);   /* SIGKILL, wait */
 int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
+/* Wait up to ms for every replica of stream to be current again (a node back
+ * from a kill), read on c; a node whose broker runs but whose leader has not
+ * heard from it for 15 s is restarted once (nats-server 2.10's mute broker,
+ * as in h_cluster_up; a line on stdout says so). 0, or -1 with what was last
+ * seen in err. */
+int h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, char *err,
+		     size_t errlen);
 
 /* ---- the cotal CLI (spawn.c) ---- */
 
@@ -207,6 +244,19 @@ int h_connect_profile(struct mesh *m, const char *profile, struct conn *c, char 
 void h_close(struct conn *c);
 /* Wait up to ms for a permission violation whose text contains needle. */
 bool h_violation(struct conn *c, const char *needle, int ms);
+/* Wait up to ms for c to be closed (a kicked connection: the harness's do
+ * not reconnect); whether it is. */
+bool h_wait_closed(struct conn *c, int ms);
+/* `cotal agent add NAME --allow CSV` and its connection: on url
+ * (reconnecting across its servers, h_connect_url) or, url NULL, on m's
+ * (h_connect). 0, or -1 with the words in err. */
+int h_member_add(struct mesh *m, const char *name, const char *allow, const char *url,
+		 struct member *mb, char *err, size_t errlen);
+/* Connect as the space's manager: the supervisor credential, and in *cl a
+ * rail client calling as its principal local.<user key>, "manager". 0, or
+ * -1 with the words in err. */
+int h_connect_manager(struct mesh *m, struct conn *c, struct ctl_client **cl, char *err,
+		      size_t errlen);
 
 /* Post a CotalMessage as agent a on channel (JetStream publish; CHAT seq
  * returned). id may be "" (no dedup key). */
@@ -226,15 +276,30 @@ int h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, b
  * header check result in *headers_ok. */
 json_t *h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
 		    bool *headers_ok, char *err, size_t errlen);
+/* A frame's text (its message's first part), or NULL. */
+const char *h_frame_text(json_t *frame);
+/* The texts of frames, in order, as one string "a,b,c" ("?" for a frame
+ * without one). */
+void h_frame_texts(json_t *frames, char *out, size_t len);
+/* h_dlv_drain, the frames' texts into out (h_frame_texts); -1 with err when
+ * the drain failed or a frame came without the delivery header. */
+int h_dlv_texts(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
+		char *out, size_t len, char *err, size_t errlen);
 
 /* ---- the data path's rows and streams (rows.c, issue 4) ---- */
 
 /* CHAT_<s>'s last sequence (the joinCursor of a join made now). */
 int h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq);
+/* The same of stream <kind>_<s> ("INBOX", "DLV"). */
+int h_stream_last_seq(struct conn *c, struct mesh *m, const char *kind, uint64_t *seq);
 /* Write the membership row <channel>/<o>.<a>.<uid> of agent a as the
  * registry would: leave 0 = no leaveCursor. */
 int h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
 		 uint64_t join, uint64_t leave, uint64_t generation, char *err, size_t errlen);
+/* Agent a a member of channel from now on: its row with CHAT_<s>'s last
+ * sequence as joinCursor, no leaveCursor. */
+int h_member_join(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+		  uint64_t generation, char *err, size_t errlen);
 /* Set agent a's read-ACL row (allow: JSON array text, e.g. "[\"general\"]";
  * retired: the tombstone). */
 int h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char *allow,
@@ -260,6 +325,16 @@ int h_daemon_start(struct mesh *m, struct daemon *d, ...) __attribute__((sentine
 pid_t h_daemon_spawn(struct mesh *m, const char *outpath, ...) __attribute__((sentinel));
 /* Wait until the status file shows every worker connected; 0 or -1. */
 int h_daemon_wait_connected(struct daemon *d, int ms);
+/* Wait up to ms for every worker connected and then for each line of the
+ * NULL-ended list in the log: 0, or -1 having said on stderr what is
+ * missing and where the log is. */
+int h_daemon_ready(struct daemon *d, int ms, ...) __attribute__((sentinel));
+/* A suite's group setup on a serving daemon: a mesh for space (its space
+ * provisioned), the provisioner connected as prov, the daemon started
+ * (no arguments beyond --space and --root) and ready (h_daemon_ready, its
+ * lines NULL-ended). 0, or -1 having said why on stderr. */
+int h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct daemon *d, int ms,
+		...) __attribute__((sentinel));
 /* The status file, parsed (NULL when absent). */
 json_t *h_daemon_status(struct daemon *d);
 /* The pid of a worker role from the status file (0 when down). */
@@ -279,6 +354,8 @@ int h_daemon_wait_exit(struct daemon *d, int ms);
 void h_daemon_kill(struct daemon *d);
 /* Does the log contain needle (within ms)? */
 bool h_log_has(const char *path, const char *needle, int ms);
+/* Lines of the file at path holding needle (0 when there is no file). */
+int h_log_count(const char *path, const char *needle);
 /* Run cotal-deliveryd to completion (for refusals): exit status, output. */
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));

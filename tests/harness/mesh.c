@@ -2,15 +2,22 @@
  * Meshes made with the `cotal` CLI as an operator would: a dev mesh for one
  * space on one broker, the space provisioned, its standing credentials
  * (the foreign grants of COTAL_TEST_GRANTS too), a view of another space of
- * the same mesh, and its registry record.
+ * the same mesh, and its registry record; a user signed by hand; a test
+ * program's group teardown.
  */
 #include "tests/harness/harness_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cli/dev_signer.h"
+#include "cli/mint.h"
+#include "lib/creds/nkeys.h"
 #include "lib/names.h"
+#include "lib/wire/ctlclient.h"
+#include "lib/wire/tokens.h"
 
 /* The broker store's sync for the meshes made here: `cotal mesh init`'s
  * default (always), unless COTAL_TEST_SYNC_INTERVAL names another (the
@@ -143,4 +150,87 @@ h_mint(struct mesh *m, const char *profile, const char *file, const char *extra1
 	if (rc != 0)
 		fprintf(stderr, "✗ harness: cotal creds mint failed:\n%s", text);
 	return rc;
+}
+
+int
+h_mint_raw(struct mesh *m, const char *file, json_t *pub_allow, json_t *sub_allow,
+	   bool own_inbox, char *path, size_t len)
+{
+	char kpath[H_PATH_MAX * 2], key[512], err[512], seed[NKEY_SEED_LEN + 1];
+	char upub[NKEY_PUBLIC_LEN + 1];
+	struct nkey signer, user;
+	json_t *mj = NULL, *claims = NULL;
+	char *jwt = NULL, *text = NULL;
+	FILE *f = NULL;
+	int rc = -1;
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/keys/space.%s-signing.nk", m->dir, key);
+	if (devkey_load(kpath, NKEY_ACCOUNT, 0, &signer, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ harness: the space's signing key: %s\n", err);
+		return -1;
+	}
+	if (nkey_generate(NKEY_USER, &user) != 0) {
+		fprintf(stderr, "✗ harness: no user key\n");
+		nkey_wipe(&signer);
+		return -1;
+	}
+	nkey_public(&user, upub);
+	if (own_inbox) {
+		char inbox[INBOX_PREFIX_MAX], pat[INBOX_PREFIX_MAX + 4];
+		if (!inbox_prefix(upub, inbox, sizeof(inbox))) {
+			fprintf(stderr, "✗ harness: no inbox prefix for %s\n", upub);
+			goto out;
+		}
+		snprintf(pat, sizeof(pat), "%s.>", inbox);
+		json_array_append_new(sub_allow, json_string(pat));
+	}
+	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", m->dir);
+	mj = json_load_file(kpath, 0, NULL);
+	struct dev_user_spec spec = { .name = "raw", .sub_pub = upub,
+		.issuer_account = json_string_value(json_object_get(json_object_get(
+		    json_object_get(mj, "spaces"), m->space), "account")),
+		.pub_allow = pub_allow, .sub_allow = sub_allow };
+	claims = dev_user_claims(&spec);
+	if ((jwt = dev_jwt_sign(claims, &signer, err, sizeof(err))) == NULL) {
+		fprintf(stderr, "✗ harness: signing %s: %s\n", file, err);
+		goto out;
+	}
+	nkey_seed_text(&user, seed);
+	text = creds_format(jwt, seed);
+	snprintf(path, len, "%s/%s", m->dir, file);
+	if (text == NULL || (f = fopen(path, "w")) == NULL) {
+		fprintf(stderr, "✗ harness: cannot write %s\n", path);
+		goto out;
+	}
+	fputs(text, f);
+	fclose(f);
+	chmod(path, 0600);
+	rc = 0;
+out:
+	free(text);
+	free(jwt);
+	json_decref(claims);
+	json_decref(mj);
+	nkey_wipe(&user);
+	nkey_wipe(&signer);
+	return rc;
+}
+
+int
+h_teardown(void **state)
+{
+	struct h_fixture *fx = *state;
+
+	if (fx == NULL)
+		return 0;
+	if (fx->daemon != NULL)
+		h_daemon_kill(fx->daemon);
+	if (fx->client != NULL)
+		ctl_client_free(*fx->client);
+	for (size_t i = 0; i < sizeof(fx->conns) / sizeof(fx->conns[0]) && fx->conns[i]; i++)
+		h_close(fx->conns[i]);
+	if (fx->mesh != NULL)
+		h_mesh_down(fx->mesh);
+	return 0;
 }

@@ -13,18 +13,24 @@
 #include "lib/nats/natsconn.h"
 
 int
-h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq)
+h_stream_last_seq(struct conn *c, struct mesh *m, const char *kind, uint64_t *seq)
 {
 	char stream[256];
 	jsStreamInfo *si = NULL;
 	jsErrCode jerr = 0;
 
-	snprintf(stream, sizeof(stream), "CHAT_%s", m->token);
+	snprintf(stream, sizeof(stream), "%s_%s", kind, m->token);
 	if (js_GetStreamInfo(&si, c->js, stream, NULL, &jerr) != NATS_OK)
 		return -1;
 	*seq = si->State.LastSeq;
 	jsStreamInfo_Destroy(si);
 	return 0;
+}
+
+int
+h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq)
+{
+	return h_stream_last_seq(c, m, "CHAT", seq);
 }
 
 int64_t
@@ -64,6 +70,19 @@ h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const char *
 	rc = h_kv_put(c, m, "members", key, body, err, errlen);
 	free(body);
 	return rc;
+}
+
+int
+h_member_join(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
+	      uint64_t generation, char *err, size_t errlen)
+{
+	uint64_t last = 0;
+
+	if (h_chat_last_seq(c, m, &last) != 0) {
+		snprintf(err, errlen, "CHAT_%s: no stream info", m->token);
+		return -1;
+	}
+	return h_member_put(c, m, a, channel, last, 0, generation, err, errlen);
 }
 
 int

@@ -184,3 +184,9 @@ h_track(pid_t pid)
 {
 	hi_track(pid, true);
 }
+
+void
+h_nap(int ms)
+{
+	hi_sleep_ms(ms);
+}
