@@ -33,13 +33,8 @@ static struct mesh mesh;
 static struct daemon dmn;
 static struct conn mgr;
 static struct ctl_client *mgr_cl;
-static struct h_fixture fx = { &mesh, &dmn, &mgr_cl, { &mgr, NULL } };
-
-struct peer {
-	struct agent a;
-	struct conn c;
-	struct ctl_client *cl;
-};
+static struct conn prov;
+static struct h_fixture fx = { &mesh, &dmn, &mgr_cl, { &mgr, &prov } };
 
 static int
 setup(void **state)
@@ -47,35 +42,23 @@ setup(void **state)
 	char err[1024];
 
 	*state = &fx;
-	if (h_mesh_up(&mesh, "hostile", true) != 0)
+	if (h_daemon_up(&mesh, "hostile", &prov, &dmn, 20000, "serving cotal.", "fan-out bound",
+	    "reader bound", NULL) != 0)
 		return -1;
 	if (h_connect_manager(&mesh, &mgr, &mgr_cl, err, sizeof(err)) != 0) {
 		fprintf(stderr, "✗ manager: %s\n", err);
 		return -1;
 	}
-	if (h_daemon_start(&mesh, &dmn, NULL) != 0)
-		return -1;
-	return h_daemon_ready(&dmn, 20000, "serving cotal.", "fan-out bound", "reader bound", NULL);
+	return 0;
 }
 
 static void
-peer_up(struct peer *p, const char *name, const char *allow)
+peer_up(struct h_peer *p, const char *name, const char *allow)
 {
 	char err[1024];
 
-	assert_int_equal(h_agent_add(&mesh, name, allow, &p->a), 0);
-	if (h_connect(&mesh, p->a.creds, &p->c, err, sizeof(err)) != 0)
-		fail_msg("connect %s: %s", name, err);
-	p->cl = ctl_client_new(mesh.space, p->a.owner, p->a.actor, name);
-	assert_non_null(p->cl);
-	ctl_client_attach(p->cl, p->c.nc);
-}
-
-static void
-peer_down(struct peer *p)
-{
-	ctl_client_free(p->cl);
-	h_close(&p->c);
+	if (h_peer_up(&mesh, name, allow, p, err, sizeof(err)) != 0)
+		fail_msg("%s: %s", name, err);
 }
 
 /* ---- the daemon's processes ---- */
@@ -128,7 +111,7 @@ daemon_restarts(void)
 /* ---- the flooder ---- */
 
 struct flood {
-	struct peer *p;
+	struct h_peer *p;
 	size_t pad;              /* bytes of padding in each body */
 	_Atomic bool stop;
 	_Atomic long sent, failed, refused, answered;
@@ -162,7 +145,7 @@ static void *
 flood_run(void *arg)
 {
 	struct flood *fl = arg;
-	struct peer *p = fl->p;
+	struct h_peer *p = fl->p;
 	char subj[512], reply[600], head[512];
 	size_t hlen, len;
 	char *body;
@@ -244,7 +227,7 @@ timed_ok(struct ctl_client *cl, enum rail rail, const char *op, const char *args
 static void
 flood_while_others_are_served(size_t pad, const char *tag)
 {
-	struct peer f, b, gone;
+	struct h_peer f, b, gone;
 	struct flood fl = { .pad = pad, .mu = PTHREAD_MUTEX_INITIALIZER };
 	natsSubscription *replies = NULL;
 	pthread_t th;
@@ -344,9 +327,9 @@ flood_while_others_are_served(size_t pad, const char *tag)
 		    peak_kb - before_kb, GROWTH_KB);
 	natsSubscription_Unsubscribe(replies);
 	natsSubscription_Destroy(replies);
-	peer_down(&f);
-	peer_down(&b);
-	peer_down(&gone);
+	h_peer_down(&f);
+	h_peer_down(&b);
+	h_peer_down(&gone);
 }
 
 /*

@@ -38,12 +38,6 @@ static struct ctl_client *mgr_cl;
 static struct h_fixture fx = { &mesh, &dmn, &mgr_cl, { &mgr, &prov } };
 static bool broker29;        /* nats-server 2.9: no KICK */
 
-/* An agent with its own connection and rail client. */
-struct peer {
-	struct agent a;
-	struct conn c;
-	struct ctl_client *cl;
-};
 
 static int
 setup(void **state)
@@ -71,23 +65,12 @@ setup(void **state)
 }
 
 static void
-peer_up(struct peer *p, const char *name, const char *allow)
+peer_up(struct h_peer *p, const char *name, const char *allow)
 {
 	char err[1024];
 
-	assert_int_equal(h_agent_add(&mesh, name, allow, &p->a), 0);
-	if (h_connect(&mesh, p->a.creds, &p->c, err, sizeof(err)) != 0)
-		fail_msg("connect %s: %s", name, err);
-	p->cl = ctl_client_new(mesh.space, p->a.owner, p->a.actor, name);
-	assert_non_null(p->cl);
-	ctl_client_attach(p->cl, p->c.nc);
-}
-
-static void
-peer_down(struct peer *p)
-{
-	ctl_client_free(p->cl);
-	h_close(&p->c);
+	if (h_peer_up(&mesh, name, allow, p, err, sizeof(err)) != 0)
+		fail_msg("%s: %s", name, err);
 }
 
 /* One call; args is JSON text or NULL. */
@@ -145,7 +128,7 @@ assert_refused(struct ctl_client *cl, enum rail rail, const char *op, const char
 }
 
 static json_t *
-join(struct peer *p, const char *channel)
+join(struct h_peer *p, const char *channel)
 {
 	char args[512];
 
@@ -154,7 +137,7 @@ join(struct peer *p, const char *channel)
 }
 
 static json_t *
-drain(struct peer *p, int ms)
+drain(struct h_peer *p, int ms)
 {
 	char err[1024];
 	bool hdr = false;
@@ -189,7 +172,7 @@ join_in_thread(void *arg)
 }
 
 static json_t *
-row_get(const struct peer *p, const char *channel)
+row_get(const struct h_peer *p, const char *channel)
 {
 	char key[1024], err[512];
 	char *v;
@@ -205,7 +188,7 @@ row_get(const struct peer *p, const char *channel)
 
 /* Publish a raw request as p on its own rail subject with reply. */
 static void
-raw_request(struct peer *p, enum rail rail, const char *reply, const char *body)
+raw_request(struct h_peer *p, enum rail rail, const char *reply, const char *body)
 {
 	char subj[512], prefix[300];
 
@@ -224,7 +207,7 @@ raw_request(struct peer *p, enum rail rail, const char *reply, const char *body)
 static void
 test_forged_reply_target_is_never_answered(void **state)
 {
-	struct peer a, b;
+	struct h_peer a, b;
 	natsSubscription *sb = NULL, *sa = NULL;
 	natsMsg *m = NULL;
 	char victim[512], inbox[128], own[512], body[512], pre[300];
@@ -266,8 +249,8 @@ test_forged_reply_target_is_never_answered(void **state)
 	natsSubscription_Destroy(so);
 	natsSubscription_Destroy(sa);
 	natsSubscription_Destroy(sb);
-	peer_down(&a);
-	peer_down(&b);
+	h_peer_down(&a);
+	h_peer_down(&b);
 }
 
 /*
@@ -279,7 +262,7 @@ test_forged_reply_target_is_never_answered(void **state)
 static void
 test_sender_op_and_field_guards(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 
 	(void)state;
 	peer_up(&a, "guarded", "general");
@@ -318,7 +301,7 @@ test_sender_op_and_field_guards(void **state)
 	    "readHistory: limit must be a whole number from 1 to 200");
 	assert_refused(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"general\",\"limit\":201}",
 	    "readHistory: limit must be a whole number from 1 to 200");
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /* ---- ctl.delivery ---- */
@@ -331,7 +314,7 @@ test_sender_op_and_field_guards(void **state)
 static void
 test_join_post_receive(void **state)
 {
-	struct peer a, b;
+	struct h_peer a, b;
 	uint64_t seq;
 	json_t *d, *frames, *row;
 
@@ -368,8 +351,8 @@ test_join_post_receive(void **state)
 	    "general");
 	assert_true(json_is_true(json_object_get(json_array_get(ms, 0), "activated")));
 	json_decref(d);
-	peer_down(&a);
-	peer_down(&b);
+	h_peer_down(&a);
+	h_peer_down(&b);
 }
 
 /*
@@ -380,7 +363,7 @@ test_join_post_receive(void **state)
 static void
 test_join_refusals_and_leave_after_narrowing(void **state)
 {
-	struct peer a, ghost;
+	struct h_peer a, ghost;
 	char err[512], want[512], args[256];
 	json_t *d, *row;
 
@@ -428,15 +411,15 @@ test_join_refusals_and_leave_after_narrowing(void **state)
 	d = call_ok(a.cl, RAIL_CTL, "durableLeave", args);
 	assert_true(json_is_true(json_object_get(d, "alreadyLeft")));
 	json_decref(d);
-	peer_down(&a);
-	peer_down(&ghost);
+	h_peer_down(&a);
+	h_peer_down(&ghost);
 }
 
 /* "A retired lifecycle never comes back" (seed): its alias cannot join. */
 static void
 test_retired_lifecycle_never_joins_again(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	char err[512], want[512];
 
 	(void)state;
@@ -447,14 +430,14 @@ test_retired_lifecycle_never_joins_again(void **state)
 	    a.a.owner, a.a.actor, a.a.uid);
 	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}", want);
 	assert_null(row_get(&a, "general"));
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /* A rejoin after a leave is generation+1 with a new joinCursor (WIRE §4). */
 static void
 test_rejoin_is_a_new_generation(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	char args[256];
 	json_t *d;
 
@@ -471,7 +454,7 @@ test_rejoin_is_a_new_generation(void **state)
 	d = join(&a, "general");
 	assert_int_equal(json_integer_value(json_object_get(d, "generation")), 2);
 	json_decref(d);
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /*
@@ -482,7 +465,7 @@ test_rejoin_is_a_new_generation(void **state)
 static void
 test_history_newest_two_oldest_first(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	uint64_t seq;
 	char id[32], text[32];
 	json_t *d, *items;
@@ -509,14 +492,14 @@ test_history_newest_two_oldest_first(void **state)
 	json_decref(d);
 	assert_refused(a.cl, RAIL_CTL, "readHistory", "{\"channel\":\"general\"}",
 	    "channel \"general\" is not within your read ACL [hist]");
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /* registerChannel: create only, within the caller's read ACL. */
 static void
 test_register_channel_is_create_only(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	json_t *d;
 	char err[256];
 
@@ -532,7 +515,7 @@ test_register_channel_is_create_only(void **state)
 		assert_refused(a.cl, RAIL_CTL, "registerChannel", "{\"channel\":\"projects.apollo\"}",
 		    want);
 		assert_true(h_log_has(dmn.log, "(registerChannel needs it); registerChannel is off", 0));
-		peer_down(&a);
+		h_peer_down(&a);
 		return;
 	}
 	d = call_ok(a.cl, RAIL_CTL, "registerChannel",
@@ -548,7 +531,7 @@ test_register_channel_is_create_only(void **state)
 	free(v);
 	assert_refused(a.cl, RAIL_CTL, "registerChannel", "{\"channel\":\"general\"}",
 	    "channel \"general\" is not within your read ACL [projects.>]");
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /* ---- ctl.delivery-admin ---- */
@@ -591,7 +574,7 @@ test_reload_is_forwarded_and_checked(void **state)
 static void
 test_evict_kicks_and_verifies(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	char args[512], principal[256];
 	json_t *d;
 
@@ -612,7 +595,7 @@ test_evict_kicks_and_verifies(void **state)
 		assert_true(json_is_false(json_object_get(d, "verifiedGone")));
 		assert_non_null(strstr(json_string_value(json_object_get(d, "note")), "KICK"));
 		json_decref(d);
-		peer_down(&a);
+		h_peer_down(&a);
 		return;
 	}
 	assert_true(json_integer_value(json_object_get(d, "kicked")) >= 1);
@@ -646,7 +629,7 @@ test_evict_kicks_and_verifies(void **state)
 	assert_refused(mgr_cl, RAIL_ADMIN, "evictPrincipals", big,
 	    "evictPrincipals: at most 256 principals per request (got 257)");
 	free(big);
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /* An inventory request, subscribed for its reply but not sent yet. */
@@ -656,7 +639,7 @@ struct inventory_req {
 };
 
 static void
-inventory_prepare(const struct peer *p, const char *tag, struct inventory_req *q)
+inventory_prepare(const struct h_peer *p, const char *tag, struct inventory_req *q)
 {
 	char pre[300], mactor[128];
 	struct jwt j;
@@ -683,7 +666,7 @@ inventory_publish(struct inventory_req *q)
 
 /* Send an inventory request without waiting (its reply into *sub). */
 static void
-inventory_send(const struct peer *p, const char *tag, natsSubscription **sub)
+inventory_send(const struct h_peer *p, const char *tag, natsSubscription **sub)
 {
 	struct inventory_req q;
 
@@ -703,7 +686,7 @@ inventory_send(const struct peer *p, const char *tag, natsSubscription **sub)
 static void
 test_inventories_overtake_a_slow_eviction(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	natsSubscription *inv[20], *slow = NULL;
 	natsMsg *m = NULL;
 	char pre[300], subj[512], reply[600], mactor[128], err[256];
@@ -778,7 +761,7 @@ test_inventories_overtake_a_slow_eviction(void **state)
 	/* One at a time: the second eviction started after the first ended. */
 	assert_true(mono_ms() - t0 >= 2 * SLOW_SWEEP_MS);
 	natsSubscription_Destroy(slow);
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /*
@@ -791,7 +774,7 @@ test_inventories_overtake_a_slow_eviction(void **state)
 static void
 test_inventory_fences_only_while_the_acl_allows_reads(void **state)
 {
-	struct peer a, b;
+	struct h_peer a, b;
 	char args[512], err[256], want[512];
 	json_t *d;
 
@@ -825,8 +808,8 @@ test_inventory_fences_only_while_the_acl_allows_reads(void **state)
 	d = join(&b, "other");
 	assert_true(json_is_true(json_object_get(d, "durable")));
 	json_decref(d);
-	peer_down(&a);
-	peer_down(&b);
+	h_peer_down(&a);
+	h_peer_down(&b);
 }
 
 /*
@@ -839,7 +822,7 @@ test_join_racing_an_inventory_is_in_it_or_refused(void **state)
 {
 	(void)state;
 	for (int round = 0; round < 5; round++) {
-		struct peer a;
+		struct h_peer a;
 		char name[32], args[512];
 		natsSubscription *sub = NULL;
 		natsMsg *m = NULL;
@@ -865,7 +848,7 @@ test_join_racing_an_inventory_is_in_it_or_refused(void **state)
 			assert_non_null(strstr(jr.error, "being retired"));
 		ctl_result_free(&jr);
 		(void)args;
-		peer_down(&a);
+		h_peer_down(&a);
 	}
 }
 
@@ -891,7 +874,7 @@ fanout_passes(uint64_t seq)
 /* An open, not yet activated row, as a join that died before its
  * catch-up leaves it. */
 static void
-row_put_unactivated(const struct peer *p, const char *channel, uint64_t join_cursor)
+row_put_unactivated(const struct h_peer *p, const char *channel, uint64_t join_cursor)
 {
 	char key[1024], body[2048], err[512];
 
@@ -914,7 +897,7 @@ row_put_unactivated(const struct peer *p, const char *channel, uint64_t join_cur
 static void
 test_join_catches_up_what_the_fanout_passed(void **state)
 {
-	struct peer a, b;
+	struct h_peer a, b;
 	uint64_t first = 0, seq = 0;
 	json_t *d, *frames, *row;
 
@@ -944,8 +927,8 @@ test_join_catches_up_what_the_fanout_passed(void **state)
 	assert_true(json_is_true(json_object_get(row, "activated")));
 	json_decref(row);
 	assert_true(h_log_has(dmn.log, "caught", 3000));
-	peer_down(&a);
-	peer_down(&b);
+	h_peer_down(&a);
+	h_peer_down(&b);
 }
 
 /*
@@ -957,7 +940,7 @@ test_join_catches_up_what_the_fanout_passed(void **state)
 static void
 test_catchup_window_evicted_by_retention(void **state)
 {
-	struct peer a, b;
+	struct h_peer a, b;
 	uint64_t first = 0, seq = 0, last = 0;
 	char id[32];
 	json_t *d, *row;
@@ -983,8 +966,8 @@ test_catchup_window_evicted_by_retention(void **state)
 	assert_true((uint64_t)json_integer_value(json_object_get(row, "leaveCursor")) >= seq);
 	json_decref(row);
 	json_decref(drain(&a, 2000)); /* what the catch-up did copy */
-	peer_down(&a);
-	peer_down(&b);
+	h_peer_down(&a);
+	h_peer_down(&b);
 }
 
 /*
@@ -997,7 +980,7 @@ test_catchup_window_evicted_by_retention(void **state)
 static void
 test_acl_narrowed_between_the_joins_two_reads(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	struct ctl_result r;
 	char err[256];
 	json_t *row;
@@ -1023,7 +1006,7 @@ test_acl_narrowed_between_the_joins_two_reads(void **state)
 	assert_string_equal(r.error, "channel \"narrowgap\" is not within your read ACL []");
 	ctl_result_free(&r);
 	assert_null(row_get(&a, "narrowgap"));
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /*
@@ -1035,7 +1018,7 @@ test_acl_narrowed_between_the_joins_two_reads(void **state)
 static void
 test_activation_superseded_by_a_concurrent_leave(void **state)
 {
-	struct peer a;
+	struct h_peer a;
 	struct ctl_result r;
 	char args[256];
 	json_t *row = NULL;
@@ -1068,7 +1051,7 @@ test_activation_superseded_by_a_concurrent_leave(void **state)
 	assert_string_equal(json_string_value(json_object_get(row, "state")), "live-confirmed");
 	assert_false(json_is_true(json_object_get(row, "activated")));
 	json_decref(row);
-	peer_down(&a);
+	h_peer_down(&a);
 }
 
 /*

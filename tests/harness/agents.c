@@ -242,6 +242,34 @@ h_connect_manager(struct mesh *m, struct conn *c, struct ctl_client **cl, char *
 	return 0;
 }
 
+int
+h_peer_up(struct mesh *m, const char *name, const char *allow, struct h_peer *p, char *err,
+	  size_t errlen)
+{
+	memset(p, 0, sizeof(*p));
+	if (h_agent_add(m, name, allow, &p->a) != 0) {
+		snprintf(err, errlen, "cannot add agent %s", name);
+		return -1;
+	}
+	if (h_connect(m, p->a.creds, &p->c, err, errlen) != 0)
+		return -1;
+	if ((p->cl = ctl_client_new(m->space, p->a.owner, p->a.actor, name)) == NULL) {
+		snprintf(err, errlen, "no rail client for %s", name);
+		h_close(&p->c);
+		return -1;
+	}
+	ctl_client_attach(p->cl, p->c.nc);
+	return 0;
+}
+
+void
+h_peer_down(struct h_peer *p)
+{
+	ctl_client_free(p->cl);
+	p->cl = NULL;
+	h_close(&p->c);
+}
+
 /* Agent a's CotalMessage on channel, deduplicated by its id or not. */
 static int
 post_with(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,

@@ -90,6 +90,14 @@ struct member {
 	struct conn c;
 };
 
+/* An agent with its own connection and rail client (h_peer_up). */
+struct ctl_client;
+struct h_peer {
+	struct agent a;
+	struct conn c;
+	struct ctl_client *cl;
+};
+
 /* The daemon under test. */
 struct daemon {
 	pid_t pid;
@@ -257,6 +265,12 @@ int h_member_add(struct mesh *m, const char *name, const char *allow, const char
  * -1 with the words in err. */
 int h_connect_manager(struct mesh *m, struct conn *c, struct ctl_client **cl, char *err,
 		      size_t errlen);
+
+/* Add agent name (read ACL allow, as h_agent_add), connect it and give it
+ * a rail client calling as itself. 0, or -1 with the words in err. */
+int h_peer_up(struct mesh *m, const char *name, const char *allow, struct h_peer *p, char *err,
+	      size_t errlen);
+void h_peer_down(struct h_peer *p);
 
 /* Post a CotalMessage as agent a on channel (JetStream publish; CHAT seq
  * returned). id may be "" (no dedup key). */
