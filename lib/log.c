@@ -4,9 +4,11 @@
  * follows the prefix only for workers ("fanout", "reader", ...).
  */
 #include "lib/log.h"
+#include "lib/clock.h"
 #include "lib/utf8.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -131,6 +133,83 @@ LOG_FN(log_info, "• ", 0)
 LOG_FN(log_warnx, "! ", 0)
 LOG_FN(log_warn, "! ", 1)
 LOG_FN(log_errx, "✗ ", 0)
+
+bool
+log_limit_admit(struct log_limit *l, int64_t now_ms, int64_t window_ms, uint64_t *report)
+{
+	bool say;
+
+	*report = 0;
+	pthread_mutex_lock(&l->mu);
+	if (l->since_ms == 0 || now_ms - l->since_ms >= window_ms) {
+		*report = l->more;
+		l->since_ms = now_ms;
+		l->said = 0;
+		l->more = 0;
+	}
+	say = l->said < LOG_LIMIT_LINES;
+	if (say)
+		l->said++;
+	else
+		l->more++;
+	pthread_mutex_unlock(&l->mu);
+	return say;
+}
+
+int64_t
+log_limit_window_ms(void)
+{
+	static int64_t window;
+
+	if (window == 0) {
+		int64_t w = LOG_LIMIT_WINDOW_MS;
+#ifdef COTAL_TEST_HOOKS
+		const char *e = getenv("COTAL_TEST_LOG_WINDOW_MS");
+		if (e != NULL && atoll(e) > 0)
+			w = atoll(e);
+#endif
+		window = w;
+	}
+	return window;
+}
+
+/* 1234567 as "1,234,567". */
+static void
+thousands(uint64_t n, char *out, size_t len)
+{
+	char digits[32];
+	size_t nd = (size_t)snprintf(digits, sizeof(digits), "%" PRIu64, n), o = 0;
+
+	for (size_t i = 0; i < nd && o + 2 < len; i++) {
+		if (i > 0 && (nd - i) % 3 == 0)
+			out[o++] = ',';
+		out[o++] = digits[i];
+	}
+	out[o] = '\0';
+}
+
+void
+log_warnx_limited(struct log_limit *l, const char *fmt, ...)
+{
+	int64_t window = log_limit_window_ms();
+	uint64_t report;
+	char n[40];
+	va_list ap;
+
+	if (!log_limit_admit(l, mono_ms(), window, &report))
+		return;
+	if (report > 0) {
+		thousands(report, n, sizeof(n));
+		if (window % 1000 == 0)
+			log_warnx("… %s more like this in the last %lld s", n,
+			    (long long)(window / 1000));
+		else
+			log_warnx("… %s more like this in the last %lld ms", n, (long long)window);
+	}
+	va_start(ap, fmt);
+	vlog("! ", fmt, ap, 0);
+	va_end(ap);
+}
 
 void
 log_debug(const char *fmt, ...)

@@ -6,8 +6,11 @@
 #ifndef COTAL_LOG_H
 #define COTAL_LOG_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /*
@@ -28,6 +31,33 @@ void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_errx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * Lines of one cause, rate-limited (issue 28, "Bounded logs"): at most
+ * LOG_LIMIT_LINES in a window of LOG_LIMIT_WINDOW_MS; past that they are
+ * counted, and the first line after the window says how many were not
+ * written: "… 1,234 more like this in the last 60 s". One struct per
+ * cause (a static at the call site, LOG_LIMIT_INIT); any thread.
+ */
+#define LOG_LIMIT_LINES 10
+#define LOG_LIMIT_WINDOW_MS 60000
+struct log_limit {
+	pthread_mutex_t mu;
+	int64_t since_ms;  /* the window's start (0: none yet) */
+	int said;          /* lines written in it */
+	uint64_t more;     /* lines not written in it */
+};
+#define LOG_LIMIT_INIT { PTHREAD_MUTEX_INITIALIZER, 0, 0, 0 }
+/* The decision, at now_ms in a window of window_ms: true to write the line;
+ * *report is the count of the window that just ended, to be said first (0:
+ * nothing to say). */
+bool log_limit_admit(struct log_limit *l, int64_t now_ms, int64_t window_ms, uint64_t *report);
+/* A warning of the cause l. */
+void log_warnx_limited(struct log_limit *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The window every limited line uses: LOG_LIMIT_WINDOW_MS, or in a test
+ * build COTAL_TEST_LOG_WINDOW_MS. */
+int64_t log_limit_window_ms(void);
+
 void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

@@ -213,12 +213,16 @@ arm(const struct timer_subject *ts, const struct timer_request *r, uint64_t tick
 static void
 refuse(natsMsg *m, uint64_t ticket, const char *why)
 {
+	/* Any workflow host may send bad requests: their lines are bounded. */
+	static struct log_limit refusals = LOG_LIMIT_INIT;
+
 	if (!fence_begin(&W.fence, ticket))
 		return;
 	pull_term(&T.pull, m);
 	fence_done(&W.fence);
 	worker_count(C_REFUSED, 1);
-	log_warnx("timer writer: refused a .schedule request permanently (%s)", why);
+	log_warnx_limited(&refusals, "timer writer: refused a .schedule request permanently (%s)",
+	    why);
 }
 
 static void

@@ -98,6 +98,65 @@ test_a_log_line_is_one_escaped_line(void **state)
 	unlink(path);
 }
 
+/* Issue 28: "Repeated lines from one cause are rate-limited with a count
+ * (\"… 1,234 more like this in the last 60 s\")". */
+static void
+test_lines_of_one_cause_are_limited_and_counted(void **state)
+{
+	struct log_limit l = LOG_LIMIT_INIT;
+	uint64_t report;
+	int said = 0;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++) {
+		said += log_limit_admit(&l, 5000 + i, 60000, &report);
+		assert_int_equal(report, 0);
+	}
+	assert_int_equal(said, LOG_LIMIT_LINES);
+	/* Still in the window: counted, not said. */
+	assert_false(log_limit_admit(&l, 5000 + 59999, 60000, &report));
+	assert_int_equal(report, 0);
+	/* The next window's first line says the count of the last. */
+	assert_true(log_limit_admit(&l, 5000 + 60000, 60000, &report));
+	assert_int_equal(report, 1000 - LOG_LIMIT_LINES + 1);
+	assert_true(log_limit_admit(&l, 5000 + 60001, 60000, &report));
+	assert_int_equal(report, 0);
+	/* A quiet window reports nothing. */
+	assert_true(log_limit_admit(&l, 5000 + 200000, 60000, &report));
+	assert_int_equal(report, 0);
+}
+
+/* The count, written: the first line after the window says it. */
+static void
+test_the_count_is_said_with_the_next_line(void **state)
+{
+	static struct log_limit l = LOG_LIMIT_INIT;
+	char path[] = "/tmp/test_log.XXXXXX", buf[8192];
+	int fd = mkstemp(path);
+	FILE *f;
+	size_t n;
+
+	(void)state;
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w+");
+	assert_non_null(f);
+	log_init(NULL, f);
+	for (int i = 0; i < 1244; i++)
+		log_warnx_limited(&l, "refused %d", i);
+	/* The window ends (as if 60 s went by). */
+	l.since_ms -= LOG_LIMIT_WINDOW_MS;
+	log_warnx_limited(&l, "refused again");
+	log_init(NULL, stderr);
+	rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "! refused 9\n! … 1,234 more like this in the last 60 s\n"
+	    "! refused again\n"));
+	assert_null(strstr(buf, "refused 10\n"));
+	fclose(f);
+	unlink(path);
+}
+
 int
 main(void)
 {
@@ -107,6 +166,8 @@ main(void)
 		cmocka_unit_test(test_bytes_of_no_valid_sequence_are_escaped),
 		cmocka_unit_test(test_an_escape_is_never_cut),
 		cmocka_unit_test(test_a_log_line_is_one_escaped_line),
+		cmocka_unit_test(test_lines_of_one_cause_are_limited_and_counted),
+		cmocka_unit_test(test_the_count_is_said_with_the_next_line),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
