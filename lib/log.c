@@ -137,6 +137,13 @@ LOG_FN(log_errx, "✗ ", 0)
 bool
 log_limit_admit(struct log_limit *l, int64_t now_ms, int64_t window_ms, uint64_t *report)
 {
+	return log_limit_admit_n(l, now_ms, window_ms, LOG_LIMIT_LINES, report);
+}
+
+bool
+log_limit_admit_n(struct log_limit *l, int64_t now_ms, int64_t window_ms, int max,
+		  uint64_t *report)
+{
 	bool say;
 
 	*report = 0;
@@ -147,7 +154,7 @@ log_limit_admit(struct log_limit *l, int64_t now_ms, int64_t window_ms, uint64_t
 		l->said = 0;
 		l->more = 0;
 	}
-	say = l->said < LOG_LIMIT_LINES;
+	say = l->said < max;
 	if (say)
 		l->said++;
 	else

@@ -51,6 +51,9 @@ struct log_limit {
  * *report is the count of the window that just ended, to be said first (0:
  * nothing to say). */
 bool log_limit_admit(struct log_limit *l, int64_t now_ms, int64_t window_ms, uint64_t *report);
+/* The same with max lines a window instead of LOG_LIMIT_LINES. */
+bool log_limit_admit_n(struct log_limit *l, int64_t now_ms, int64_t window_ms, int max,
+		       uint64_t *report);
 /* A warning of the cause l. */
 void log_warnx_limited(struct log_limit *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "ipc/ipc.h"
+#include "lib/log.h"
 #include "lib/workspace.h"
 #include "supervisor/creds.h"
 #include "supervisor/lease.h"
@@ -25,6 +26,10 @@
 #define SUP_STOP_GRACE_MS 1500   /* STOP, then SIGKILL: the daemon exits within 2 s */
 #define SUP_READY_TIMEOUT_MS 30000
 #define SUP_LOG_LINE_MAX 4096     /* a relayed worker line is cut there */
+/* A worker's relayed lines a log window (lib/log.h: 60 s), past which they
+ * are counted and not written (issue 28: a relayed worker's volume is
+ * capped; what one worker says never fills the state directory). */
+#define SUP_RELAY_LINES 600
 
 enum worker_phase {
 	WP_DOWN,       /* not running, restart scheduled */
@@ -55,6 +60,7 @@ struct sup_worker {
 	int log_rd;
 	struct event *ev_log;
 	char logbuf[SUP_LOG_LINE_MAX];
+	struct log_limit relayed;     /* SUP_RELAY_LINES a window, across respawns */
 	size_t loglen;
 	uint8_t buf[IPC_MAX_FRAME];
 };

@@ -31,6 +31,7 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
 	"COTAL_TEST_SIGN_FLOOD", /* worker/worker.c */
 	"COTAL_TEST_LOG_WINDOW_MS", /* lib/log.c */
+	"COTAL_TEST_LOG_FLOOD", /* worker/worker.c */
 #endif
 };
 
@@ -53,6 +54,17 @@ relay_line(struct sup_worker *w, const char *line, size_t n)
 	size_t off = 0, wl, ml = 0, from = 0;
 	bool own = false;
 
+	uint64_t untold;
+	int64_t window = log_limit_window_ms();
+	if (!log_limit_admit_n(&w->relayed, sup_now_ms(), window, SUP_RELAY_LINES, &untold))
+		return;
+	if (untold > 0) {
+		int k = snprintf(out, sizeof(out), "! delivery %s: … %llu more lines of this worker "
+		    "not written in the last %lld s (its cap: %d lines a window)\n", w->role,
+		    (unsigned long long)untold, (long long)(window / 1000), SUP_RELAY_LINES);
+		if (k > 0 && write(w->sup->log_fd, out, (size_t)k) < 0)
+			return;
+	}
 	wl = (size_t)snprintf(who, sizeof(who), "delivery %s: ", w->role);
 	for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]) && !own; k++) {
 		ml = strlen(marks[k]);
@@ -466,6 +478,7 @@ workers_init(struct sup *s)
 		/* Once per role, not per process: a worker that crashes and
 		 * is respawned spends from the same budget. */
 		sign_budget_init(&w->budget, sup_now_ms());
+		pthread_mutex_init(&w->relayed.mu, NULL);
 		w->ch = w->sign = w->log_rd = -1;
 		w->ev_restart = evtimer_new(s->base, on_restart, w);
 	}

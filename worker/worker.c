@@ -534,6 +534,24 @@ sign_flood(void)
 	}
 	fatalx("test: %d of %d nonce signatures granted", got, n);
 }
+
+/*
+ * Test hook (COTAL_TEST_LOG_FLOOD=N, the fan-out only): a worker that
+ * writes N lines at once, then, one log window later, one more.
+ */
+static void
+log_flood(void)
+{
+	const char *v = getenv("COTAL_TEST_LOG_FLOOD");
+	int n = v != NULL ? atoi(v) : 0;
+
+	if (n <= 0 || strcmp(W.role->name, "fanout") != 0)
+		return;
+	for (int i = 0; i < n; i++)
+		log_info("test: log flood line %d", i);
+	worker_nap((int)log_limit_window_ms() + 200);
+	log_info("test: log flood over");
+}
 #endif
 
 int
@@ -608,6 +626,7 @@ worker_main(const char *role, const struct worker_role *const *roles)
 
 #ifdef COTAL_TEST_HOOKS
 	sign_flood();
+	log_flood();
 #endif
 	if (connect_broker() != 0)
 		goto out;

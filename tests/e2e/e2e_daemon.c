@@ -623,6 +623,43 @@ flood_lives(const char *path, long from, int *granted, int max)
 }
 
 /*
+ * Issue 28: "a relayed worker's volume is capped". A fan-out that writes
+ * 5,000 lines at once (test hook COTAL_TEST_LOG_FLOOD) reaches the log with
+ * at most SUP_RELAY_LINES (600) of them in the window (4 s here); its next
+ * line, a window later, comes after the count of those not written.
+ */
+static void
+test_a_worker_cannot_flood_the_log(void **state)
+{
+	struct daemon d;
+	bool over = false;
+
+	(void)state;
+	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
+		h_daemon_kill(&dmn);
+	setenv("COTAL_TEST_LOG_FLOOD", "5000", 1);
+	setenv("COTAL_TEST_LOG_WINDOW_MS", "4000", 1);
+	int started = h_daemon_start(&mesh, &d, NULL);
+	unsetenv("COTAL_TEST_LOG_FLOOD");
+	unsetenv("COTAL_TEST_LOG_WINDOW_MS");
+	assert_int_equal(started, 0);
+	over = h_log_has(d.log, "test: log flood over", 30000);
+	int lines = h_log_count(d.log, "test: log flood line");
+	bool told = h_log_has(d.log, "more lines of this worker not written in the last 4 s "
+	    "(its cap: 600 lines a window)", 5000);
+	kill(d.pid, SIGTERM);
+	if (h_daemon_wait_exit(&d, 5000) < 0)
+		h_daemon_kill(&d);
+	printf("• 5,000 lines written by the fan-out, %d in the log\n", lines);
+	if (!over)
+		fail_msg("the flooding fan-out's last line never reached the log; see %s", d.log);
+	assert_true(lines >= 1);
+	assert_true(lines <= 600);
+	if (!told)
+		fail_msg("no count of the lines not written; see %s", d.log);
+}
+
+/*
  * Issue 27: "a worker gets a signature only for a connection its role
  * makes (first connect and reconnects, with the backoff the supervisor
  * already knows), the budget survives respawns (a crash-looping worker does
@@ -823,6 +860,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_sigterm_stops_everything),
 		/* After the suite's daemon released the lease of the space. */
 		cmocka_unit_test(test_a_spent_signing_budget_survives_a_respawn),
+		cmocka_unit_test(test_a_worker_cannot_flood_the_log),
 		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};

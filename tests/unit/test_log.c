@@ -124,6 +124,14 @@ test_lines_of_one_cause_are_limited_and_counted(void **state)
 	/* A quiet window reports nothing. */
 	assert_true(log_limit_admit(&l, 5000 + 200000, 60000, &report));
 	assert_int_equal(report, 0);
+	/* Another cap (a relayed worker's lines: SUP_RELAY_LINES). */
+	struct log_limit r = LOG_LIMIT_INIT;
+	int n = 0;
+	for (int i = 0; i < 50; i++)
+		n += log_limit_admit_n(&r, 100, 60000, 30, &report);
+	assert_int_equal(n, 30);
+	assert_true(log_limit_admit_n(&r, 60100, 60000, 30, &report));
+	assert_int_equal(report, 20);
 }
 
 /* The count, written: the first line after the window says it. */
