@@ -135,7 +135,7 @@ reload(struct host *h)
 {
 	struct manifest m;
 	char err[1024];
-	size_t opened = 0, closed = 0;
+	size_t opened = 0, closed = 0, before = h->n;
 
 	if (manifest_load(h->manifest, &m, err, sizeof(err)) != 0) {
 		log_errx("host: SIGHUP: %s; every lane stays as it is", err);
@@ -162,8 +162,14 @@ reload(struct host *h)
 		if (!have && host_add(h, &m.lanes[j]) == 0)
 			opened++;
 	}
+	/* The others are untouched but for their logs: SIGHUP makes a lane's
+	 * daemon reopen its log file (a rotation, dist/logrotate). */
+	for (size_t i = 0; i < before && i < h->n; i++)
+		if (!h->lanes[i]->closing && h->lanes[i]->pid > 0)
+			kill(h->lanes[i]->pid, SIGHUP);
 	log_info("host: SIGHUP: manifest %s re-read: %zu lane%s to open, %zu to close, the "
-	    "others untouched", h->manifest, opened, opened == 1 ? "" : "s", closed);
+	    "others untouched (their logs reopened)", h->manifest, opened, opened == 1 ? "" : "s",
+	    closed);
 	manifest_free(&m);
 	h->dirty = true;
 }

@@ -101,6 +101,9 @@ lane_open(struct lane *l, const struct lane_exec *x)
 			_exit(127);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* The host's reload sends its lanes SIGHUP (reopen the log): a
+		 * lane still starting ignores it until its handler is set. */
+		signal(SIGHUP, SIG_IGN);
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(p[1], 1) < 0 || dup2(p[1], 2) < 0)
 			_exit(127);
 		closefrom(3);

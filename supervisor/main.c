@@ -216,6 +216,29 @@ transport(const char *why, const char *ca_opt, const char *url, char *err, size_
 	return 0;
 }
 
+/*
+ * SIGHUP: the log file opened again by its name, for a rotation (dist/
+ * logrotate/cotal-deliveryd renames it, then signals). Both of its
+ * descriptors (the relay's and the logger's) are pointed at the new file;
+ * if it cannot be opened the old one is kept, and the line says why.
+ */
+static void
+reopen_log(void)
+{
+	int fd = open(S.log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (fd < 0) {
+		log_warn("delivery: SIGHUP: cannot reopen %s; writing on to the file it was", S.log_path);
+		return;
+	}
+	fflush(S.log_file);
+	if (dup3(fd, S.log_fd, O_CLOEXEC) < 0 || dup3(fd, fileno(S.log_file), O_CLOEXEC) < 0)
+		log_warn("delivery: SIGHUP: cannot reopen %s", S.log_path);
+	else
+		log_info("delivery: SIGHUP: log reopened (%s)", S.log_path);
+	close(fd);
+}
+
 static void
 on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -233,7 +256,8 @@ on_signal(evutil_socket_t sig, short what, void *arg)
 		sup_stop(&S, 0);
 		break;
 	case SIGHUP:
-		log_info("delivery: SIGHUP ignored (credential reload goes over the admin rail)");
+		/* (A credential reload goes over the admin rail.) */
+		reopen_log();
 		break;
 	}
 	if (S.stopping && workers_all_down(&S))
@@ -461,6 +485,7 @@ open_log(void)
 	FILE *f = fdopen(dup(S.log_fd), "a");
 	if (f == NULL)
 		fatal("delivery: log");
+	S.log_file = f;
 	log_init(NULL, f);
 	if (fstat(2, &a) != 0 || fstat(S.log_fd, &b) != 0 || a.st_dev != b.st_dev ||
 	    a.st_ino != b.st_ino)

@@ -82,6 +82,7 @@ struct sup {
 	char log_path[WS_FILE_MAX];
 	char status_path[WS_FILE_MAX];
 	int log_fd;
+	FILE *log_file;               /* the logger's stream: a dup of log_fd */
 
 	uid_t uid;
 	gid_t gid;

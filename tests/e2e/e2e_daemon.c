@@ -623,6 +623,103 @@ flood_lives(const char *path, long from, int *granted, int max)
 }
 
 /*
+ * Issue 28: "the log file is reopened on a signal that a logrotate rule in
+ * dist/ sends". The log renamed away and SIGHUP: the supervisor's lines and
+ * the lines it relays from a worker (a timer respawned after SIGKILL) go to
+ * a new file by the old name; the renamed one gets nothing more.
+ */
+static void
+test_sighup_reopens_the_log(void **state)
+{
+	struct daemon d;
+	char rotated[sizeof(d.log) + 8];
+
+	(void)state;
+	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
+		h_daemon_kill(&dmn);
+	assert_int_equal(h_daemon_start(&mesh, &d, NULL), 0);
+	assert_int_equal(h_daemon_ready(&d, 20000, NULL), 0);
+	snprintf(rotated, sizeof(rotated), "%s.1", d.log);
+	assert_int_equal(rename(d.log, rotated), 0);
+	assert_int_equal(kill(d.pid, SIGHUP), 0);
+	bool reopened = h_log_has(d.log, "delivery: SIGHUP: log reopened", 5000);
+	long old_size = file_size(rotated);
+	pid_t timer = h_daemon_worker_pid(&d, "timer");
+	bool relayed = timer > 0 && kill(timer, SIGKILL) == 0 &&
+	    h_log_has(d.log, "delivery timer:", 15000);
+	long old_after = file_size(rotated);
+	kill(d.pid, SIGTERM);
+	if (h_daemon_wait_exit(&d, 5000) < 0)
+		h_daemon_kill(&d);
+	unlink(rotated);
+	if (!reopened)
+		fail_msg("no new log after SIGHUP; see %s", rotated);
+	if (!relayed)
+		fail_msg("the respawned timer's lines did not reach the new log %s", d.log);
+	assert_int_equal(old_after, old_size);
+}
+
+#ifndef COTAL_DIST_DIR
+#error "COTAL_DIST_DIR must name the source tree's dist/"
+#endif
+
+/*
+ * The same through the rule dist/ ships, run by the real logrotate: its
+ * paths and its postrotate's systemctl replaced by this mesh's log and a
+ * kill of this daemon (the unit's half is systemd's), forced. The live log
+ * is rotated to .1, and the daemon writes a new one by its name.
+ */
+static void
+test_the_logrotate_rule_rotates_a_live_log(void **state)
+{
+	struct daemon d;
+	char conf[H_PATH_MAX * 2 + 32], st[H_PATH_MAX * 2 + 32], cmd[H_PATH_MAX * 8];
+	char rotated[sizeof(d.log) + 8], line[1024];
+	FILE *in, *out;
+
+	(void)state;
+	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
+		h_daemon_kill(&dmn);
+	assert_int_equal(h_daemon_start(&mesh, &d, NULL), 0);
+	assert_int_equal(h_daemon_ready(&d, 20000, NULL), 0);
+	snprintf(conf, sizeof(conf), "%s/logrotate.conf", mesh.dir);
+	snprintf(st, sizeof(st), "%s/logrotate.state", mesh.dir);
+	snprintf(rotated, sizeof(rotated), "%s.1", d.log);
+	assert_non_null(in = fopen(COTAL_DIST_DIR "/logrotate/cotal-deliveryd", "r"));
+	assert_non_null(out = fopen(conf, "w"));
+	int paths = 0, signals = 0;
+	while (fgets(line, sizeof(line), in) != NULL) {
+		if (strncmp(line, "/var/lib/cotal/.cotal/delivery.*.log {", 38) == 0) {
+			fprintf(out, "%s/.cotal/delivery.*.log {\n", mesh.dir);
+			paths++;
+		} else if (strstr(line, "systemctl kill --signal=HUP") != NULL) {
+			fprintf(out, "\t\tkill -HUP %d\n", (int)d.pid);
+			signals++;
+		} else {
+			fputs(line, out);
+		}
+	}
+	fclose(in);
+	fclose(out);
+	chmod(conf, 0644);
+	snprintf(cmd, sizeof(cmd), "logrotate -f -s %s %s 2>&1", st, conf);
+	int rc = system(cmd);
+	bool reopened = h_log_has(d.log, "delivery: SIGHUP: log reopened", 5000);
+	bool kept = text_after(rotated, 0, "serving") || text_after(rotated, 0, "delivery");
+	kill(d.pid, SIGTERM);
+	if (h_daemon_wait_exit(&d, 5000) < 0)
+		h_daemon_kill(&d);
+	assert_int_equal(paths, 1);
+	assert_int_equal(signals, 1);
+	assert_int_equal(rc, 0);
+	if (!kept)
+		fail_msg("logrotate left no %s with the daemon's lines", rotated);
+	unlink(rotated);
+	if (!reopened)
+		fail_msg("the daemon wrote no new %s after the rotation", d.log);
+}
+
+/*
  * Issue 28: "a relayed worker's volume is capped". A fan-out that writes
  * 5,000 lines at once (test hook COTAL_TEST_LOG_FLOOD) reaches the log with
  * at most SUP_RELAY_LINES (600) of them in the window (4 s here); its next
@@ -861,6 +958,8 @@ main(int argc, char **argv)
 		/* After the suite's daemon released the lease of the space. */
 		cmocka_unit_test(test_a_spent_signing_budget_survives_a_respawn),
 		cmocka_unit_test(test_a_worker_cannot_flood_the_log),
+		cmocka_unit_test(test_sighup_reopens_the_log),
+		cmocka_unit_test(test_the_logrotate_rule_rotates_a_live_log),
 		cmocka_unit_test(test_consumer_denial_is_an_error_not_exists),
 		cmocka_unit_test(test_workers_die_with_a_killed_supervisor),
 	};
