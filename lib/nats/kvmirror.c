@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 
+#include "lib/clock.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/nats/natsconn.h"
 
@@ -301,6 +302,7 @@ kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen)
 
 #define BARRIER_MAX 8
 #define BARRIER_TIMEOUT_MS 5000
+#define BARRIER_SLICE_MS 100 /* the wait looks for a failover this often */
 
 int
 kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
@@ -328,6 +330,9 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot subscribe for the barrier's answers");
 		goto out;
 	}
+	uint64_t epoch = conn_reconnects(nc);
+	int64_t until = mono_ms() + BARRIER_TIMEOUT_MS;
+	bool resent = false;
 	for (int i = 0; i < n; i++) {
 		snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", m[i]->stream);
 		snprintf(reply, sizeof(reply), "%s.%d", base, i);
@@ -339,7 +344,28 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	natsConnection_Flush(nc);
 	while (left > 0) {
 		natsMsg *r = NULL;
-		natsStatus s = natsSubscription_NextMsg(&r, sub, BARRIER_TIMEOUT_MS);
+		int64_t wait = until - mono_ms();
+		natsStatus s = natsSubscription_NextMsg(&r, sub,
+		    wait > BARRIER_SLICE_MS ? BARRIER_SLICE_MS : wait > 0 ? wait : 1);
+		if (s == NATS_TIMEOUT && mono_ms() < until) {
+			/* A failover since the requests left: those sent to the
+			 * lost server are never answered. Ask again, once, on the
+			 * new connection, with the whole wait again. */
+			if (!resent && conn_reconnects(nc) != epoch) {
+				resent = true;
+				for (int i = 0; i < n; i++) {
+					if (got[i])
+						continue;
+					snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s",
+					    m[i]->stream);
+					snprintf(reply, sizeof(reply), "%s.%d", base, i);
+					natsConnection_PublishRequest(nc, subj, reply, NULL, 0);
+				}
+				natsConnection_Flush(nc);
+				until = mono_ms() + BARRIER_TIMEOUT_MS;
+			}
+			continue;
+		}
 		if (s != NATS_OK) {
 			conn_strerror(s, why, sizeof(why));
 			snprintf(err, errlen, "stream info of the mirrored buckets: %s", why);

@@ -113,15 +113,28 @@ static void
 drain(struct pubbatch *b, int64_t wait_ms)
 {
 	int64_t until = mono_ms() + wait_ms;
+	bool failed_over = false;
 
 	while (b->inflight > 0) {
 		natsMsg *m = NULL;
 		int64_t left = wait_ms > 0 ? until - mono_ms() : 0;
 		if (wait_ms > 0 && left <= 0)
 			break;
+		if (left > PUBBATCH_SLICE_MS)
+			left = PUBBATCH_SLICE_MS;
 		natsStatus s = natsSubscription_NextMsg(&m, b->sub, left);
-		if (s == NATS_TIMEOUT)
-			break;
+		if (s == NATS_TIMEOUT) {
+			if (wait_ms <= 0 || mono_ms() >= until)
+				break;
+			if (!failed_over && conn_reconnects(b->nc) != b->reconnects) {
+				failed_over = true;
+				if (until - mono_ms() > PUBBATCH_FAILOVER_GRACE_MS)
+					until = mono_ms() + PUBBATCH_FAILOVER_GRACE_MS;
+				snprintf(b->sub_error, sizeof(b->sub_error), "; the connection failed "
+				    "over meanwhile: the wait ended early");
+			}
+			continue;
+		}
 		if (s == NATS_NO_RESPONDERS) {
 			/* An answer, though libnats keeps which: no stream took
 			 * one publish (a leader being elected). One fewer to wait
@@ -203,6 +216,7 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 	b->sub_error[0] = '\0';
 	b->no_responders = 0;
 	b->max_seq = 0;
+	b->reconnects = conn_reconnects(b->nc);
 	return 0;
 }
 

@@ -23,6 +23,13 @@
 #define PUBBATCH_STALL_MS 2000    /* a publish waits this long for room */
 #define PUBBATCH_WAIT_MS 4000     /* a batch waits this long for its PubAcks */
 #define PUBBATCH_DRAIN_EVERY 128  /* answers read without waiting, every this many publishes */
+/* The connection failed over during a batch's wait: what it published
+ * before went to a server that is gone and will never be answered, so the
+ * wait ends this long after the failover is seen (time for the answers of
+ * what the library held back and sent on the new connection), not at
+ * PUBBATCH_WAIT_MS. The items left fail and are published again. */
+#define PUBBATCH_FAILOVER_GRACE_MS 500
+#define PUBBATCH_SLICE_MS 100     /* the wait looks for a failover this often */
 
 struct pubbatch {
 	jsCtx *js;                /* every other JetStream call of the worker */
@@ -43,6 +50,7 @@ struct pubbatch {
 	char error[256];          /* the first failure of the batch */
 	char sub_error[96];       /* what the PubAck subscription said, this batch */
 	uint64_t no_responders;   /* publishes of this batch no stream took (503) */
+	uint64_t reconnects;      /* the connection's failovers when the batch began */
 };
 
 /* Replies under inbox_prefix (the credential's own). 0, or -1. */

@@ -418,3 +418,53 @@ h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, cha
 	    ms / 1000, last);
 	return -1;
 }
+
+/*
+ * The latest meta-leader line of one node's log: its timestamp (the
+ * "YYYY/MM/DD hh:mm:ss.uuuuuu" after the pid, sortable as text) into ts,
+ * and the node it names (itself for "Self is new ...") into *leader.
+ */
+static void
+meta_line_last(struct mesh *m, int i, char *ts, size_t tslen, int *leader)
+{
+	char path[H_PATH_MAX + 32], line[1024];
+	FILE *f;
+
+	ts[0] = '\0';
+	*leader = -1;
+	snprintf(path, sizeof(path), "%s/broker-%d.log", m->dir, i + 1);
+	if ((f = fopen(path, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		const char *self = strstr(line, "Self is new JetStream cluster metadata leader");
+		const char *other = strstr(line, "JetStream cluster new metadata leader: cotal_dev_");
+		const char *t = strchr(line, ']');
+		int who = -1;
+		if ((self == NULL && other == NULL) || t == NULL || strlen(t) < 28)
+			continue;
+		if (self != NULL)
+			who = i;
+		else if (sscanf(other + strlen("JetStream cluster new metadata leader: cotal_dev_"),
+		    "%d", &who) == 1)
+			who -= 1;
+		snprintf(ts, tslen, "%.26s", t + 2);
+		*leader = who;
+	}
+	fclose(f);
+}
+
+int
+h_meta_leader(struct mesh *m)
+{
+	char best[32] = "", ts[32];
+	int leader = -1, who;
+
+	for (int i = 0; i < m->nnodes; i++) {
+		meta_line_last(m, i, ts, sizeof(ts), &who);
+		if (ts[0] != '\0' && strcmp(ts, best) > 0) {
+			snprintf(best, sizeof(best), "%s", ts);
+			leader = who;
+		}
+	}
+	return leader;
+}

@@ -215,6 +215,11 @@ int h_cluster_up(struct mesh *m, const char *space, int n, int replicas);
 int h_node_start(struct mesh *m, int i);  /* node i (0-based) */
 int h_node_kill(struct mesh *m, int i);   /* SIGKILL, wait */
 int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
+/* The node that leads the JetStream meta group, as the nodes' logs last
+ * said ("Self is new JetStream cluster metadata leader" on the leader, "new
+ * metadata leader: <name>/..." on the others, by their timestamps); -1
+ * when no log names one. */
+int h_meta_leader(struct mesh *m);
 /* Wait up to ms for every replica of stream to be current again (a node back
  * from a kill), read on c; a node whose broker runs but whose leader has not
  * heard from it for 15 s is restarted once (nats-server 2.10's mute broker,
