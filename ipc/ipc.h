@@ -90,8 +90,10 @@ struct ipc_config {
 	uint32_t uid, gid;                /* the unprivileged user to drop to */
 	uint32_t drop_privs;              /* 1: drop to uid/gid (started as root) */
 	uint32_t features_off;            /* IPC_OFF_*: what the credential's grants leave out */
-	uint32_t reserved[2];             /* zero */
+	uint32_t max_memberships;         /* rows one lifecycle may hold (registry), 1..IPC_MEMBERSHIPS_MAX */
+	uint32_t reserved[1];             /* zero */
 };
+#define IPC_MEMBERSHIPS_MAX 1000000
 /* registerChannel: the credential may not write channel config rows. */
 #define IPC_OFF_REGISTER 1u
 

@@ -3,6 +3,7 @@
  *
  *   cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] [--creds FILE]
  *                   [--user NAME] [--tls] [--tls-ca FILE] [--standby]
+ *                   [--max-memberships N]
  *
  * This process is the supervisor: it alone reads the credential and keeps
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
@@ -59,6 +60,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
 	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
+	    "                       [--max-memberships N]\n"
 	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
 	    "[--user NAME]\n"
 	    "       cotal-deliveryd --confinement\n");
@@ -555,6 +557,7 @@ main(int argc, char **argv)
 	/* Read and cleared before any child exists (notify.c). */
 	notify_init();
 
+	S.max_memberships = SUP_MAX_MEMBERSHIPS;
 	for (int i = 1; i < argc; i++) {
 		int more = i + 1 < argc;
 		if (strcmp(argv[i], "--space") == 0 && more)
@@ -575,7 +578,18 @@ main(int argc, char **argv)
 			S.lane = true;
 		else if (strcmp(argv[i], "--tls-ca") == 0 && more)
 			tls_ca = argv[++i];
-		else {
+		else if (strcmp(argv[i], "--max-memberships") == 0 && more) {
+			char *end;
+			errno = 0;
+			unsigned long v = strtoul(argv[++i], &end, 10);
+			if (errno != 0 || *end != '\0' || argv[i][0] < '0' || argv[i][0] > '9' ||
+			    v < 1 || v > IPC_MEMBERSHIPS_MAX) {
+				log_errx("delivery: --max-memberships: \"%s\" is not a whole number "
+				    "from 1 to %d", argv[i], IPC_MEMBERSHIPS_MAX);
+				return 2;
+			}
+			S.max_memberships = (uint32_t)v;
+		} else {
 			log_errx("delivery: unknown or incomplete argument \"%s\"", argv[i]);
 			usage();
 		}

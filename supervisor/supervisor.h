@@ -30,6 +30,10 @@
  * are counted and not written (issue 28: a relayed worker's volume is
  * capped; what one worker says never fills the state directory). */
 #define SUP_RELAY_LINES 600
+/* Membership rows one lifecycle may hold, unless --max-memberships says
+ * (issue 28: an agent whose read ACL has a wildcard cannot grow the members
+ * bucket without end). */
+#define SUP_MAX_MEMBERSHIPS 1000
 
 enum worker_phase {
 	WP_DOWN,       /* not running, restart scheduled */
@@ -97,6 +101,7 @@ struct sup {
 	struct sup_creds sys[3];
 	bool have_sys[3];
 	bool register_off;            /* preflight: no grant for channel config rows */
+	uint32_t max_memberships;     /* --max-memberships: rows one lifecycle may hold */
 	char instance[IPC_INSTANCE_MAX]; /* this process's incarnation */
 
 	/* The resident connection (resident.c): reachability, the lease, and

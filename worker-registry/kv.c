@@ -84,6 +84,44 @@ fanout_delivered(uint64_t *seq, char *err, size_t errlen)
 
 /* ---- the members mirror ---- */
 
+/* One more (delta 1) or one fewer (-1) row of row's lifecycle. */
+static void
+lc_count(const struct member_row *row, int delta)
+{
+	char lc[LIFECYCLE_MAX + 1];
+	uintptr_t n;
+
+	if (!lifecycle_format(&row->who, lc, sizeof(lc)))
+		return;
+	n = (uintptr_t)strmap_get(&G.lc_rows, lc) + (uintptr_t)(intptr_t)delta;
+	if (n == 0)
+		strmap_del(&G.lc_rows, lc);
+	else if (strmap_put(&G.lc_rows, lc, (void *)n, NULL) != 0)
+		fatalx("out of memory");
+}
+
+bool
+kv_row_known(const char *key)
+{
+	bool known;
+
+	kvmirror_lock(&G.members);
+	known = strmap_get(&G.rows, key) != NULL;
+	kvmirror_unlock(&G.members);
+	return known;
+}
+
+size_t
+kv_lifecycle_rows(const char *lc)
+{
+	size_t n;
+
+	kvmirror_lock(&G.members);
+	n = (size_t)(uintptr_t)strmap_get(&G.lc_rows, lc);
+	kvmirror_unlock(&G.members);
+	return n;
+}
+
 static void
 members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
 	      int64_t created)
@@ -92,10 +130,13 @@ members_apply(void *arg, const char *key, const char *value, size_t len, uint64_
 	struct mrow *old, *m;
 
 	(void)arg, (void)created;
-	if ((old = strmap_del(&G.rows, key)) != NULL)
+	if ((old = strmap_del(&G.rows, key)) != NULL) {
+		lc_count(&old->row, -1);
 		free(old);
+	}
 	if (!member_row_watched(key, value, len, &parsed, false))
 		return;
+	lc_count(&parsed, 1);
 	size_t sz = offsetof(struct mrow, row) + member_row_size(&parsed);
 	if ((m = malloc(sz)) == NULL)
 		fatalx("out of memory");
@@ -110,12 +151,14 @@ members_reset(void *arg)
 {
 	(void)arg;
 	strmap_clear(&G.rows, free);
+	strmap_clear(&G.lc_rows, NULL);
 }
 
 int
 kv_open(char *err, size_t errlen)
 {
 	strmap_init(&G.rows);
+	strmap_init(&G.lc_rows);
 	if (kvmirror_open(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
 	    members_apply, members_reset, NULL, err, errlen) != 0)
 		return -1;

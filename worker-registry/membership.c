@@ -381,6 +381,37 @@ finish(struct request *r, const char *key, const struct member_row *joined, bool
 	return 1;
 }
 
+/*
+ * Issue 28: a lifecycle holds at most W.cfg.max_memberships rows (open or
+ * left: a leave keeps its row), so that an agent whose read ACL has a
+ * wildcard cannot grow the members bucket, and every worker's mirror of it,
+ * without end. A join of a channel it has a row for adds none. Just below
+ * the bound the mirror is brought up to date first; joins the caller has in
+ * service at once (REG_CALLER_SERVING) may pass it by one less than that.
+ */
+static bool
+rows_bound_allows(const char *key, const char *lc, char *why, size_t whylen)
+{
+	char err[512];
+	size_t max = W.cfg.max_memberships, n = kv_lifecycle_rows(lc);
+
+	if (n + REG_CALLER_SERVING < max)
+		return true;
+	/* At or past the bound already: no read of the bucket for the
+	 * refusal (a flood of joins costs a lookup each); a retirement's
+	 * deletes the mirror has yet to see only delay the next join. */
+	if (n < max && kvmirror_barrier(&G.members, err, sizeof(err)) != 0) {
+		snprintf(why, whylen, "durableJoin: %s", err);
+		return false;
+	}
+	if (kv_row_known(key) || kv_lifecycle_rows(lc) < max)
+		return true;
+	snprintf(why, whylen, "durableJoin: lifecycle %s already holds %zu membership rows, the "
+	    "bound of one lifecycle (cotal-deliveryd --max-memberships %zu); a left channel keeps "
+	    "its row until the lifecycle is retired", lc, kv_lifecycle_rows(lc), max);
+	return false;
+}
+
 void
 op_durable_join(struct request *r)
 {
@@ -401,6 +432,10 @@ op_durable_join(struct request *r)
 	lifecycle_format(&row.who, lc, sizeof(lc));
 	if (!member_key_format(row.channel, &row.who, key, sizeof(key))) {
 		reply_error(r, "durableJoin: the membership key of \"%s\" is too long", row.channel);
+		return;
+	}
+	if (!rows_bound_allows(key, lc, why, sizeof(why))) {
+		reply_error(r, "%s", why);
 		return;
 	}
 	if (!gate_enter(lc, &gate)) {

@@ -79,6 +79,7 @@ struct registry {
 
 	struct kvmirror members;       /* cotal_members_<s> */
 	struct strmap rows;            /* member key -> struct mrow (members' lock) */
+	struct strmap lc_rows;         /* lifecycle -> its rows in `rows`, as (uintptr_t) */
 	struct aclindex acl;           /* cotal_acl_<s> */
 };
 extern struct registry G;
@@ -170,6 +171,10 @@ void kv_close(void);
  */
 int acl_caller_reads(const char *op, const struct rail_caller *c, const char *channel, char *uid,
 		     size_t uidlen, char *why, size_t whylen);
+/* Does the mirror hold a membership row by key (any state)? */
+bool kv_row_known(const char *key);
+/* How many membership rows lifecycle lc holds in the mirror (any state). */
+size_t kv_lifecycle_rows(const char *lc);
 /* The row of one lifecycle now (after a barrier): what acl_row_parse says. */
 int acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen);
 /* "channel \"<ch>\" is not within your read ACL [a, b]" */

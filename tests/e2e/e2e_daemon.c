@@ -906,6 +906,26 @@ test_missing_root_is_refused_naming_the_directory(void **state)
 	rmdir(dir);
 }
 
+/* Issue 28's operator setting: --max-memberships takes a whole number from 1
+ * to 1,000,000 and refuses anything else naming the option, before it reads
+ * anything. */
+static void
+test_max_memberships_is_bounded(void **state)
+{
+	static const char *const bad[] = { "0", "1000001", "-5", "12x", "", " 7" };
+	char out[H_OUT_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(h_daemon_run(&mesh, mesh.dir, out, sizeof(out), "--space",
+		    mesh.space, "--max-memberships", bad[i], NULL), 2);
+		if (strstr(out, "--max-memberships: ") == NULL ||
+		    strstr(out, "is not a whole number from 1 to 1000000") == NULL)
+			fail_msg("--max-memberships \"%s\": expected the bound named in:\n%s", bad[i],
+			    out);
+	}
+}
+
 /* "A TLS-required mesh always starts it with TLS demanded, so it refuses a
  * plaintext listener rather than upgrading on the server's unauthenticated
  * greeting": with the mesh's CA at hand, the suite's plaintext broker is
@@ -952,6 +972,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_systemd_credential_wins_over_the_workspace),
 		cmocka_unit_test(test_sys_observer_admission),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
+		cmocka_unit_test(test_max_memberships_is_bounded),
 		cmocka_unit_test(test_cotal_down_a_never_stops_the_daemon_of_a_b),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),

@@ -78,6 +78,7 @@ valid_config(struct ipc_config *cfg)
 	cfg->uid = 1000;
 	cfg->gid = 1000;
 	cfg->drop_privs = 1;
+	cfg->max_memberships = 1000;
 }
 
 static void
@@ -487,6 +488,16 @@ test_config_malformed_values_refused(void **state)
 	cfg.seccomp_log = 2;
 	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
 	expect_refused(c, c->wrk, IPC_TO_WORKER, "seccomp_log is 2");
+
+	valid_config(&cfg);
+	cfg.max_memberships = 0;
+	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "max_memberships is 0, expected 1 to 1000000");
+
+	valid_config(&cfg);
+	cfg.max_memberships = IPC_MEMBERSHIPS_MAX + 1;
+	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "max_memberships is 1000001");
 
 	valid_config(&cfg);
 	cfg.drop_privs = 7;
