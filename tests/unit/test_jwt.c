@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/codec_check.h"
+
 #include "cli/dev_signer.h"
 #include "lib/creds/jwt.h"
 #include "lib/creds/nkeys.h"
@@ -153,30 +155,20 @@ splice(const char *tok, int which, json_t *j)
 	return out;
 }
 
+static const struct codec b64url = { b64url_encode, b64url_decode, NULL };
+
 static void
 test_b64url_vectors(void **state)
 {
-	static const struct {
-		const char *in, *out;
-	} v[] = {
+	static const struct codec_vector v[] = {
 		{ "", "" }, { "f", "Zg" }, { "fo", "Zm8" }, { "foo", "Zm9v" },
 		{ "foob", "Zm9vYg" }, { "fooba", "Zm9vYmE" },
 		{ "foobar", "Zm9vYmFy" }, { "\xfb\xff", "-_8" },
 	};
 	char out[32];
-	uint8_t back[32];
-	size_t i, n;
 
 	(void)state;
-	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-		n = strlen(v[i].in);
-		assert_int_equal(b64url_encode((const uint8_t *)v[i].in, n, out,
-		    sizeof(out)), strlen(v[i].out));
-		assert_string_equal(out, v[i].out);
-		assert_int_equal(b64url_decode(v[i].out, strlen(v[i].out), back,
-		    sizeof(back)), (long)n);
-		assert_memory_equal(back, v[i].in, n);
-	}
+	codec_vectors(&b64url, v, sizeof(v) / sizeof(v[0]));
 	assert_int_equal(b64url_encode((const uint8_t *)"foobar", 6, out, 8),
 	    0);
 }
@@ -184,32 +176,19 @@ test_b64url_vectors(void **state)
 static void
 test_b64url_strict(void **state)
 {
+	static const char *const bad[] = { "Zg==", "Z", "+/8", "Zh" };
 	uint8_t b[16];
 
 	(void)state;
-	assert_int_equal(b64url_decode("Zg==", 4, b, sizeof(b)), -1);
-	assert_int_equal(b64url_decode("Z", 1, b, sizeof(b)), -1);
-	assert_int_equal(b64url_decode("+/8", 3, b, sizeof(b)), -1);
-	assert_int_equal(b64url_decode("Zh", 2, b, sizeof(b)), -1);
+	codec_refuses(&b64url, bad, sizeof(bad) / sizeof(bad[0]));
 	assert_int_equal(b64url_decode("Zm9vYmFy", 8, b, 5), -1);
 }
 
 static void
 test_b64url_round_trip(void **state)
 {
-	uint8_t in[100], back[100];
-	char text[200];
-	size_t n, i, len;
-
 	(void)state;
-	for (n = 0; n <= sizeof(in); n++) {
-		for (i = 0; i < n; i++)
-			in[i] = (uint8_t)(i * 53 + n);
-		len = b64url_encode(in, n, text, sizeof(text));
-		assert_int_equal(b64url_decode(text, len, back, sizeof(back)),
-		    (long)n);
-		assert_memory_equal(in, back, n);
-	}
+	codec_round_trip(&b64url);
 }
 
 static void

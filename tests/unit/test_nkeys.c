@@ -24,6 +24,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/codec_check.h"
+
 #include "lib/creds/nkeys.h"
 
 #define ERRLEN 256
@@ -69,30 +71,27 @@ test_crc16_check_value(void **state)
 	assert_int_equal(nkey_crc16(NULL, 0), 0);
 }
 
+static size_t
+base32_len(size_t n)
+{
+	return (n * 8 + 4) / 5;
+}
+
+static const struct codec base32 = { nkey_base32_encode, nkey_base32_decode, base32_len };
+
 static void
 test_base32_rfc4648(void **state)
 {
-	static const struct {
-		const char *in, *out;
-	} v[] = {
+	static const struct codec_vector v[] = {
 		{ "", "" }, { "f", "MY" }, { "fo", "MZXQ" }, { "foo", "MZXW6" },
 		{ "foob", "MZXW6YQ" }, { "fooba", "MZXW6YTB" },
 		{ "foobar", "MZXW6YTBOI" },
 	};
 	char out[32];
 	uint8_t back[32];
-	size_t i, n;
 
 	(void)state;
-	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-		n = strlen(v[i].in);
-		assert_int_equal(nkey_base32_encode((const uint8_t *)v[i].in, n,
-		    out, sizeof(out)), strlen(v[i].out));
-		assert_string_equal(out, v[i].out);
-		assert_int_equal(nkey_base32_decode(v[i].out, strlen(v[i].out),
-		    back, sizeof(back)), (long)n);
-		assert_memory_equal(back, v[i].in, n);
-	}
+	codec_vectors(&base32, v, sizeof(v) / sizeof(v[0]));
 	/* Too small an output buffer is refused, not overrun. */
 	assert_int_equal(nkey_base32_encode((const uint8_t *)"foobar", 6, out,
 	    10), 0);
@@ -102,37 +101,21 @@ test_base32_rfc4648(void **state)
 static void
 test_base32_strict(void **state)
 {
+	/* 'Z' in "MZ" leaves the two unused bits non-zero: a second spelling
+	 * of "f" that must not be accepted. */
+	static const char *const bad[] = { "MZXW6YTBO", "M", "MY======", "my", "M1", "MZ" };
 	uint8_t b[16];
 
 	(void)state;
-	assert_int_equal(nkey_base32_decode("MZXW6YTBO", 9, b, sizeof(b)), -1);
-	assert_int_equal(nkey_base32_decode("M", 1, b, sizeof(b)), -1);
-	assert_int_equal(nkey_base32_decode("MY======", 8, b, sizeof(b)), -1);
-	assert_int_equal(nkey_base32_decode("my", 2, b, sizeof(b)), -1);
-	assert_int_equal(nkey_base32_decode("M1", 2, b, sizeof(b)), -1);
-	/* 'Z' leaves the two unused bits non-zero: a second spelling of "f"
-	 * that must not be accepted. */
-	assert_int_equal(nkey_base32_decode("MZ", 2, b, sizeof(b)), -1);
+	codec_refuses(&base32, bad, sizeof(bad) / sizeof(bad[0]));
 	assert_int_equal(nkey_base32_decode("MY", 2, b, sizeof(b)), 1);
 }
 
 static void
 test_base32_round_trip(void **state)
 {
-	uint8_t in[64], back[64];
-	char text[128];
-	size_t n, i, len;
-
 	(void)state;
-	for (n = 0; n <= sizeof(in); n++) {
-		for (i = 0; i < n; i++)
-			in[i] = (uint8_t)(i * 37 + n * 11 + 5);
-		len = nkey_base32_encode(in, n, text, sizeof(text));
-		assert_int_equal(len, (n * 8 + 4) / 5);
-		assert_int_equal(nkey_base32_decode(text, len, back,
-		    sizeof(back)), (long)n);
-		assert_memory_equal(in, back, n);
-	}
+	codec_round_trip(&base32);
 }
 
 static void
