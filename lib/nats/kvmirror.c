@@ -303,6 +303,7 @@ kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen)
 #define BARRIER_MAX 8
 #define BARRIER_TIMEOUT_MS 5000
 #define BARRIER_SLICE_MS 100 /* the wait looks for a failover this often */
+#define BARRIER_RESEND_MS 1000 /* an unanswered STREAM.INFO is asked again this often */
 
 int
 kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
@@ -331,8 +332,7 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 		goto out;
 	}
 	uint64_t epoch = conn_reconnects(nc);
-	int64_t until = mono_ms() + BARRIER_TIMEOUT_MS;
-	bool resent = false;
+	int64_t until = mono_ms() + BARRIER_TIMEOUT_MS, resend_at = mono_ms() + BARRIER_RESEND_MS;
 	for (int i = 0; i < n; i++) {
 		snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", m[i]->stream);
 		snprintf(reply, sizeof(reply), "%s.%d", base, i);
@@ -348,11 +348,14 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 		natsStatus s = natsSubscription_NextMsg(&r, sub,
 		    wait > BARRIER_SLICE_MS ? BARRIER_SLICE_MS : wait > 0 ? wait : 1);
 		if (s == NATS_TIMEOUT && mono_ms() < until) {
-			/* A failover since the requests left: those sent to the
-			 * lost server are never answered. Ask again, once, on the
-			 * new connection, with the whole wait again. */
-			if (!resent && conn_reconnects(nc) != epoch) {
-				resent = true;
+			/* Unanswered: sent to a server that is gone (a failover
+			 * since), or to a stream electing its leader, which does
+			 * not answer until it has one. Ask again every
+			 * BARRIER_RESEND_MS (an answer comes as soon as one can;
+			 * a second answer is ignored), and after a failover with
+			 * the whole wait again. */
+			bool failed_over = conn_reconnects(nc) != epoch;
+			if (failed_over || mono_ms() >= resend_at) {
 				for (int i = 0; i < n; i++) {
 					if (got[i])
 						continue;
@@ -362,6 +365,10 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 					natsConnection_PublishRequest(nc, subj, reply, NULL, 0);
 				}
 				natsConnection_Flush(nc);
+				resend_at = mono_ms() + BARRIER_RESEND_MS;
+			}
+			if (failed_over) {
+				epoch = conn_reconnects(nc);
 				until = mono_ms() + BARRIER_TIMEOUT_MS;
 			}
 			continue;
