@@ -35,7 +35,6 @@
 #include "lib/nats/natsconn.h"
 
 #define UNANSWERED_LOG_EVERY_MS 10000
-#define SHED_LOG_EVERY_MS 60000
 
 struct registry G;
 
@@ -262,42 +261,17 @@ request_decode(struct request *r, const char *data, size_t len)
 	return true;
 }
 
-/*
- * Requests shed past a caller's share, in one line a minute at most: who
- * shed the most, and how many in all.
- */
-static struct {
-	pthread_mutex_t mu;
-	int64_t since_ms;
-	uint64_t n;
-	char last[2 * IDENT_MAX + 2];
-} shed = { PTHREAD_MUTEX_INITIALIZER, 0, 0, "" };
-
+/* Requests shed past a caller's share: one cause, its lines rate-limited
+ * with their count (lib/log.h). */
 static void
 note_shed(const struct rail_caller *c)
 {
-	int64_t now = mono_ms();
+	static struct log_limit shed = LOG_LIMIT_INIT;
 
-	pthread_mutex_lock(&shed.mu);
-	if (shed.since_ms == 0) {
-		/* The first of a minute is said at once. */
-		shed.since_ms = now;
-		log_warnx("%s.%s is past its share of %s.ctl.delivery (%d requests or %d bytes "
-		    "waiting): beyond %d refusals a second its requests are shed unanswered",
-		    c->owner, c->actor, G.prefix, REG_CALLER_WAITING, REG_CALLER_BYTES,
-		    REG_REFUSALS_PER_S);
-	} else {
-		shed.n++;
-		snprintf(shed.last, sizeof(shed.last), "%s.%s", c->owner, c->actor);
-		if (now - shed.since_ms >= SHED_LOG_EVERY_MS) {
-			log_warnx("… %llu more requests shed on %s.ctl.delivery in the last %d s "
-			    "(the last of %s)", (unsigned long long)shed.n, G.prefix,
-			    SHED_LOG_EVERY_MS / 1000, shed.last);
-			shed.since_ms = now;
-			shed.n = 0;
-		}
-	}
-	pthread_mutex_unlock(&shed.mu);
+	log_warnx_limited(&shed, "%s.%s is past its share of %s.ctl.delivery (%d requests or %d "
+	    "bytes waiting): beyond %d refusals a second its requests are shed unanswered",
+	    c->owner, c->actor, G.prefix, REG_CALLER_WAITING, REG_CALLER_BYTES,
+	    REG_REFUSALS_PER_S);
 }
 
 /* A request as it arrived: its reply subject, fence ticket and time. */
