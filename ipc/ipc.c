@@ -213,6 +213,9 @@ check_config(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *
 	if (c.max_memberships < 1 || c.max_memberships > IPC_MEMBERSHIPS_MAX)
 		return refuse(err, errlen, "ipc: CONFIG max_memberships is %" PRIu32 ", expected 1 "
 		    "to %d", c.max_memberships, IPC_MEMBERSHIPS_MAX);
+	if (c.max_channels < 1 || c.max_channels > IPC_CHANNELS_MAX)
+		return refuse(err, errlen, "ipc: CONFIG max_channels is %" PRIu32 ", expected 1 to "
+		    "%d", c.max_channels, IPC_CHANNELS_MAX);
 	if (c.drop_privs && (c.uid == IPC_NO_ID || c.gid == IPC_NO_ID))
 		return refuse(err, errlen, "ipc: CONFIG drops privileges to uid/gid -1");
 	for (i = 0; i < sizeof(c.reserved) / sizeof(c.reserved[0]); i++) {

@@ -91,9 +91,11 @@ struct ipc_config {
 	uint32_t drop_privs;              /* 1: drop to uid/gid (started as root) */
 	uint32_t features_off;            /* IPC_OFF_*: what the credential's grants leave out */
 	uint32_t max_memberships;         /* rows one lifecycle may hold (registry), 1..IPC_MEMBERSHIPS_MAX */
+	uint32_t max_channels;            /* channel rows one lifecycle may create, 1..IPC_CHANNELS_MAX */
 	uint32_t reserved[1];             /* zero */
 };
 #define IPC_MEMBERSHIPS_MAX 1000000
+#define IPC_CHANNELS_MAX 100000
 /* registerChannel: the credential may not write channel config rows. */
 #define IPC_OFF_REGISTER 1u
 

@@ -120,7 +120,7 @@ lease_claim(struct lease *l, const struct lease_io *io, bool again, char *why, s
 			snprintf(why, whylen, "✗ delivery: out of memory");
 			return LEASE_REFUSED;
 		}
-		w = kvcas_write(io->js, l->bucket, LEASE_KEY, body, len, at, false, &rev, err,
+		w = kvcas_write(io->js, l->bucket, LEASE_KEY, body, len, at, false, NULL, &rev, err,
 		    sizeof(err));
 		free(body);
 		if (w == 0) {
@@ -149,7 +149,7 @@ lease_renew(struct lease *l, const struct lease_io *io, char *why, size_t whylen
 		snprintf(why, whylen, "out of memory");
 		return -1;
 	}
-	w = kvcas_write(io->js, l->bucket, LEASE_KEY, body, len, l->rev, false, &rev, err,
+	w = kvcas_write(io->js, l->bucket, LEASE_KEY, body, len, l->rev, false, NULL, &rev, err,
 	    sizeof(err));
 	free(body);
 	if (w == 0) {
@@ -254,7 +254,8 @@ lease_release(struct lease *l, const struct lease_io *io, char *why, size_t whyl
 		l->held = false;
 		return 0; /* not ours to release */
 	}
-	w = kvcas_write(io->js, l->bucket, LEASE_KEY, NULL, 0, l->rev, true, &rev, why, whylen);
+	w = kvcas_write(io->js, l->bucket, LEASE_KEY, NULL, 0, l->rev, true, NULL, &rev, why,
+	    whylen);
 	if (w == 0)
 		l->held = false;
 	else if (w == 1)

@@ -3,7 +3,7 @@
  *
  *   cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] [--creds FILE]
  *                   [--user NAME] [--tls] [--tls-ca FILE] [--standby]
- *                   [--max-memberships N]
+ *                   [--max-memberships N] [--max-channels N]
  *
  * This process is the supervisor: it alone reads the credential and keeps
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
@@ -60,11 +60,29 @@ usage(void)
 {
 	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
 	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
-	    "                       [--max-memberships N]\n"
+	    "                       [--max-memberships N] [--max-channels N]\n"
 	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
 	    "[--user NAME]\n"
 	    "       cotal-deliveryd --confinement\n");
 	exit(2);
+}
+
+/* A bound's value from the command line: a whole number from 1 to max.
+ * 0, or -1 with a line naming the option. */
+static int
+bound_arg(const char *opt, const char *arg, unsigned long max, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno != 0 || *end != '\0' || arg[0] < '0' || arg[0] > '9' || v < 1 || v > max) {
+		log_errx("delivery: %s: \"%s\" is not a whole number from 1 to %lu", opt, arg, max);
+		return -1;
+	}
+	*out = (uint32_t)v;
+	return 0;
 }
 
 /*
@@ -558,6 +576,7 @@ main(int argc, char **argv)
 	notify_init();
 
 	S.max_memberships = SUP_MAX_MEMBERSHIPS;
+	S.max_channels = SUP_MAX_CHANNELS;
 	for (int i = 1; i < argc; i++) {
 		int more = i + 1 < argc;
 		if (strcmp(argv[i], "--space") == 0 && more)
@@ -579,16 +598,14 @@ main(int argc, char **argv)
 		else if (strcmp(argv[i], "--tls-ca") == 0 && more)
 			tls_ca = argv[++i];
 		else if (strcmp(argv[i], "--max-memberships") == 0 && more) {
-			char *end;
-			errno = 0;
-			unsigned long v = strtoul(argv[++i], &end, 10);
-			if (errno != 0 || *end != '\0' || argv[i][0] < '0' || argv[i][0] > '9' ||
-			    v < 1 || v > IPC_MEMBERSHIPS_MAX) {
-				log_errx("delivery: --max-memberships: \"%s\" is not a whole number "
-				    "from 1 to %d", argv[i], IPC_MEMBERSHIPS_MAX);
+			if (bound_arg(argv[i], argv[i + 1], IPC_MEMBERSHIPS_MAX,
+			    &S.max_memberships) != 0)
 				return 2;
-			}
-			S.max_memberships = (uint32_t)v;
+			i++;
+		} else if (strcmp(argv[i], "--max-channels") == 0 && more) {
+			if (bound_arg(argv[i], argv[i + 1], IPC_CHANNELS_MAX, &S.max_channels) != 0)
+				return 2;
+			i++;
 		} else {
 			log_errx("delivery: unknown or incomplete argument \"%s\"", argv[i]);
 			usage();

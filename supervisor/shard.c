@@ -28,6 +28,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/nats/kvwatch.h"
 #include "lib/wire/tokens.h"
 
 /* The shard's state, and since when (the status file shows both). */
@@ -135,13 +136,12 @@ shard_claim_refused(struct sup *s)
 /* The watch's apply runs on the mirror's thread: it only flags and wakes
  * the loop, which reads the row itself. */
 static void
-watch_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	    int64_t created)
+watch_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
 	struct sup *s = arg;
 	char ev = 'L';
 
-	(void)value, (void)len, (void)rev, (void)created;
 	if (strcmp(key, LEASE_KEY) != 0)
 		return;
 	/* Our own renewals come back too: the loop reads the row and tells. */

@@ -34,6 +34,9 @@
  * (issue 28: an agent whose read ACL has a wildcard cannot grow the members
  * bucket without end). */
 #define SUP_MAX_MEMBERSHIPS 1000
+/* Channel config rows one lifecycle may create with registerChannel,
+ * unless --max-channels says (issue 28). */
+#define SUP_MAX_CHANNELS 100
 
 enum worker_phase {
 	WP_DOWN,       /* not running, restart scheduled */
@@ -102,6 +105,7 @@ struct sup {
 	bool have_sys[3];
 	bool register_off;            /* preflight: no grant for channel config rows */
 	uint32_t max_memberships;     /* --max-memberships: rows one lifecycle may hold */
+	uint32_t max_channels;        /* --max-channels: channel rows one lifecycle may create */
 	char instance[IPC_INSTANCE_MAX]; /* this process's incarnation */
 
 	/* The resident connection (resident.c): reachability, the lease, and

@@ -449,6 +449,7 @@ worker_spawn(struct sup_worker *w)
 	cfg.drop_privs = s->drop;
 	cfg.features_off = s->register_off ? IPC_OFF_REGISTER : 0;
 	cfg.max_memberships = s->max_memberships;
+	cfg.max_channels = s->max_channels;
 	/* The socket buffer holds both: a blocking worker reads them at once. */
 	if (ipc_send(w->ch, IPC_CONFIG, &cfg, sizeof(cfg)) != 0 ||
 	    ipc_send(w->ch, IPC_JWT, s->creds.c.jwt, strlen(s->creds.c.jwt)) != 0 ||

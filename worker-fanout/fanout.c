@@ -24,6 +24,7 @@
 #include "lib/clock.h"
 #include "lib/nats/jsack.h"
 #include "lib/nats/kvmirror.h"
+#include "lib/nats/kvwatch.h"
 #include "lib/log.h"
 #include "lib/nats/pubbatch.h"
 #include "lib/nats/pull.h"
@@ -168,13 +169,15 @@ roster_add(struct member_row *r)
 }
 
 static void
-members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	      int64_t created)
+members_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *old, *row;
 
-	(void)arg, (void)rev, (void)created;
+	(void)arg;
 	if ((old = strmap_del(&F.rows, key)) != NULL) {
 		roster_remove(old);
 		free(old);
@@ -207,12 +210,14 @@ members_reset(void *arg)
 /* ---- channel configs, presence, read ACLs ---- */
 
 static void
-configs_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	      int64_t created)
+configs_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
 	char *copy = NULL, *old;
 
-	(void)arg, (void)rev, (void)created;
+	(void)arg;
 	if (value != NULL) {
 		if ((copy = malloc(len + 1)) == NULL)
 			fatalx("out of memory");
@@ -233,13 +238,16 @@ configs_reset(void *arg)
 }
 
 static void
-presence_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	       int64_t created)
+presence_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
+	int64_t created = e->created_ms;
 	struct presence *p;
 	char uid[UID_MAX + 1];
 
-	(void)arg, (void)rev;
+	(void)arg;
 	free(strmap_del(&F.roster_live, key));
 	if (value == NULL)
 		return;

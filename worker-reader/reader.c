@@ -23,6 +23,7 @@
 #include "lib/clock.h"
 #include "lib/nats/jsack.h"
 #include "lib/nats/kvmirror.h"
+#include "lib/nats/kvwatch.h"
 #include "lib/log.h"
 #include "lib/nats/natsconn.h"
 #include "lib/nats/pubbatch.h"
@@ -61,13 +62,15 @@ static struct reader R;
 /* ---- mirrors ---- */
 
 static void
-members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	      int64_t created)
+members_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *row;
 
-	(void)arg, (void)rev, (void)created;
+	(void)arg;
 	free(strmap_del(&R.rows, key));
 	if (!member_row_watched(key, value, len, &parsed, true))
 		return; /* a row that does not decode authorizes nothing */

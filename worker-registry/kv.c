@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "lib/nats/kvcas.h"
+#include "lib/nats/kvwatch.h"
 #include "lib/log.h"
 #include "lib/nats/natsconn.h"
 #include "worker/worker.h"
@@ -36,7 +37,23 @@ kv_write(struct request *r, const char *bucket, const char *key, const char *val
 		    del ? "delete" : "write", bucket, key);
 		return -1;
 	}
-	rc = kvcas_write(G.js, bucket, key, value, len, expect, del, rev, err, errlen);
+	rc = kvcas_write(G.js, bucket, key, value, len, expect, del, NULL, rev, err, errlen);
+	effect_done();
+	return rc;
+}
+
+int
+kv_create(struct request *r, const char *bucket, const char *key, const char *value, size_t len,
+	  uint64_t expect, const char *lc, uint64_t *rev, char *err, size_t errlen)
+{
+	int rc;
+
+	if (!effect_begin(r)) {
+		snprintf(err, errlen, "write %s/%.150s: the daemon stopped serving the shard", bucket,
+		    key);
+		return -1;
+	}
+	rc = kvcas_write(G.js, bucket, key, value, len, expect, false, lc, rev, err, errlen);
 	effect_done();
 	return rc;
 }
@@ -123,13 +140,16 @@ kv_lifecycle_rows(const char *lc)
 }
 
 static void
-members_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	      int64_t created)
+members_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
+	uint64_t rev = e->revision;
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct mrow *old, *m;
 
-	(void)arg, (void)created;
+	(void)arg;
 	if ((old = strmap_del(&G.rows, key)) != NULL) {
 		lc_count(&old->row, -1);
 		free(old);
@@ -154,14 +174,73 @@ members_reset(void *arg)
 	strmap_clear(&G.lc_rows, NULL);
 }
 
+/* ---- the channels mirror: who created which row ---- */
+
+static void
+creator_count(const char *lc, int delta)
+{
+	uintptr_t n = (uintptr_t)strmap_get(&G.lc_channels, lc) + (uintptr_t)(intptr_t)delta;
+
+	if (n == 0)
+		strmap_del(&G.lc_channels, lc);
+	else if (strmap_put(&G.lc_channels, lc, (void *)n, NULL) != 0)
+		fatalx("out of memory");
+}
+
+/* A row counts against the lifecycle its origin header names while that
+ * message is the row's latest: the manager's rewrite or delete frees it. */
+static void
+channels_apply(void *arg, const struct kvw_entry *e)
+{
+	char *old, *lc;
+
+	(void)arg;
+	if ((old = strmap_del(&G.ch_origin, e->key)) != NULL) {
+		creator_count(old, -1);
+		free(old);
+	}
+	if (e->value == NULL || e->origin == NULL || strlen(e->origin) > LIFECYCLE_MAX)
+		return;
+	if ((lc = strdup(e->origin)) == NULL || strmap_put(&G.ch_origin, e->key, lc, NULL) != 0)
+		fatalx("out of memory");
+	creator_count(lc, 1);
+}
+
+static void
+channels_reset(void *arg)
+{
+	(void)arg;
+	strmap_clear(&G.ch_origin, free);
+	strmap_clear(&G.lc_channels, NULL);
+}
+
+int
+kv_lifecycle_channels(const char *lc, size_t *n, char *err, size_t errlen)
+{
+	if (kvmirror_barrier(&G.channels, err, errlen) != 0)
+		return -1;
+	kvmirror_lock(&G.channels);
+	*n = (size_t)(uintptr_t)strmap_get(&G.lc_channels, lc);
+	kvmirror_unlock(&G.channels);
+	return 0;
+}
+
 int
 kv_open(char *err, size_t errlen)
 {
 	strmap_init(&G.rows);
 	strmap_init(&G.lc_rows);
+	strmap_init(&G.ch_origin);
+	strmap_init(&G.lc_channels);
 	if (kvmirror_open(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
 	    members_apply, members_reset, NULL, err, errlen) != 0)
 		return -1;
+	if (!(W.cfg.features_off & IPC_OFF_REGISTER)) {
+		if (kvmirror_open(&G.channels, W.nc, W.cfg.inbox_prefix, G.js, G.channels_bucket,
+		    channels_apply, channels_reset, NULL, err, errlen) != 0)
+			return -1;
+		G.channels_open = true;
+	}
 	return aclindex_open(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, err, errlen);
 }
 
@@ -169,6 +248,10 @@ void
 kv_close(void)
 {
 	aclindex_close(&G.acl);
+	if (G.channels_open)
+		kvmirror_close(&G.channels);
+	G.channels_open = false;
+	channels_reset(NULL);
 	kvmirror_close(&G.members);
 	members_reset(NULL);
 }

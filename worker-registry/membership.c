@@ -606,9 +606,11 @@ void
 op_register_channel(struct request *r)
 {
 	char ch[CHANNEL_MAX + 1], why[CTL_WHY_MAX], uid[UID_MAX + 1], err[1024];
+	char lc[LIFECYCLE_MAX + 1];
+	struct lifecycle who;
 	const char *desc = NULL;
 	char *old = NULL, *body;
-	size_t len;
+	size_t len, made;
 	uint64_t at, rev;
 	int have;
 
@@ -637,12 +639,30 @@ op_register_channel(struct request *r)
 		reply_data(r, json_pack("{s:s, s:b}", "channel", ch, "created", 0));
 		return;
 	}
+	snprintf(who.owner, sizeof(who.owner), "%s", r->caller.owner);
+	snprintf(who.actor, sizeof(who.actor), "%s", r->caller.actor);
+	snprintf(who.uid, sizeof(who.uid), "%s", uid);
+	lifecycle_format(&who, lc, sizeof(lc));
+	if (kv_lifecycle_channels(lc, &made, err, sizeof(err)) != 0) {
+		reply_error(r, "registerChannel: cannot read the channel registry now (%s); retry",
+		    err);
+		return;
+	}
+	if (made >= W.cfg.max_channels) {
+		reply_error(r, "registerChannel: lifecycle %s already created %zu channels, the bound "
+		    "of one registration (cotal-deliveryd --max-channels %" PRIu32 "); a channel "
+		    "counts until its config row is rewritten or deleted by the manager", lc, made,
+		    W.cfg.max_channels);
+		return;
+	}
 	json_t *cfg = desc != NULL ? json_pack("{s:s}", "description", desc) : json_object();
 	body = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	if (body == NULL)
 		fatalx("out of memory");
-	int w = kv_write(r, G.channels_bucket, ch, body, strlen(body), at, false, &rev, err,
+	/* The creator rides beside the row (kv_create), so the bound holds
+	 * across restarts; the row itself is the client's record, unchanged. */
+	int w = kv_create(r, G.channels_bucket, ch, body, strlen(body), at, lc, &rev, err,
 	    sizeof(err));
 	free(body);
 	if (w < 0)

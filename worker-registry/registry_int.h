@@ -80,6 +80,12 @@ struct registry {
 	struct kvmirror members;       /* cotal_members_<s> */
 	struct strmap rows;            /* member key -> struct mrow (members' lock) */
 	struct strmap lc_rows;         /* lifecycle -> its rows in `rows`, as (uintptr_t) */
+	/* cotal_channels_<s>, when registerChannel is served: only who
+	 * created each row (KVW_ORIGIN_HEADER), never the configs. */
+	struct kvmirror channels;
+	bool channels_open;
+	struct strmap ch_origin;       /* channel -> the lifecycle that created it (channels' lock) */
+	struct strmap lc_channels;     /* lifecycle -> rows it created, as (uintptr_t) */
 	struct aclindex acl;           /* cotal_acl_<s> */
 };
 extern struct registry G;
@@ -155,13 +161,17 @@ int kv_read(const char *bucket, const char *key, char **value, size_t *len, uint
  * del: a delete marker. 0 with *rev, 1 on a CAS conflict, -1 with err. */
 int kv_write(struct request *r, const char *bucket, const char *key, const char *value,
 	     size_t len, uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen);
+/* kv_write of a row that names its creator, lifecycle lc, beside it. */
+int kv_create(struct request *r, const char *bucket, const char *key, const char *value,
+	      size_t len, uint64_t expect, const char *lc, uint64_t *rev, char *err,
+	      size_t errlen);
 /* A stream's last sequence (and, when ms_per_subject is set, its
  * max_msgs_per_subject). */
 int stream_last_seq(const char *stream, uint64_t *last, int64_t *max_per_subject, char *err,
 		    size_t errlen);
 /* The fanout consumer's delivered stream sequence. */
 int fanout_delivered(uint64_t *seq, char *err, size_t errlen);
-/* Open/close the mirrors (members, acl). */
+/* Open/close the mirrors (members, acl, and channels unless registerChannel is off). */
 int kv_open(char *err, size_t errlen);
 void kv_close(void);
 /*
@@ -175,6 +185,9 @@ int acl_caller_reads(const char *op, const struct rail_caller *c, const char *ch
 bool kv_row_known(const char *key);
 /* How many membership rows lifecycle lc holds in the mirror (any state). */
 size_t kv_lifecycle_rows(const char *lc);
+/* How many channel config rows lifecycle lc created that still name it,
+ * after a barrier of the channels mirror: 0 with *n, or -1 with err. */
+int kv_lifecycle_channels(const char *lc, size_t *n, char *err, size_t errlen);
 /* The row of one lifecycle now (after a barrier): what acl_row_parse says. */
 int acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen);
 /* "channel \"<ch>\" is not within your read ACL [a, b]" */

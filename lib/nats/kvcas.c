@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/nats/kvwatch.h"
 #include "lib/nats/natsconn.h"
 
 #define SUBJECT_MAX 8192
@@ -53,7 +54,7 @@ kvcas_read(jsCtx *js, const char *bucket, const char *key, char **value, size_t 
 
 int
 kvcas_write(jsCtx *js, const char *bucket, const char *key, const char *value, size_t len,
-	    uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen)
+	    uint64_t expect, bool del, const char *origin, uint64_t *rev, char *err, size_t errlen)
 {
 	char subj[SUBJECT_MAX], seq[24], what[256];
 	natsMsg *m = NULL;
@@ -71,6 +72,8 @@ kvcas_write(jsCtx *js, const char *bucket, const char *key, const char *value, s
 		s = natsMsgHeader_Set(m, "Nats-Expected-Last-Subject-Sequence", seq);
 	if (s == NATS_OK && del)
 		s = natsMsgHeader_Set(m, "KV-Operation", "DEL");
+	if (s == NATS_OK && origin != NULL && !del)
+		s = natsMsgHeader_Set(m, KVW_ORIGIN_HEADER, origin);
 	if (s == NATS_OK)
 		s = js_PublishMsg(&pa, js, m, NULL, &jerr);
 	if (s == NATS_OK) {

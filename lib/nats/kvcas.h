@@ -26,10 +26,13 @@ int kvcas_read(jsCtx *js, const char *bucket, const char *key, char **value, siz
 
 /*
  * Write key at expected revision expect (0: the key has no message yet);
- * del: a delete marker instead of a value. 0 with *rev, 1 on a CAS
- * conflict, -1 with err (the broker's or the library's words).
+ * del: a delete marker instead of a value. origin (NULL: none) names the
+ * writer in the message's KVW_ORIGIN_HEADER (lib/nats/kvwatch.h), beside
+ * the value, not in it. 0 with *rev, 1 on a CAS conflict, -1 with err (the
+ * broker's or the library's words).
  */
 int kvcas_write(jsCtx *js, const char *bucket, const char *key, const char *value, size_t len,
-		uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen);
+		uint64_t expect, bool del, const char *origin, uint64_t *rev, char *err,
+		size_t errlen);
 
 #endif

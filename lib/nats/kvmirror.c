@@ -44,6 +44,7 @@ struct kvmirror_staged {
 	size_t len;
 	uint64_t revision;
 	int64_t created_ms;
+	char *origin;
 };
 
 static void
@@ -52,6 +53,7 @@ stage_clear(struct kvmirror *m)
 	for (size_t i = 0; i < m->nstaged; i++) {
 		free(m->staged[i].key);
 		free(m->staged[i].value);
+		free(m->staged[i].origin);
 	}
 	free(m->staged);
 	m->staged = NULL;
@@ -64,7 +66,7 @@ static int
 stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whylen)
 {
 	size_t klen = strlen(e->key), need = klen + 1 + (e->value ? e->len + 1 : 0) +
-	    sizeof(*m->staged);
+	    (e->origin ? strlen(e->origin) + 1 : 0) + sizeof(*m->staged);
 	struct kvmirror_staged *st;
 
 	if (m->staged_bytes + need > KVMIRROR_STAGE_MAX) {
@@ -91,6 +93,11 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 		}
 		memcpy(st->value, e->value, e->len);
 		st->value[e->len] = '\0';
+	}
+	if (e->origin != NULL && (st->origin = strdup(e->origin)) == NULL) {
+		free(st->key);
+		free(st->value);
+		goto oom;
 	}
 	st->len = e->len;
 	st->revision = e->revision;
@@ -202,8 +209,10 @@ watch_thread(void *arg)
 				m->reset(m->arg);
 			for (size_t i = 0; i < m->nstaged; i++) {
 				const struct kvmirror_staged *st = &m->staged[i];
-				m->apply(m->arg, st->key, st->value, st->len, st->revision,
-				    st->created_ms);
+				struct kvw_entry se = { .key = st->key, .value = st->value,
+				    .len = st->len, .revision = st->revision,
+				    .created_ms = st->created_ms, .origin = st->origin };
+				m->apply(m->arg, &se);
 				if (st->revision > m->applied)
 					m->applied = st->revision;
 			}
@@ -214,7 +223,7 @@ watch_thread(void *arg)
 			m->rebuilds++;
 			m->error[0] = '\0';
 		} else {
-			m->apply(m->arg, e.key, e.value, e.len, e.revision, e.created_ms);
+			m->apply(m->arg, &e);
 			if (e.revision > m->applied)
 				m->applied = e.revision;
 		}

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 struct kvwatch;
+struct kvw_entry;
 
 #define KVMIRROR_BUCKET_MAX 300
 #define KVMIRROR_BARRIER_MS 1000   /* the watch gets this long to catch up */
@@ -34,10 +35,9 @@ struct kvwatch;
 
 struct kvmirror_staged;
 
-/* A put (value non-NULL) or a delete/purge (value NULL) of key.
- * created_ms: when the broker stored it (ms since the epoch). */
-typedef void (*kvmirror_apply_fn)(void *arg, const char *key, const char *value, size_t len,
-				  uint64_t revision, int64_t created_ms);
+/* A put (e->value non-NULL) or a delete/purge (e->value NULL) of e->key;
+ * the entry's strings are valid for the call only. */
+typedef void (*kvmirror_apply_fn)(void *arg, const struct kvw_entry *e);
 /* Forget everything: a rebuilt watch delivers the whole bucket again. */
 typedef void (*kvmirror_reset_fn)(void *arg);
 

@@ -240,6 +240,10 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 	e->len = gone ? 0 : (size_t)natsMsg_GetDataLength(m);
 	e->revision = meta.sseq;
 	e->created_ms = meta.ts_ns / 1000000;
+	e->origin = NULL;
+	if (!gone && (natsMsgHeader_Get(m, KVW_ORIGIN_HEADER, &e->origin) != NATS_OK ||
+	    e->origin == NULL || e->origin[0] == '\0'))
+		e->origin = NULL;
 	w->held = m;
 	return KVW_ENTRY;
 }

@@ -23,6 +23,9 @@
 
 #define KVWATCH_HEARTBEAT_MS 2000
 #define KVWATCH_SILENT_MS (3 * KVWATCH_HEARTBEAT_MS) /* then the watch is lost */
+/* The writer a row names, in a header of the KV message: the value a
+ * client reads is the record alone, byte for byte (kvcas_write's origin). */
+#define KVW_ORIGIN_HEADER "Cotal-Created-By"
 
 struct kvwatch;
 
@@ -32,6 +35,7 @@ struct kvw_entry {
 	size_t len;
 	uint64_t revision;   /* the stream sequence */
 	int64_t created_ms;  /* when the broker stored it */
+	const char *origin;  /* KVW_ORIGIN_HEADER's value, NULL: none (valid as key) */
 };
 
 enum kvw_event {

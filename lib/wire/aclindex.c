@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "lib/log.h"
+#include "lib/nats/kvwatch.h"
 
 static void
 free_row(void *v)
@@ -14,12 +15,14 @@ free_row(void *v)
 }
 
 static void
-apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev, int64_t created)
+apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
 	struct aclindex *x = arg;
 	struct acl_row *r, *old;
 
-	(void)rev, (void)created;
 	if ((old = strmap_del(&x->rows, key)) != NULL)
 		free_row(old);
 	if (value == NULL)

@@ -906,23 +906,30 @@ test_missing_root_is_refused_naming_the_directory(void **state)
 	rmdir(dir);
 }
 
-/* Issue 28's operator setting: --max-memberships takes a whole number from 1
- * to 1,000,000 and refuses anything else naming the option, before it reads
- * anything. */
+/* Issue 28's operator settings: --max-memberships takes a whole number from
+ * 1 to 1,000,000, --max-channels from 1 to 100,000; anything else is
+ * refused naming the option, before anything is read. */
 static void
 test_max_memberships_is_bounded(void **state)
 {
 	static const char *const bad[] = { "0", "1000001", "-5", "12x", "", " 7" };
-	char out[H_OUT_MAX];
+	static const struct { const char *opt, *over, *range; } opts[] = {
+		{ "--max-memberships", "1000001", "is not a whole number from 1 to 1000000" },
+		{ "--max-channels", "100001", "is not a whole number from 1 to 100000" },
+	};
+	char out[H_OUT_MAX], opt[64];
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(h_daemon_run(&mesh, mesh.dir, out, sizeof(out), "--space",
-		    mesh.space, "--max-memberships", bad[i], NULL), 2);
-		if (strstr(out, "--max-memberships: ") == NULL ||
-		    strstr(out, "is not a whole number from 1 to 1000000") == NULL)
-			fail_msg("--max-memberships \"%s\": expected the bound named in:\n%s", bad[i],
-			    out);
+	for (size_t o = 0; o < sizeof(opts) / sizeof(opts[0]); o++) {
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			const char *v = strcmp(bad[i], "1000001") == 0 ? opts[o].over : bad[i];
+			assert_int_equal(h_daemon_run(&mesh, mesh.dir, out, sizeof(out), "--space",
+			    mesh.space, opts[o].opt, v, NULL), 2);
+			snprintf(opt, sizeof(opt), "%s: \"%s\" ", opts[o].opt, v);
+			if (strstr(out, opt) == NULL || strstr(out, opts[o].range) == NULL)
+				fail_msg("%s \"%s\": expected the bound named in:\n%s", opts[o].opt, v,
+				    out);
+		}
 	}
 }
 

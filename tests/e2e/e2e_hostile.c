@@ -6,11 +6,12 @@
  * leaves and lists and the manager takes inventories and probes liveness:
  * every one of those is answered, each within a second; the flooder gets
  * refusals; no worker restarts; the daemon's memory grows by at most 50 MB.
- * And an agent whose read ACL has a wildcard joins distinct channels until
- * the membership bound of its lifecycle refuses it.
+ * And an agent whose read ACL has a wildcard joins (or registers) distinct
+ * channels until the membership (channel) bound of its lifecycle refuses it.
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -367,29 +368,39 @@ static int wild_joins = 100000;
 
 struct wild {
 	struct h_peer *p;
+	const char *op;       /* durableJoin or registerChannel */
+	const char *channel;  /* printf format of the i-th distinct channel */
+	const char *bounded_text;
+	int n;                /* requests in all */
 	_Atomic int next;
 	_Atomic long ok, bounded, other;
+	_Atomic int first_ok; /* the lowest i answered ok, or n */
 	char other_why[256];
 	pthread_mutex_t mu;
 };
 
+/* WILD_THREADS of these send w->n requests of w->op for distinct channels,
+ * two in service at once like any caller, and sort the answers. */
 static void *
 wild_run(void *arg)
 {
 	struct wild *w = arg;
-	char args[128];
+	char ch[96];
 	int i;
 
-	while ((i = atomic_fetch_add(&w->next, 1)) < wild_joins) {
+	while ((i = atomic_fetch_add(&w->next, 1)) < w->n) {
 		struct ctl_result r;
-		snprintf(args, sizeof(args), "{\"channel\":\"wild.c%d\"}", i);
-		json_t *a = json_loads(args, 0, NULL);
-		ctl_call(w->p->cl, RAIL_CTL, "durableJoin", a, CALL_MS, &r);
+		snprintf(ch, sizeof(ch), w->channel, i);
+		json_t *a = json_pack("{s:s}", "channel", ch);
+		ctl_call(w->p->cl, RAIL_CTL, w->op, a, CALL_MS, &r);
 		json_decref(a);
 		if (r.outcome == CTL_REPLIED && r.ok) {
 			atomic_fetch_add(&w->ok, 1);
+			int lo = atomic_load(&w->first_ok);
+			while (i < lo && !atomic_compare_exchange_weak(&w->first_ok, &lo, i))
+				;
 		} else if (r.outcome == CTL_REPLIED && r.error != NULL &&
-		    strstr(r.error, "membership rows, the bound of one lifecycle") != NULL) {
+		    strstr(r.error, w->bounded_text) != NULL) {
 			atomic_fetch_add(&w->bounded, 1);
 		} else {
 			if (atomic_fetch_add(&w->other, 1) == 0) {
@@ -404,19 +415,55 @@ wild_run(void *arg)
 	return NULL;
 }
 
-/*
- * The issue: "An agent with a wildcard ACL joining 100,000 distinct channels
- * hits the lifecycle bound with its text; the members bucket and the
- * workers' memory stay within the bound."
- */
+static void
+wild_flood(struct wild *w)
+{
+	pthread_t th[WILD_THREADS];
+
+	atomic_store(&w->first_ok, w->n);
+	for (int i = 0; i < WILD_THREADS; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, wild_run, w), 0);
+	for (int i = 0; i < WILD_THREADS; i++)
+		pthread_join(th[i], NULL);
+}
+
+/* One call of op on the agents' rail with args (stolen): its data (the
+ * caller decrefs; json null when it had none), or NULL with the error
+ * text in buf. */
+static json_t *
+call_one(struct h_peer *p, const char *op, json_t *args, char *buf, size_t len)
+{
+	struct ctl_result r;
+	json_t *d = NULL;
+
+	ctl_call(p->cl, RAIL_CTL, op, args, CALL_MS, &r);
+	json_decref(args);
+	if (r.outcome == CTL_REPLIED && r.ok)
+		d = r.data != NULL ? json_incref(r.data) : json_null();
+	snprintf(buf, len, "%s", r.outcome == CTL_REPLIED ? (r.error ? r.error : "ok") :
+	    ctl_outcome_name(r.outcome));
+	ctl_result_free(&r);
+	return d;
+}
+
+/* The same for {"channel": ch}: answered ok? */
+static bool
+call_channel(struct h_peer *p, const char *op, const char *ch, char *buf, size_t len)
+{
+	json_t *d = call_one(p, op, json_pack("{s:s}", "channel", ch), buf, len);
+
+	json_decref(d);
+	return d != NULL;
+}
+
 static void
 test_a_wildcard_agent_hits_the_membership_bound(void **state)
 {
 	struct h_peer p;
-	struct wild w = { .p = &p, .mu = PTHREAD_MUTEX_INITIALIZER };
-	pthread_t th[WILD_THREADS];
+	struct wild w = { .p = &p, .op = "durableJoin", .channel = "wild.c%d", .n = wild_joins,
+	    .bounded_text = "membership rows, the bound of one lifecycle",
+	    .mu = PTHREAD_MUTEX_INITIALIZER };
 	char stream[160], first[512];
-	struct ctl_result r;
 
 	(void)state;
 	peer_up(&p, "wildcard", "wild.>");
@@ -424,24 +471,13 @@ test_a_wildcard_agent_hits_the_membership_bound(void **state)
 	int64_t rows0 = h_stream_msgs(&prov, stream);
 	long kb0 = daemon_rss_kb();
 	int64_t t0 = mono_ms();
-	for (int i = 0; i < WILD_THREADS; i++)
-		assert_int_equal(pthread_create(&th[i], NULL, wild_run, &w), 0);
-	for (int i = 0; i < WILD_THREADS; i++)
-		pthread_join(th[i], NULL);
+	wild_flood(&w);
 	int64_t took = mono_ms() - t0;
 	int64_t rows = h_stream_msgs(&prov, stream) - rows0;
 	long kb = daemon_rss_kb();
 	/* A join of a channel it holds a row for still works; a new one not. */
-	json_t *a = json_pack("{s:s}", "channel", "wild.c0");
-	ctl_call(p.cl, RAIL_CTL, "durableJoin", a, CALL_MS, &r);
-	json_decref(a);
-	bool rejoined = r.outcome == CTL_REPLIED && r.ok;
-	ctl_result_free(&r);
-	a = json_pack("{s:s}", "channel", "wild.one-more");
-	ctl_call(p.cl, RAIL_CTL, "durableJoin", a, CALL_MS, &r);
-	json_decref(a);
-	snprintf(first, sizeof(first), "%s", r.outcome == CTL_REPLIED && r.error ? r.error : "?");
-	ctl_result_free(&r);
+	bool rejoined = call_channel(&p, "durableJoin", "wild.c0", first, sizeof(first));
+	call_channel(&p, "durableJoin", "wild.one-more", first, sizeof(first));
 	printf("• %d joins of distinct channels in %lld ms: %ld taken, %ld refused by the bound, "
 	    "%ld otherwise (%s); %lld rows more in the members bucket; memory %ld kB, then %ld "
 	    "kB\n  the refusal: %s\n", wild_joins, (long long)took, atomic_load(&w.ok),
@@ -462,6 +498,97 @@ test_a_wildcard_agent_hits_the_membership_bound(void **state)
 	h_peer_down(&p);
 }
 
+/* The daemon again, with one more option, on the suite's mesh: ready once
+ * its own log and status say so (the last one's are removed first). */
+static void
+daemon_again(const char *opt, const char *val)
+{
+	/* A clean stop hands the lease back: the next one serves at once. */
+	assert_int_equal(kill(dmn.pid, SIGTERM), 0);
+	if (h_daemon_wait_exit(&dmn, 15000) < 0)
+		h_daemon_kill(&dmn);
+	unlink(dmn.log);
+	unlink(dmn.status);
+	assert_int_equal(h_daemon_start(&mesh, &dmn, opt, val, NULL), 0);
+	assert_int_equal(h_daemon_ready(&dmn, 20000, "serving cotal.", "fan-out bound",
+	    "reader bound", NULL), 0);
+}
+
+#define CHANNELS_BOUND 20    /* --max-channels of this test */
+#define CHANNEL_REGISTERS 2000
+
+/*
+ * The issue: "A bound ... on the channels a registration may create,
+ * refused with a text that names the bound". An agent whose read ACL has a
+ * wildcard registers 2000 distinct channels with --max-channels 20: 20 are
+ * created (one more at most: two of its requests are in service at once),
+ * the rest refused naming the bound, and the channels bucket grows by that
+ * much. The creator rides beside each row, not in it: the row a client
+ * reads is {"description":…} byte for byte, and the bound holds after the
+ * daemon restarts. A row the manager deletes frees its place.
+ */
+static void
+test_a_wildcard_agent_hits_the_channel_bound(void **state)
+{
+	struct h_peer p;
+	struct wild w = { .p = &p, .op = "registerChannel", .channel = "made.c%d",
+	    .n = CHANNEL_REGISTERS, .bounded_text = "channels, the bound of one registration",
+	    .mu = PTHREAD_MUTEX_INITIALIZER };
+	char stream[160], why[512], key[64], err[256];
+	json_t *d;
+
+	(void)state;
+	daemon_again("--max-channels", "20");
+	peer_up(&p, "registrar", "made.>");
+	snprintf(stream, sizeof(stream), "KV_cotal_channels_%s", mesh.token);
+	int64_t rows0 = h_stream_msgs(&prov, stream);
+	d = call_one(&p, "registerChannel", json_pack("{s:s, s:s}", "channel", "made.first",
+	    "description", "the first"), why, sizeof(why));
+	if (d == NULL)
+		fail_msg("registerChannel made.first: %s", why);
+	assert_true(json_is_true(json_object_get(d, "created")));
+	json_decref(d);
+	char *v = h_kv_get(&prov, &mesh, "channels", "made.first", err, sizeof(err));
+	assert_non_null(v);
+	assert_string_equal(v, "{\"description\":\"the first\"}");
+	free(v);
+	wild_flood(&w);
+	int64_t rows = h_stream_msgs(&prov, stream) - rows0;
+	long made = atomic_load(&w.ok) + 1;
+	call_channel(&p, "registerChannel", "made.one-more", why, sizeof(why));
+	printf("• %d registrations of distinct channels with --max-channels %d: %ld created, "
+	    "%ld refused by the bound, %ld otherwise (%s); %lld rows more in the channels "
+	    "bucket\n  the refusal: %s\n", CHANNEL_REGISTERS + 1, CHANNELS_BOUND, made,
+	    atomic_load(&w.bounded), atomic_load(&w.other), w.other_why, (long long)rows, why);
+	assert_int_equal(atomic_load(&w.other), 0);
+	assert_true(made >= CHANNELS_BOUND && made <= CHANNELS_BOUND + 1);
+	assert_int_equal(atomic_load(&w.ok) + atomic_load(&w.bounded), CHANNEL_REGISTERS);
+	assert_int_equal(rows, made);
+	assert_non_null(strstr(why, "registerChannel: lifecycle "));
+	assert_non_null(strstr(why, "channels, the bound of one registration (cotal-deliveryd "
+	    "--max-channels 20)"));
+	/* An existing channel is still answered (created: false), bound or not. */
+	d = call_one(&p, "registerChannel", json_pack("{s:s}", "channel", "made.first"), why,
+	    sizeof(why));
+	assert_non_null(d);
+	assert_true(json_is_false(json_object_get(d, "created")));
+	json_decref(d);
+
+	/* The count is read back from the bucket by a new daemon. */
+	daemon_again("--max-channels", "20");
+	assert_false(call_channel(&p, "registerChannel", "made.after-restart", why, sizeof(why)));
+	assert_non_null(strstr(why, "--max-channels 20)"));
+	/* The manager deletes rows: each frees a place. */
+	assert_int_equal(h_kv_del(&prov, &mesh, "channels", "made.first", err, sizeof(err)), 0);
+	if (made > CHANNELS_BOUND) { /* one past it: one more row to delete */
+		snprintf(key, sizeof(key), "made.c%d", atomic_load(&w.first_ok));
+		assert_int_equal(h_kv_del(&prov, &mesh, "channels", key, err, sizeof(err)), 0);
+	}
+	if (!call_channel(&p, "registerChannel", "made.after-delete", why, sizeof(why)))
+		fail_msg("after the manager deleted a row: %s", why);
+	h_peer_down(&p);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -469,6 +596,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_a_flood_of_small_requests_takes_no_one_elses_turn),
 		cmocka_unit_test(test_a_flood_of_padded_requests_takes_no_one_elses_turn),
 		cmocka_unit_test(test_a_wildcard_agent_hits_the_membership_bound),
+		cmocka_unit_test(test_a_wildcard_agent_hits_the_channel_bound),
 	};
 
 	h_use_broker(h_broker_arg(argc, argv));

@@ -47,14 +47,14 @@ struct owner {
 };
 
 static void
-owner_apply(void *arg, const char *key, const char *value, size_t len, uint64_t rev,
-	    int64_t created_ms)
+owner_apply(void *arg, const struct kvw_entry *e)
 {
+	const char *key = e->key;
+	const char *value = e->value;
+	size_t len = e->len;
 	struct owner *o = arg;
 	void *old = NULL;
 
-	(void)rev;
-	(void)created_ms;
 	if (value == NULL) {
 		free(strmap_del(&o->rows, key));
 		return;

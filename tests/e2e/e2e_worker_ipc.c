@@ -171,6 +171,7 @@ spawn_worker(struct fake *f, const char *role, const char *env)
 	snprintf(cfg.url, sizeof(cfg.url), "%s", mesh.url);
 	assert_true(inbox_prefix(j.sub, cfg.inbox_prefix, sizeof(cfg.inbox_prefix)));
 	cfg.max_memberships = 1000;
+	cfg.max_channels = 100;
 	jwt_free(&j);
 	cfg.broker_ports[0] = (uint32_t)mesh.port;
 	if (geteuid() == 0) {

@@ -329,6 +329,9 @@ int64_t h_stream_msgs(struct conn *c, const char *stream);
 /* KV helpers on bucket "cotal_<name>_<s>". */
 int h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
 	     const char *value, char *err, size_t errlen);
+/* A delete marker on key (the manager's delete of a row). */
+int h_kv_del(struct conn *c, struct mesh *m, const char *name, const char *key, char *err,
+	     size_t errlen);
 /* Get the value (malloc'd) or NULL with err ("not found" when absent). */
 char *h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key,
 	       char *err, size_t errlen);

@@ -124,6 +124,27 @@ h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
 	return 0;
 }
 
+int
+h_kv_del(struct conn *c, struct mesh *m, const char *name, const char *key, char *err,
+	 size_t errlen)
+{
+	char bucket[256], why[512];
+	kvStore *kv = NULL;
+	natsStatus s;
+
+	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
+	s = js_KeyValue(&kv, c->js, bucket);
+	if (s == NATS_OK)
+		s = kvStore_Delete(kv, key);
+	kvStore_Destroy(kv);
+	if (s != NATS_OK) {
+		conn_strerror(s, why, sizeof(why));
+		snprintf(err, errlen, "delete %s/%s: %s", bucket, key, why);
+		return -1;
+	}
+	return 0;
+}
+
 char *
 h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key, char *err,
 	 size_t errlen)

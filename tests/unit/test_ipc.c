@@ -79,6 +79,7 @@ valid_config(struct ipc_config *cfg)
 	cfg->gid = 1000;
 	cfg->drop_privs = 1;
 	cfg->max_memberships = 1000;
+	cfg->max_channels = 100;
 }
 
 static void
@@ -498,6 +499,16 @@ test_config_malformed_values_refused(void **state)
 	cfg.max_memberships = IPC_MEMBERSHIPS_MAX + 1;
 	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
 	expect_refused(c, c->wrk, IPC_TO_WORKER, "max_memberships is 1000001");
+
+	valid_config(&cfg);
+	cfg.max_channels = 0;
+	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "max_channels is 0, expected 1 to 100000");
+
+	valid_config(&cfg);
+	cfg.max_channels = IPC_CHANNELS_MAX + 1;
+	assert_int_equal(ipc_send(c->sup, IPC_CONFIG, &cfg, sizeof(cfg)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "max_channels is 100001");
 
 	valid_config(&cfg);
 	cfg.drop_privs = 7;
