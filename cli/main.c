@@ -29,7 +29,7 @@ static const struct command {
 	{ "mesh", "init", cmd_mesh_init, "--dev [--root DIR] [--port N] [--nats-server PATH] [--sync-interval always|default] [--cluster N [--port P,..] [--route-port R,..]] --space S...  make a local dev mesh (one broker, or a cluster)" },
 	{ "mesh", "start", cmd_mesh_start, "[--root DIR] [--nats-server PATH] [--node N]  run its broker(s) in the background" },
 	{ "mesh", "stop", cmd_mesh_stop, "[--root DIR] [--node N]  stop its broker(s)" },
-	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL] [--replicas N]  streams, buckets (WIRE.md §3)" },
+	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL] [--replicas N] [--storage SIZE]  streams, buckets (WIRE.md §3)" },
 	{ "creds", "mint", cmd_creds_mint, "--space S --profile P [--out FILE] ...  mint a credential" },
 	{ "creds", "audit", cmd_creds_audit, "FILE [--profile P] [--json]  what a credential may do, for reviewers" },
 	{ "agent", "add", cmd_agent_add, "NAME --space S --allow ch1,ch2  mint an agent, its ACL row and dlv_ durable" },

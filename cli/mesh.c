@@ -140,7 +140,11 @@ write_conf(const struct workspace *ws, const char *listen, const struct mesh_nod
 		EMIT("jetstream: {\n  store_dir: \"%s/jetstream\"\n", ws->mesh);
 	else
 		EMIT("jetstream: {\n  store_dir: \"%s/jetstream-%d\"\n", ws->mesh, node);
-	EMIT("  max_memory_store: 256MB\n  max_file_store: 2GB\n");
+	/* A ceiling on reservations: every space provisioned here reserves
+	 * its storage budget (PROV_STORAGE_DEFAULT, 4 GiB, unless --storage
+	 * says) against it, whatever it writes; what the dev mesh writes is
+	 * bounded by each stream's max_bytes. 256 such spaces fit. */
+	EMIT("  max_memory_store: 256MB\n  max_file_store: 1TB\n");
 	/* Without it the file store flushes in the background (every 2 min)
 	 * and a broker crash loses writes it already acknowledged: the copies
 	 * the delivery service promises at least once. */

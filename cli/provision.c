@@ -53,23 +53,53 @@ struct stream_row {
 	int64_t duplicates; /* non-KV only; KV derives it from the TTL */
 	int64_t max_age;
 	bool allow_direct;
+	int share; /* of the space's storage budget, per mille (max_bytes) */
 };
 
+/*
+ * max_bytes (issue 28; WIRE.md leaves it open): each stream and bucket takes
+ * a fixed share of the space's storage budget (PROV_STORAGE_DEFAULT, or
+ * `cotal space provision --storage`). Posts and their copies take most: the
+ * copies a member has yet to take (DLV) 45 %, the channels' history (CHAT)
+ * 30 %, the fan-out's entries (INBOX) 10 %, the timer streams 6 %, the
+ * buckets the rest. A bucket (discard new) refuses a write once full; a
+ * stream (discard old, WIRE.md §3) drops its oldest messages.
+ */
 static const struct stream_row stream_table[PROV_STREAM_KINDS] = {
-	[PROV_CHAT] = {"CHAT_", false, {"chat.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_DEFAULT, 0, true},
-	[PROV_INBOX] = {"INBOX_", false, {"dinbox.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_LONG, 0, false},
-	[PROV_DLV] = {"DLV_", false, {"dlv.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_LONG, 0, false},
+	[PROV_CHAT] = {"CHAT_", false, {"chat.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_DEFAULT, 0, true,
+		       300},
+	[PROV_INBOX] = {"INBOX_", false, {"dinbox.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_LONG, 0,
+			false, 100},
+	[PROV_DLV] = {"DLV_", false, {"dlv.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_LONG, 0, false,
+		      450},
 	[PROV_EPT_REQ] = {"EPT_REQ_", false, {"ept.*.*.*.*.schedule", NULL}, PER_SUBJECT_UNLIMITED,
-			  DUP_WINDOW_DEFAULT, 0, false},
+			  DUP_WINDOW_DEFAULT, 0, false, 20},
 	[PROV_EPT] = {"EPT_", false, {"ept.*.*.*.*.armed", "ept.*.*.*.*.fire"}, PER_SUBJECT_UNLIMITED,
-		      DUP_WINDOW_DEFAULT, 0, false},
-	[PROV_KV_CHANNELS] = {"cotal_channels_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
-	[PROV_KV_ACL] = {"cotal_acl_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
-	[PROV_KV_MEMBERS] = {"cotal_members_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
-	[PROV_KV_PRESENCE] = {"cotal_presence_", true, {NULL, NULL}, KV_HISTORY, 0, PRESENCE_TTL, true},
-	[PROV_KV_DELIVERY] = {"cotal_delivery_", true, {NULL, NULL}, KV_HISTORY, 0, DELIVERY_TTL, true},
-	[PROV_KV_RECORDS] = {"cotal_records_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true},
+		      DUP_WINDOW_DEFAULT, 0, false, 40},
+	[PROV_KV_CHANNELS] = {"cotal_channels_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 10},
+	[PROV_KV_ACL] = {"cotal_acl_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 10},
+	[PROV_KV_MEMBERS] = {"cotal_members_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 30},
+	[PROV_KV_PRESENCE] = {"cotal_presence_", true, {NULL, NULL}, KV_HISTORY, 0, PRESENCE_TTL,
+			      true, 10},
+	[PROV_KV_DELIVERY] = {"cotal_delivery_", true, {NULL, NULL}, KV_HISTORY, 0, DELIVERY_TTL,
+			      true, 1},
+	[PROV_KV_RECORDS] = {"cotal_records_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 29},
 };
+
+int64_t
+provision_max_bytes(enum prov_stream_kind kind, int64_t storage)
+{
+	int64_t b;
+
+	if ((unsigned)kind >= PROV_STREAM_KINDS)
+		return -1;
+	if (storage <= 0)
+		storage = PROV_STORAGE_DEFAULT;
+	b = storage / 1000 * stream_table[kind].share;
+	if (stream_table[kind].kv && b > PROV_KV_BYTES_MAX)
+		b = PROV_KV_BYTES_MAX;
+	return b;
+}
 
 /* ^[A-Za-z0-9_]+$, bounded by PROV_IDENTITY_MAX. */
 static bool
@@ -123,7 +153,7 @@ space_token_checked(const char *space_name, char *tok, size_t toklen, char *err,
 }
 
 int
-provision_stream_expected(enum prov_stream_kind kind, const char *space_name,
+provision_stream_expected(enum prov_stream_kind kind, const char *space_name, int64_t storage,
 			  struct prov_stream *out, char *err, size_t errlen)
 {
 	char tok[SPACE_TOKEN_MAX + 1];
@@ -165,6 +195,7 @@ provision_stream_expected(enum prov_stream_kind kind, const char *space_name,
 	c->Replicas = 1;
 	c->MaxMsgsPerSubject = row->per_subject;
 	c->MaxAge = row->max_age;
+	c->MaxBytes = provision_max_bytes(kind, storage);
 	c->AllowDirect = row->allow_direct;
 	if (row->kv) {
 		/* What js_CreateKeyValue() would send for history 1. The duplicate
@@ -372,7 +403,9 @@ enum stream_state {
 	STREAM_MATCHES, STREAM_MISSING, STREAM_CONFLICTS, STREAM_ERROR, STREAM_NEEDS_SCHEDULES
 };
 
-/* Look one stream up and compare; a conflict or an error fills msg. */
+/* Look one stream up and compare; a conflict or an error fills msg, and so
+ * does a match whose max_bytes differs (a note: the stream is left as it
+ * is). */
 static enum stream_state
 stream_check(natsConnection *nc, jsCtx *js, const struct prov_stream *w, char *msg, size_t msglen)
 {
@@ -382,7 +415,10 @@ stream_check(natsConnection *nc, jsCtx *js, const struct prov_stream *w, char *m
 	jsStreamInfo *si = NULL;
 	jsErrCode jerr = 0;
 	natsStatus s;
+	enum stream_state st;
 
+	if (msg != NULL && msglen > 0)
+		msg[0] = '\0';
 	async_err_snapshot(nc, &before);
 	s = js_GetStreamInfo(&si, js, w->name, NULL, &jerr);
 	if (s == NATS_NOT_FOUND)
@@ -398,17 +434,21 @@ stream_check(natsConnection *nc, jsCtx *js, const struct prov_stream *w, char *m
 		seterr(msg, msglen, "stream info %s: answer without a config", w->name);
 		return STREAM_ERROR;
 	}
+	st = STREAM_CONFLICTS;
 	if (provision_stream_diff(si->Config, &w->cfg, diff, sizeof(diff)) == 0) {
-		jsStreamInfo_Destroy(si);
-		return STREAM_MATCHES;
-	}
-	if (w->schedules && w->cfg.AllowRollup && !si->Config->AllowRollup) {
+		st = STREAM_MATCHES;
+	} else if (w->schedules && w->cfg.AllowRollup && !si->Config->AllowRollup) {
 		jsStreamConfig before = w->cfg;
 		before.AllowRollup = false;
-		if (provision_stream_diff(si->Config, &before, NULL, 0) == 0) {
-			jsStreamInfo_Destroy(si);
-			return STREAM_NEEDS_SCHEDULES;
-		}
+		if (provision_stream_diff(si->Config, &before, NULL, 0) == 0)
+			st = STREAM_NEEDS_SCHEDULES;
+	}
+	if (st != STREAM_CONFLICTS) {
+		if (provision_stream_notes(si->Config, &w->cfg, diff, sizeof(diff)) > 0)
+			seterr(msg, msglen, "stream %s: %s; left as it is (not a conflict)", w->name,
+			    diff);
+		jsStreamInfo_Destroy(si);
+		return st;
 	}
 	jsStreamInfo_Destroy(si);
 	seterr(msg, msglen, "stream %s exists with a conflicting config: %s", w->name, diff);
@@ -478,6 +518,16 @@ stream_create(natsConnection *nc, jsCtx *js, struct prov_stream *w, FILE *report
 	snprintf(subj, sizeof(subj), "$JS.API.STREAM.CREATE.%s", w->name);
 	snprintf(op, sizeof(op), "create stream %s", w->name);
 	api_failure(err, errlen, nc, op, subj, s, jerr, &before);
+	if (jerr == JSStorageResourcesExceededErr || jerr == JSInsufficientResourcesErr ||
+	    jerr == JSAccountResourcesExceededErr) {
+		char have[STREAM_ERR_MAX];
+		snprintf(have, sizeof(have), "%s", err != NULL ? err : "");
+		seterr(err, errlen, "%s: the broker cannot reserve its max_bytes of %" PRId64 " bytes "
+		    "(on each of %" PRId64 " servers): its max_file_store (or the account's "
+		    "storage limit), less what other streams reserve, is smaller; provision with "
+		    "a smaller --storage or give the broker more", have, w->cfg.MaxBytes,
+		    w->cfg.Replicas);
+	}
 	if (jerr == JSStreamNameExistErr) {
 		switch (stream_check(nc, js, w, recheck, sizeof(recheck))) {
 		case STREAM_MATCHES:
@@ -533,6 +583,13 @@ int
 space_provision_replicas(natsConnection *nc, const char *space_name, int replicas,
 			 FILE *report, char *err, size_t errlen)
 {
+	return space_provision_storage(nc, space_name, replicas, 0, report, err, errlen);
+}
+
+int
+space_provision_storage(natsConnection *nc, const char *space_name, int replicas,
+			int64_t storage, FILE *report, char *err, size_t errlen)
+{
 	enum stream_state state[PROV_STREAM_KINDS];
 	struct prov_stream *want = NULL;
 	char *msg = NULL;
@@ -549,14 +606,20 @@ space_provision_replicas(natsConnection *nc, const char *space_name, int replica
 		seterr(err, errlen, "provision: out of memory");
 		goto out;
 	}
+	if (storage != 0 && (storage < PROV_STORAGE_MIN || storage > PROV_STORAGE_MAX)) {
+		seterr(err, errlen, "provision: --storage %" PRId64 " bytes: expected %" PRId64
+		    " (256 MiB) to %" PRId64 " (64 TiB)", storage, PROV_STORAGE_MIN,
+		    PROV_STORAGE_MAX);
+		goto out;
+	}
 	if (replicas < 1 || replicas > PROV_REPLICAS_MAX) {
 		seterr(err, errlen, "provision: --replicas %d: expected 1 to %d", replicas,
 		    PROV_REPLICAS_MAX);
 		goto out;
 	}
 	for (k = 0; k < PROV_STREAM_KINDS; k++) {
-		if (provision_stream_expected((enum prov_stream_kind)k, space_name, &want[k], err,
-					      errlen) != 0)
+		if (provision_stream_expected((enum prov_stream_kind)k, space_name, storage,
+		    &want[k], err, errlen) != 0)
 			goto out;
 		want[k].cfg.Replicas = replicas;
 	}
@@ -579,6 +642,8 @@ space_provision_replicas(natsConnection *nc, const char *space_name, int replica
 		case STREAM_MATCHES:
 		case STREAM_NEEDS_SCHEDULES:
 			report_exists(report, &want[k]);
+			if (msg[0] != '\0')
+				report_line(report, "  ! %s", msg);
 			break;
 		case STREAM_MISSING:
 			break;

@@ -87,6 +87,27 @@ int space_provision(natsConnection *nc, const char *space_name, FILE *report, ch
 #define PROV_PLACE_WAIT_MS 30000
 int space_provision_replicas(natsConnection *nc, const char *space_name, int replicas,
 			     FILE *report, char *err, size_t errlen);
+/*
+ * The space's storage budget (issue 28): every stream and bucket gets its
+ * share as max_bytes (provision_max_bytes; README "Provisioning" has the
+ * table), on each server that holds a replica. The broker reserves it
+ * against its max_file_store when the stream is made, and refuses a stream
+ * that does not fit (the error says so and names --storage). A stream that
+ * exists with another max_bytes is not refused: the difference is reported
+ * and the stream left as it is.
+ */
+#define PROV_STORAGE_DEFAULT (INT64_C(4) << 30) /* 4 GiB */
+#define PROV_STORAGE_MIN (INT64_C(256) << 20)   /* 256 MiB */
+#define PROV_STORAGE_MAX (INT64_C(64) << 40)    /* 64 TiB */
+/* A bucket's cap whatever the budget: the workers mirror the members,
+ * channels, ACL and presence buckets in memory and replay them whole
+ * (lib/nats/kvmirror.h's KVMIRROR_STAGE_MAX is twice this). */
+#define PROV_KV_BYTES_MAX (INT64_C(128) << 20)
+int space_provision_storage(natsConnection *nc, const char *space_name, int replicas,
+			    int64_t storage, FILE *report, char *err, size_t errlen);
+/* The max_bytes of one stream of a space with that budget (<= 0: the
+ * default); -1 for no such stream. */
+int64_t provision_max_bytes(enum prov_stream_kind kind, int64_t storage);
 
 /*
  * Create the member's per-lifecycle DLV durable dlv_<o>-<a>-<uid> (durable
@@ -97,10 +118,11 @@ int space_provision_replicas(natsConnection *nc, const char *space_name, int rep
 int provision_member_durable(natsConnection *nc, const char *space_name, const char *owner,
 			     const char *actor, const char *uid, char *err, size_t errlen);
 
-/* Fill out with the expected config of one stream of the space.
+/* Fill out with the expected config of one stream of the space, its
+ * max_bytes from storage (<= 0: PROV_STORAGE_DEFAULT).
  * Returns 0, or -1 with err set for a bad space name. */
 int provision_stream_expected(enum prov_stream_kind kind, const char *space_name,
-			      struct prov_stream *out, char *err, size_t errlen);
+			      int64_t storage, struct prov_stream *out, char *err, size_t errlen);
 
 /* Fill out with the expected config of a member's DLV durable.
  * Returns 0, or -1 with err naming the bad field. */
@@ -112,9 +134,14 @@ int provision_member_durable_expected(const char *space_name, const char *owner,
  * storage, discard, duplicate window, max messages per subject, max age,
  * allow direct, allow rollup, deny delete, deny purge, replicas). Writes
  * "<field> <have> (want <want>)" items joined by "; " to out (truncated to
- * outlen) and returns the number of differing fields. */
+ * outlen) and returns the number of differing fields. max_bytes is not one:
+ * see provision_stream_notes. */
 int provision_stream_diff(const jsStreamConfig *have, const jsStreamConfig *want, char *out,
 			  size_t outlen);
+/* What differs but is no conflict (max_bytes), worded the same way: the
+ * number of such fields. */
+int provision_stream_notes(const jsStreamConfig *have, const jsStreamConfig *want, char *out,
+			   size_t outlen);
 
 /* Same for a consumer: pull (no deliver subject), deliver policy, ack
  * policy, ack wait, filter subject. */

@@ -282,6 +282,50 @@ provision_stream_diff(const jsStreamConfig *have, const jsStreamConfig *want, ch
 	return n;
 }
 
+/* A byte count as operators read it: "unlimited", or B, KiB, MiB, GiB, TiB
+ * with at most two decimals ("1.20 GiB"). */
+static void
+fmt_bytes(char *out, size_t outlen, int64_t b)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)b;
+	int u = 0;
+
+	if (b < 0) {
+		snprintf(out, outlen, "unlimited");
+		return;
+	}
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(out, outlen, "%" PRId64 " B", b);
+	else
+		snprintf(out, outlen, "%.2f %s", v, unit[u]);
+}
+
+int
+provision_stream_notes(const jsStreamConfig *have, const jsStreamConfig *want, char *out,
+		       size_t outlen)
+{
+	struct sbuf b = {out, outlen, 0};
+	char hs[32], ws[32];
+	int n = 0;
+
+	if (out != NULL && outlen > 0)
+		out[0] = '\0';
+	/* 0 and -1 both mean no limit to the broker. */
+	int64_t h = have->MaxBytes > 0 ? have->MaxBytes : -1, w = want->MaxBytes > 0 ?
+	    want->MaxBytes : -1;
+	if (h != w) {
+		fmt_bytes(hs, sizeof(hs), h);
+		fmt_bytes(ws, sizeof(ws), w);
+		diff_item(&b, &n, "max bytes", hs, ws);
+	}
+	return n;
+}
+
 int
 provision_consumer_diff(const jsConsumerConfig *have, const jsConsumerConfig *want, char *out,
 			size_t outlen)

@@ -1,9 +1,12 @@
 /*
  * `cotal space provision S`: the streams and buckets of WIRE.md §3, made
- * with the space's provisioner credential.
+ * with the space's provisioner credential, each with its share of the
+ * space's storage budget as max_bytes (--storage, default 4 GiB).
  */
 #include "cli/cli.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +14,43 @@
 #include "cli/provision.h"
 #include "lib/log.h"
 
+/* "4G", "512M", "1T", "300000000": a byte count, K/M/G/T binary (an
+ * optional "iB" or "B" after the letter). 0, or -1. */
+static int
+size_arg(const char *arg, int64_t *out)
+{
+	static const char units[] = "KMGT";
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (arg[0] < '0' || arg[0] > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(arg, &end, 10);
+	if (errno != 0)
+		return -1;
+	if (*end != '\0') {
+		const char *u = strchr(units, *end);
+		if (u == NULL)
+			return -1;
+		shift = 10 * (int)(u - units + 1);
+		end++;
+		if (strcmp(end, "iB") != 0 && strcmp(end, "B") != 0 && *end != '\0')
+			return -1;
+	}
+	if (v > (unsigned long long)INT64_MAX >> shift)
+		return -1;
+	*out = (int64_t)(v << shift);
+	return 0;
+}
+
 int
 cmd_space_provision(int argc, char **argv)
 {
 	const char *root = NULL, *server = NULL, *space = NULL;
 	int replicas = 1;
+	int64_t storage = 0;
 	char err[2048];
 	struct workspace ws;
 	struct creds c = { 0 };
@@ -36,12 +71,19 @@ cmd_space_provision(int argc, char **argv)
 				return 1;
 			}
 			replicas = (int)v;
+		} else if (strcmp(argv[i], "--storage") == 0 && i + 1 < argc) {
+			if (size_arg(argv[++i], &storage) != 0 || storage < PROV_STORAGE_MIN ||
+			    storage > PROV_STORAGE_MAX) {
+				log_errx("space provision: --storage %s: expected a size from 256M to "
+				    "64T (K, M, G, T: powers of 1024)", argv[i]);
+				return 1;
+			}
 		} else if (argv[i][0] != '-' && space == NULL)
 			space = argv[i];
 		else {
 			log_errx("space provision: unknown or incomplete argument \"%s\"", argv[i]);
 			fprintf(stderr, "usage: cotal space provision S [--root DIR] [--server URL] "
-			    "[--replicas N]\n");
+			    "[--replicas N] [--storage SIZE]\n");
 			return 1;
 		}
 	}
@@ -54,7 +96,7 @@ cmd_space_provision(int argc, char **argv)
 		log_errx("space provision: %s", err);
 		return 1;
 	}
-	rc = space_provision_replicas(nc, space, replicas, stdout, err, sizeof(err));
+	rc = space_provision_storage(nc, space, replicas, storage, stdout, err, sizeof(err));
 	if (rc != 0)
 		log_errx("space provision: %s", err);
 	else

@@ -70,6 +70,22 @@ test_provision_is_idempotent(void **state)
 	assert_null(strstr(out, "created"));
 	assert_non_null(strstr(out, "exists"));
 	assert_non_null(strstr(out, "INBOX_idem"));
+	/* --storage (issue 28): a size from 256M to 64T, else refused naming it,
+	 * before anything is read; 512M is taken (the streams exist: the new
+	 * budget is reported as a difference, never a conflict). */
+	static const char *const bad[] = { "100M", "65T", "12Q", "-1G", "", "4GX" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(h_cotal(&m, out, sizeof(out), "space", "provision", "idem",
+		    "--storage", bad[i], NULL), 1);
+		if (strstr(out, "--storage ") == NULL ||
+		    strstr(out, "expected a size from 256M to 64T") == NULL)
+			fail_msg("--storage \"%s\": expected the option named in:\n%s", bad[i], out);
+	}
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "space", "provision", "idem", "--storage",
+	    "512M", NULL), 0);
+	if (strstr(out, "! stream CHAT_idem: max bytes 1.20 GiB (want 153.60 MiB); left as it "
+	    "is (not a conflict)") == NULL)
+		fail_msg("expected the difference reported in:\n%s", out);
 	h_mesh_down(&m);
 }
 

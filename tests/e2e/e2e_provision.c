@@ -249,7 +249,10 @@ broker_start(struct broker *b, bool jetstream, const char *extra_conf, const cha
 	}
 	fprintf(f, "listen: \"127.0.0.1:%d\"\n", port);
 	if (jetstream)
-		fprintf(f, "jetstream { store_dir: \"%s/js\" }\n", b->dir);
+		/* Every space provisioned here reserves its storage budget
+		 * (4 GiB) against the cap: 1 TB holds them all, whatever the
+		 * disk (the default cap is 75 % of its free space). */
+		fprintf(f, "jetstream { store_dir: \"%s/js\", max_file_store: 1TB }\n", b->dir);
 	if (extra_conf != NULL)
 		fprintf(f, "%s\n", extra_conf);
 	fclose(f);
@@ -404,20 +407,25 @@ struct want_stream {
 	int64_t duplicates;
 	int64_t max_age;
 	bool allow_direct;
+	int64_t max_bytes; /* the default budget's share (README "Provisioning") */
 };
 
+/* max_bytes: 4 GiB (4294967296) / 1000 × the stream's per-mille share:
+ * CHAT 300, INBOX 100, DLV 450, EPT_REQ 20, EPT 40, channels 10, acl 10,
+ * members 30, presence 10, delivery 1, records 29. */
 static const struct want_stream wire_streams[STREAMS] = {
-	{"CHAT_", false, {"chat.>", NULL}, 1000, 2 * NS_MIN, 0, true},
-	{"INBOX_", false, {"dinbox.>", NULL}, 1000, 2 * NS_HOUR, 0, false},
-	{"DLV_", false, {"dlv.>", NULL}, 1000, 2 * NS_HOUR, 0, false},
-	{"EPT_REQ_", false, {"ept.*.*.*.*.schedule", NULL}, -1, 2 * NS_MIN, 0, false},
-	{"EPT_", false, {"ept.*.*.*.*.armed", "ept.*.*.*.*.fire"}, -1, 2 * NS_MIN, 0, false},
-	{"cotal_channels_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true},
-	{"cotal_acl_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true},
-	{"cotal_members_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true},
-	{"cotal_presence_", true, {NULL, NULL}, 1, 6 * NS_SEC, 6 * NS_SEC, true},
-	{"cotal_delivery_", true, {NULL, NULL}, 1, 30 * NS_SEC, 30 * NS_SEC, true},
-	{"cotal_records_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true},
+	{"CHAT_", false, {"chat.>", NULL}, 1000, 2 * NS_MIN, 0, true, 1288490100},
+	{"INBOX_", false, {"dinbox.>", NULL}, 1000, 2 * NS_HOUR, 0, false, 429496700},
+	{"DLV_", false, {"dlv.>", NULL}, 1000, 2 * NS_HOUR, 0, false, 1932735150},
+	{"EPT_REQ_", false, {"ept.*.*.*.*.schedule", NULL}, -1, 2 * NS_MIN, 0, false, 85899340},
+	{"EPT_", false, {"ept.*.*.*.*.armed", "ept.*.*.*.*.fire"}, -1, 2 * NS_MIN, 0, false,
+	 171798680},
+	{"cotal_channels_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 42949670},
+	{"cotal_acl_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 42949670},
+	{"cotal_members_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 128849010},
+	{"cotal_presence_", true, {NULL, NULL}, 1, 6 * NS_SEC, 6 * NS_SEC, true, 42949670},
+	{"cotal_delivery_", true, {NULL, NULL}, 1, 30 * NS_SEC, 30 * NS_SEC, true, 4294967},
+	{"cotal_records_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 124554043},
 };
 
 /* Like assert_int_equal, but names the stream and field on a mismatch. */
@@ -464,6 +472,7 @@ assert_stream_matches_wire(const struct want_stream *w, const char *tok)
 	EXPECT_FIELD(name, "duplicates", c->Duplicates, w->duplicates);
 	EXPECT_FIELD(name, "max age", c->MaxAge, w->max_age);
 	EXPECT_FIELD(name, "allow direct", c->AllowDirect, w->allow_direct);
+	EXPECT_FIELD(name, "max bytes", c->MaxBytes, w->max_bytes);
 	EXPECT_FIELD(name, "allow rollup", c->AllowRollup, w->kv);
 	EXPECT_FIELD(name, "deny delete", c->DenyDelete, w->kv);
 	EXPECT_FIELD(name, "deny purge", c->DenyPurge, false);
@@ -923,6 +932,82 @@ test_no_jetstream_is_reported(void **state)
 	natsConnection_Destroy(nc);
 }
 
+/*
+ * Issue 28: "`cotal space provision` sets `max_bytes` on every bucket and
+ * stream where WIRE.md leaves it open (document the values, refuse nothing
+ * that exists, and report the difference as it does for other settings)".
+ * test_fresh_space_creates_all_streams checks the default budget's values;
+ * here another budget scales them (a bucket no higher than 128 MiB), a
+ * budget out of range is refused naming --storage, and one the broker
+ * cannot reserve is refused in its words, naming --storage.
+ */
+static void
+test_the_storage_budget_sets_max_bytes(void **state)
+{
+	jsStreamInfo *si = NULL;
+	char err[ERR_MAX];
+	FILE *f;
+	char *report = NULL;
+	size_t len = 0;
+
+	(void)state;
+	assert_non_null(f = open_memstream(&report, &len));
+	assert_int_equal(space_provision_storage(g_nc, "budget", 1, INT64_C(16) << 30, f, err,
+	    sizeof(err)), 0);
+	fclose(f);
+	free(report);
+	assert_int_equal(js_GetStreamInfo(&si, g_js, "CHAT_budget", NULL, NULL), NATS_OK);
+	EXPECT_FIELD("CHAT_budget", "max bytes", si->Config->MaxBytes, INT64_C(17179869) * 300);
+	jsStreamInfo_Destroy(si);
+	si = NULL;
+	assert_int_equal(js_GetStreamInfo(&si, g_js, "KV_cotal_members_budget", NULL, NULL),
+	    NATS_OK);
+	EXPECT_FIELD("KV_cotal_members_budget", "max bytes", si->Config->MaxBytes,
+	    INT64_C(128) << 20);
+	jsStreamInfo_Destroy(si);
+
+	assert_int_equal(space_provision_storage(g_nc, "tiny", 1, INT64_C(100) << 20, NULL, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "--storage 104857600 bytes: expected 268435456 (256 MiB) to"));
+	assert_false(stream_exists("CHAT_tiny"));
+
+	/* 64 TiB: CHAT alone would reserve 19 TiB of the broker's 1 TB. */
+	assert_int_equal(space_provision_storage(g_nc, "huge", 1, INT64_C(64) << 40, NULL, err,
+	    sizeof(err)), -1);
+	if (strstr(err, "create stream CHAT_huge") == NULL ||
+	    strstr(err, "the broker cannot reserve its max_bytes of 21110623253100 bytes") == NULL ||
+	    strstr(err, "provision with a smaller --storage") == NULL)
+		fail_msg("expected the broker's refusal, naming --storage, in: %s", err);
+}
+
+/* "refuse nothing that exists, and report the difference": a stream made
+ * before this version (no max_bytes) is kept, and the report says so. */
+static void
+test_an_existing_stream_without_max_bytes_is_kept_and_reported(void **state)
+{
+	struct prov_stream ps;
+	jsStreamInfo *si = NULL;
+	char err[ERR_MAX];
+	struct run r;
+
+	(void)state;
+	assert_int_equal(provision_stream_expected(PROV_CHAT, "older", 0, &ps, err, sizeof(err)), 0);
+	ps.cfg.MaxBytes = -1;
+	assert_int_equal(js_AddStream(&si, g_js, &ps.cfg, NULL, NULL), NATS_OK);
+	jsStreamInfo_Destroy(si);
+	si = NULL;
+	provision_run(g_nc, "older", &r);
+	assert_int_equal(r.rc, 0);
+	if (strstr(r.report, "• exists stream CHAT_older\n  ! stream CHAT_older: max bytes "
+	    "unlimited (want 1.20 GiB); left as it is (not a conflict)\n") == NULL)
+		fail_msg("expected the difference reported in:\n%s", r.report);
+	assert_int_equal(count_lines_with(r.report, "✓ created "), STREAMS - 1);
+	free(r.report);
+	assert_int_equal(js_GetStreamInfo(&si, g_js, "CHAT_older", NULL, NULL), NATS_OK);
+	EXPECT_FIELD("CHAT_older", "max bytes", si->Config->MaxBytes, -1);
+	jsStreamInfo_Destroy(si);
+}
+
 static void
 test_expected_configs_are_exposed(void **state)
 {
@@ -935,7 +1020,7 @@ test_expected_configs_are_exposed(void **state)
 	for (k = 0; k < PROV_STREAM_KINDS; k++) {
 		char name[NAME_MAX_T];
 
-		assert_int_equal(provision_stream_expected((enum prov_stream_kind)k, "a.b", &ps, err,
+		assert_int_equal(provision_stream_expected((enum prov_stream_kind)k, "a.b", 0, &ps, err,
 							   sizeof(err)),
 				 0);
 		wire_stream_name(&wire_streams[k], "a_b", name, sizeof(name));
@@ -943,10 +1028,10 @@ test_expected_configs_are_exposed(void **state)
 		assert_int_equal(provision_stream_diff(&ps.cfg, &ps.cfg, diff, sizeof(diff)), 0);
 		assert_string_equal(diff, "");
 	}
-	assert_int_equal(provision_stream_expected(PROV_KV_DELIVERY, "", &ps, err, sizeof(err)), 0);
+	assert_int_equal(provision_stream_expected(PROV_KV_DELIVERY, "", 0, &ps, err, sizeof(err)), 0);
 	assert_string_equal(ps.bucket, "cotal_delivery__");
 	assert_string_equal(ps.subjects[0], "$KV.cotal_delivery__.>");
-	assert_int_equal(provision_stream_expected(PROV_STREAM_KINDS, "a", &ps, err, sizeof(err)),
+	assert_int_equal(provision_stream_expected(PROV_STREAM_KINDS, "a", 0, &ps, err, sizeof(err)),
 			 -1);
 	assert_int_equal(provision_member_durable_expected("s", "o", "a", UID1, &pc, err, sizeof(err)),
 			 0);
@@ -961,6 +1046,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_expected_configs_are_exposed),
+		cmocka_unit_test(test_the_storage_budget_sets_max_bytes),
+		cmocka_unit_test(test_an_existing_stream_without_max_bytes_is_kept_and_reported),
 		cmocka_unit_test(test_fresh_space_creates_all_streams),
 		cmocka_unit_test(test_second_run_is_idempotent),
 		cmocka_unit_test(test_conflicting_stream_is_refused_and_untouched),
