@@ -19,7 +19,7 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz bench bench-host
+.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz fuzz-registry bench bench-host
 
 all: build
 
@@ -45,6 +45,7 @@ check: deps build asan
 	@cd $(ASAN_BUILD) && $(BROKER_ENV) \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j$(TEST_JOBS)
+	@$(MAKE) --no-print-directory fuzz-registry
 
 # The delivery service preset under a real systemd (root only): a Debian 12
 # root (cached in build/systemd/) booted with systemd-nspawn, the units and
@@ -64,10 +65,25 @@ check-unit: build
 fuzz:
 	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build build-fuzz -j$(JOBS)
-	@for t in jwt creds nkeys ipc records ctlreq timers manifest; do \
+	@for t in jwt creds nkeys ipc records ctlreq timers manifest registry; do \
 	    mkdir -p build-fuzz/corpus/$$t; \
 	    build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=60 build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
+
+# Part of `make check` (issue 28): the registry's request path under
+# libFuzzer for 60 s (decode, the fair queue, each op's arguments, the
+# reply); a crash fails the check and leaves its input in build-fuzz/.
+FUZZ_SECONDS ?= 60
+fuzz-registry:
+	@echo "• fuzzing the registry's request path for $(FUZZ_SECONDS) s (libFuzzer)"
+	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
+	@cmake --build build-fuzz -j$(JOBS) --target fuzz_registry >/dev/null
+	@mkdir -p build-fuzz/corpus/registry
+	@cd build-fuzz && tests/fuzz/fuzz_registry -max_total_time=$(FUZZ_SECONDS) \
+	    -print_final_stats=1 corpus/registry ../tests/fuzz/corpus/registry 2>fuzz-registry.log \
+	    || { tail -40 fuzz-registry.log; exit 1; }; \
+	    grep -E 'stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' \
+	    fuzz-registry.log
 
 # The data path's benchmark (reported, not asserted): docs/BENCHMARKS.md.
 bench: deps build

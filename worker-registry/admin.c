@@ -211,64 +211,20 @@ sweeper_for(struct sweeper *sw, bool evict, char *why, size_t whylen)
 	return 0;
 }
 
-/* args.<name> a principal; its text into out. */
-static int
-arg_principal(struct request *r, const char *name, char *out, size_t outlen, char *why,
-	      size_t whylen)
-{
-	char o[IDENT_MAX + 1], a[IDENT_MAX + 1];
-	const char *p;
-
-	if (ctl_arg_string(&r->req, name, true, PRINCIPAL_MAX, &p, why, whylen) != 0)
-		return -1;
-	if (principal_parse(p, o, sizeof(o), a, sizeof(a)) != 0) {
-		snprintf(why, whylen, "%s: \"%s\" is not a principal", r->req.op, p);
-		return -1;
-	}
-	snprintf(out, outlen, "%s", p);
-	return 0;
-}
-
 static void
 op_evict(struct request *r, bool many)
 {
-	static char names[SWEEP_PRINCIPALS_MAX][PRINCIPAL_MAX + 1];
 	static struct eviction_result res[SWEEP_PRINCIPALS_MAX];
 	const char *list[SWEEP_PRINCIPALS_MAX];
-	char why[CTL_WHY_MAX], o[IDENT_MAX + 1], a[IDENT_MAX + 1];
+	char why[CTL_WHY_MAX];
 	struct sweeper sw;
 	int n = 0;
 
-	if (!many) {
-		if (arg_principal(r, "principal", names[0], sizeof(names[0]), why, sizeof(why)) != 0)
-			goto refuse;
-		list[n++] = names[0];
-	} else {
-		json_t *v = json_object_get(r->req.args, "principals"), *e;
-		size_t i;
-		if (!json_is_array(v)) {
-			snprintf(why, sizeof(why), "evictPrincipals: principals must be an array");
-			goto refuse;
-		}
-		if (json_array_size(v) > SWEEP_PRINCIPALS_MAX) {
-			snprintf(why, sizeof(why), "evictPrincipals: at most %d principals per request "
-			    "(got %zu)", SWEEP_PRINCIPALS_MAX, json_array_size(v));
-			goto refuse;
-		}
-		json_array_foreach(v, i, e) {
-			const char *p = json_string_value(e);
-			if (p == NULL || strlen(p) > PRINCIPAL_MAX ||
-			    principal_parse(p, o, sizeof(o), a, sizeof(a)) != 0) {
-				snprintf(why, sizeof(why), "evictPrincipals: principals[%zu] %s%.200s%s is "
-				    "not a principal", i, p ? "\"" : "", p ? p : "(not a string)",
-				    p ? "\"" : "");
-				goto refuse;
-			}
-			snprintf(names[n], sizeof(names[n]), "%s", p);
-			list[n] = names[n];
-			n++;
-		}
-	}
+	if (!many)
+		list[n++] = r->args.principal;
+	else
+		for (; n < r->args.nprincipals; n++)
+			list[n] = r->args.principals[n];
 	if (sweeper_for(&sw, true, why, sizeof(why)) != 0)
 		goto refuse;
 	if (n > 0)
@@ -309,8 +265,8 @@ op_liveness(struct request *r)
 	struct sweeper sw;
 	bool complete = false;
 
-	if (arg_principal(r, "principal", principal, sizeof(principal), why, sizeof(why)) != 0 ||
-	    sweeper_for(&sw, false, why, sizeof(why)) != 0) {
+	snprintf(principal, sizeof(principal), "%s", r->args.principal);
+	if (sweeper_for(&sw, false, why, sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;
 	}
@@ -339,37 +295,17 @@ admin_reload_reply(const struct ipc_msg *m)
 	pthread_mutex_unlock(&reload.mu);
 }
 
-static bool
-sha256_hex(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n != IPC_SHA256_HEX - 1)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false;
-	return true;
-}
+/* args.h reads what the sweep and the supervisor take. */
+_Static_assert(REG_EVICT_MAX == SWEEP_PRINCIPALS_MAX, "evictPrincipals' bound");
+_Static_assert(REG_SHA256_HEX == IPC_SHA256_HEX - 1, "reloadCreds' expected");
 
 static void
 op_reload(struct request *r)
 {
 	struct ipc_reload_req req = { 0 };
-	json_t *exp = json_object_get(r->req.args, "expected"), *d;
 	int64_t until;
 
-	if (exp != NULL && !json_is_null(exp)) {
-		d = json_object_get(exp, "delivery");
-		if (!json_is_object(exp) || (d != NULL && (!json_is_string(d) ||
-		    !sha256_hex(json_string_value(d))))) {
-			reply_error(r, "reloadCreds: expected.delivery must be the SHA-256 of the JWT in "
-			    "lowercase hex");
-			return;
-		}
-		if (d != NULL)
-			snprintf(req.expected, sizeof(req.expected), "%s", json_string_value(d));
-	}
+	snprintf(req.expected, sizeof(req.expected), "%s", r->args.expected);
 	pthread_mutex_lock(&reload.mu);
 	req.id = reload.want = reload.next_id++;
 	reload.answered = false;
@@ -405,16 +341,22 @@ op_reload(struct request *r)
 void
 admin_serve(struct request *r)
 {
-	if (strcmp(r->req.op, "evictPrincipals") == 0)
+	switch (r->args.op) {
+	case REG_OP_EVICT_MANY:
 		op_evict(r, true);
-	else if (strcmp(r->req.op, "evictPrincipal") == 0)
+		break;
+	case REG_OP_EVICT:
 		op_evict(r, false);
-	else if (strcmp(r->req.op, "principalLiveness") == 0)
+		break;
+	case REG_OP_LIVENESS:
 		op_liveness(r);
-	else if (strcmp(r->req.op, "reloadCreds") == 0)
+		break;
+	case REG_OP_RELOAD:
 		op_reload(r);
-	else
+		break;
+	default:
 		fatalx("admin op %s routed to the serial queue", r->req.op);
+	}
 }
 
 /* ---- lifecycleMemberships ---- */
@@ -456,7 +398,7 @@ void
 admin_inventories(struct request **v, int n)
 {
 	static struct inventory inv[REG_QUEUE_MAX];
-	char why[CTL_WHY_MAX], err[512], principal[PRINCIPAL_MAX + 1], lc[LIFECYCLE_MAX + 1];
+	char err[512], principal[PRINCIPAL_MAX + 1], lc[LIFECYCLE_MAX + 1];
 	uint64_t mark = 0;
 	int valid = 0;
 
@@ -464,12 +406,8 @@ admin_inventories(struct request **v, int n)
 		struct inventory *x = &inv[i];
 		memset(x, 0, sizeof(*x));
 		x->r = v[i];
-		if (arg_principal(v[i], "principal", principal, sizeof(principal), why,
-		    sizeof(why)) != 0 ||
-		    ctl_arg_uid(&v[i]->req, x->who.uid, sizeof(x->who.uid), why, sizeof(why)) != 0) {
-			reply_error(v[i], "%s", why);
-			continue;
-		}
+		snprintf(principal, sizeof(principal), "%s", v[i]->args.principal);
+		snprintf(x->who.uid, sizeof(x->who.uid), "%s", v[i]->args.uid);
 		principal_parse(principal, x->who.owner, sizeof(x->who.owner), x->who.actor,
 		    sizeof(x->who.actor));
 		x->valid = true;

@@ -21,11 +21,8 @@
 #include "worker/worker.h"
 
 #define WRITE_TRIES 3               /* CAS conflicts before a write gives up */
-#define HISTORY_DEFAULT 100
-#define HISTORY_MAX 200
 #define HISTORY_BUDGET_PCT 90       /* a page fills at most this much of max_payload */
 #define HISTORY_ENVELOPE 64         /* {"ok":true,"data":{"items":[],"complete":false}} */
-#define DESCRIPTION_MAX 4096
 #define CATCHUP_LEAD_MAX 512        /* entries ahead of the reader's ack floor */
 #define CATCHUP_LEAD_WAIT_MS 60000
 #define CATCHUP_LEAD_POLL_MS 20
@@ -421,8 +418,8 @@ op_durable_join(struct request *r)
 	bool evicted;
 	enum join_step step;
 
-	if (ctl_arg_channel(&r->req, row.channel, sizeof(row.channel), why, sizeof(why)) != 0 ||
-	    acl_caller_reads("durableJoin", &r->caller, row.channel, row.who.uid,
+	snprintf(row.channel, sizeof(row.channel), "%s", r->args.channel);
+	if (acl_caller_reads("durableJoin", &r->caller, row.channel, row.who.uid,
 	    sizeof(row.who.uid), why, sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;
@@ -487,15 +484,11 @@ op_durable_leave(struct request *r)
 	struct lifecycle who = { 0 };
 	char ch[CHANNEL_MAX + 1], why[CTL_WHY_MAX], lc[LIFECYCLE_MAX + 1], key[MEMBER_KEY_MAX + 1];
 	char err[1024];
-	uint64_t gen, gate, at, last, rev;
+	uint64_t gen = r->args.generation, gate, at, last, rev;
 	int rc = -1;
 
-	if (ctl_arg_channel(&r->req, ch, sizeof(ch), why, sizeof(why)) != 0 ||
-	    ctl_arg_uint(&r->req, "generation", true, 0, 1, INT64_MAX, &gen, why, sizeof(why)) != 0 ||
-	    ctl_arg_uid(&r->req, who.uid, sizeof(who.uid), why, sizeof(why)) != 0) {
-		reply_error(r, "%s", why);
-		return;
-	}
+	snprintf(ch, sizeof(ch), "%s", r->args.channel);
+	snprintf(who.uid, sizeof(who.uid), "%s", r->args.uid);
 	snprintf(who.owner, sizeof(who.owner), "%s", r->caller.owner);
 	snprintf(who.actor, sizeof(who.actor), "%s", r->caller.actor);
 	lifecycle_format(&who, lc, sizeof(lc));
@@ -579,12 +572,9 @@ op_list_memberships(struct request *r)
 {
 	struct lifecycle who = { 0 };
 	struct list_scan l = { .who = &who };
-	char why[CTL_WHY_MAX], err[512];
+	char err[512];
 
-	if (ctl_arg_uid(&r->req, who.uid, sizeof(who.uid), why, sizeof(why)) != 0) {
-		reply_error(r, "%s", why);
-		return;
-	}
+	snprintf(who.uid, sizeof(who.uid), "%s", r->args.uid);
 	snprintf(who.owner, sizeof(who.owner), "%s", r->caller.owner);
 	snprintf(who.actor, sizeof(who.actor), "%s", r->caller.actor);
 	if (kvmirror_barrier(&G.members, err, sizeof(err)) != 0) {
@@ -620,10 +610,9 @@ op_register_channel(struct request *r)
 		    G.channels_bucket);
 		return;
 	}
-	if (ctl_arg_channel(&r->req, ch, sizeof(ch), why, sizeof(why)) != 0 ||
-	    ctl_arg_string(&r->req, "description", false, DESCRIPTION_MAX, &desc, why,
-	    sizeof(why)) != 0 ||
-	    acl_caller_reads("registerChannel", &r->caller, ch, uid, sizeof(uid), why,
+	snprintf(ch, sizeof(ch), "%s", r->args.channel);
+	desc = r->args.description;
+	if (acl_caller_reads("registerChannel", &r->caller, ch, uid, sizeof(uid), why,
 	    sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;
@@ -734,12 +723,10 @@ op_read_history(struct request *r)
 	struct history h = { 0 };
 	char ch[CHANNEL_MAX + 1], why[CTL_WHY_MAX], uid[UID_MAX + 1], err[1024];
 	char name[PRINCIPAL_MAX + 64];
-	uint64_t limit, last, start = 1, count = 0, pending = 0;
+	uint64_t limit = r->args.limit, last, start = 1, count = 0, pending = 0;
 
-	if (ctl_arg_channel(&r->req, ch, sizeof(ch), why, sizeof(why)) != 0 ||
-	    ctl_arg_uint(&r->req, "limit", false, HISTORY_DEFAULT, 1, HISTORY_MAX, &limit, why,
-	    sizeof(why)) != 0 ||
-	    acl_caller_reads("readHistory", &r->caller, ch, uid, sizeof(uid), why,
+	snprintf(ch, sizeof(ch), "%s", r->args.channel);
+	if (acl_caller_reads("readHistory", &r->caller, ch, uid, sizeof(uid), why,
 	    sizeof(why)) != 0) {
 		reply_error(r, "%s", why);
 		return;

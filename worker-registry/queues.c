@@ -61,7 +61,7 @@ request_free(struct request *r)
 {
 	if (r == NULL)
 		return;
-	ctl_request_free(&r->req);
+	reg_request_free(&r->req, &r->args);
 	free(r->body);
 	free(r->reply);
 	free(r);

@@ -141,43 +141,29 @@ reply_data(struct request *r, json_t *data)
 
 /* ---- the ops ---- */
 
-struct op {
-	const char *name;
-	void (*serve)(struct request *r);
-};
-
-static const struct op ctl_ops[] = {
-	{ "durableJoin", op_durable_join },
-	{ "durableLeave", op_durable_leave },
-	{ "listMemberships", op_list_memberships },
-	{ "readHistory", op_read_history },
-	{ "registerChannel", op_register_channel },
-	{ NULL, NULL },
-};
-
-/* The admin rail's ops are all admin_serve's, in arrival order; the
- * inventory is the one that does not wait behind them. */
-static const char *const admin_ops[] = {
-	"lifecycleMemberships", "evictPrincipals", "evictPrincipal", "principalLiveness",
-	"reloadCreds", NULL,
-};
-
-static const struct op *
-ctl_op(const char *name)
+/* A ctl.delivery request whose arguments were read (args.h). */
+static void
+ctl_serve(struct request *r)
 {
-	for (const struct op *o = ctl_ops; o->name != NULL; o++)
-		if (strcmp(o->name, name) == 0)
-			return o;
-	return NULL;
-}
-
-static bool
-admin_op_known(const char *name)
-{
-	for (const char *const *o = admin_ops; *o != NULL; o++)
-		if (strcmp(*o, name) == 0)
-			return true;
-	return false;
+	switch (r->args.op) {
+	case REG_OP_JOIN:
+		op_durable_join(r);
+		break;
+	case REG_OP_LEAVE:
+		op_durable_leave(r);
+		break;
+	case REG_OP_LIST:
+		op_list_memberships(r);
+		break;
+	case REG_OP_HISTORY:
+		op_read_history(r);
+		break;
+	case REG_OP_REGISTER:
+		op_register_channel(r);
+		break;
+	default:
+		fatalx("op %s routed to the ctl.delivery queue", r->req.op);
+	}
 }
 
 /* ---- the rails ---- */
@@ -234,31 +220,19 @@ rechecking(void)
 }
 
 /*
- * Decode r's body into r->req and check its op against r's rail: true, or
- * false with r refused (the sender check, a malformed body, an op the rail
- * does not serve).
+ * Decode r's body into r->req and read its op's arguments into r->args
+ * (args.h): true, or false with r refused (the sender check, a malformed
+ * body, an op the rail does not serve, an argument).
  */
 static bool
 request_decode(struct request *r, const char *data, size_t len)
 {
 	char why[CTL_WHY_MAX];
 
-	switch (ctl_request_parse(data, len, &r->caller, &r->req, why, sizeof(why))) {
-	case CTL_OK:
-		break;
-	case CTL_SENDER_MISMATCH:
-		reply_error(r, "%s", CTL_ERR_SENDER);
-		return false;
-	case CTL_MALFORMED:
-		reply_error(r, "%s", why);
-		return false;
-	}
-	if (r->caller.rail == RAIL_CTL ? ctl_op(r->req.op) == NULL : !admin_op_known(r->req.op)) {
-		ctl_unknown_op(r->caller.rail, r->req.op, why, sizeof(why));
-		reply_error(r, "%s", why);
-		return false;
-	}
-	return true;
+	if (reg_request_read(data, len, &r->caller, &r->req, &r->args, why, sizeof(why)) == 0)
+		return true;
+	reply_error(r, "%s", why);
+	return false;
 }
 
 /* Requests shed past a caller's share: one cause, its lines rate-limited
@@ -380,8 +354,9 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closur
 	}
 	if (!request_decode(r, natsMsg_GetData(msg), (size_t)natsMsg_GetDataLength(msg)))
 		goto done;
-	if (queue_push(strcmp(r->req.op, "lifecycleMemberships") == 0 ? Q_INVENTORY : Q_ADMIN, r,
-	    0) == FAIRQ_OK) {
+	/* The admin rail's ops are admin_serve's, in arrival order; the
+	 * inventory is the one that does not wait behind them. */
+	if (queue_push(r->args.op == REG_OP_INVENTORY ? Q_INVENTORY : Q_ADMIN, r, 0) == FAIRQ_OK) {
 		natsMsg_Destroy(msg);
 		return;
 	}
@@ -403,7 +378,7 @@ ctl_thread(void *arg)
 		if (r == NULL)
 			continue;
 		if (request_decode(r, r->body, r->body_len))
-			ctl_op(r->req.op)->serve(r);
+			ctl_serve(r);
 		queue_done(r);
 		request_free(r);
 	}

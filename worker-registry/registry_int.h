@@ -22,6 +22,7 @@
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
 #include "lib/wire/tokens.h"
+#include "worker-registry/args.h"
 #include "worker-registry/fairq.h"
 
 #define REG_CTL_THREADS 4        /* ctl.delivery requests served at once */
@@ -56,6 +57,7 @@ struct request {
 	struct request *next;
 	struct rail_caller caller;
 	struct ctl_request req;
+	struct reg_args args;   /* its op's arguments, read with req (args.h) */
 	char *body;             /* ctl.delivery: the body, decoded when served */
 	size_t body_len;
 	char *reply;            /* the bound reply subject */
