@@ -19,7 +19,7 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz fuzz-registry bench bench-host
+.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz fuzz-registry bench bench-host bench-hostile
 
 all: build
 
@@ -88,6 +88,11 @@ fuzz-registry:
 # The data path's benchmark (reported, not asserted): docs/BENCHMARKS.md.
 bench: deps build
 	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_fanout $(BENCH_ARGS)
+
+# What one agent flooding its rail costs the others (issue 28): join latency
+# and copies/s with and without the flood, in one run.
+bench-hostile: deps build
+	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_hostile $(BENCH_ARGS)
 
 # A delivery host's memory per lane and start-up at 1, 10 and 50 lanes.
 bench-host: deps build

@@ -64,119 +64,6 @@ peer_up(struct h_peer *p, const char *name, const char *allow)
 		fail_msg("%s: %s", name, err);
 }
 
-/* ---- the daemon's processes ---- */
-
-/* VmRSS of pid in kB, 0 when it cannot be read. */
-static long
-rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
-/* The daemon's memory: the supervisor's and every worker's resident set. */
-static long
-daemon_rss_kb(void)
-{
-	json_t *doc = h_daemon_status(&dmn), *w;
-	long kb = rss_kb(dmn.pid);
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		kb += rss_kb((pid_t)json_integer_value(json_object_get(w, "pid")));
-	json_decref(doc);
-	return kb;
-}
-
-static long long
-daemon_restarts(void)
-{
-	json_t *doc = h_daemon_status(&dmn), *w;
-	long long n = 0;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		n += json_integer_value(json_object_get(w, "restarts"));
-	json_decref(doc);
-	return n;
-}
-
-/* ---- the flooder ---- */
-
-struct flood {
-	struct h_peer *p;
-	size_t pad;              /* bytes of padding in each body */
-	_Atomic bool stop;
-	_Atomic long sent, failed, refused, answered;
-	char first_refusal[256];
-	pthread_mutex_t mu;
-};
-
-static void
-on_flood_reply(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure)
-{
-	struct flood *fl = closure;
-	const char *data = natsMsg_GetData(msg);
-
-	(void)nc, (void)sub;
-	atomic_fetch_add(&fl->answered, 1);
-	if (data != NULL && strstr(data, "\"ok\":false") != NULL &&
-	    strstr(data, "retry") != NULL) {
-		if (atomic_fetch_add(&fl->refused, 1) == 0) {
-			pthread_mutex_lock(&fl->mu);
-			snprintf(fl->first_refusal, sizeof(fl->first_refusal), "%.*s",
-			    natsMsg_GetDataLength(msg), data);
-			pthread_mutex_unlock(&fl->mu);
-		}
-	}
-	natsMsg_Destroy(msg);
-}
-
-/* Publish listMemberships on the flooder's own rail subject until told to
- * stop, never waiting for an answer. */
-static void *
-flood_run(void *arg)
-{
-	struct flood *fl = arg;
-	struct h_peer *p = fl->p;
-	char subj[512], reply[600], head[512];
-	size_t hlen, len;
-	char *body;
-	long n = 0;
-
-	snprintf(subj, sizeof(subj), "cotal.%s.ctl.delivery.%s.%s", mesh.token, p->a.owner,
-	    p->a.actor);
-	hlen = (size_t)snprintf(head, sizeof(head), "{\"op\":\"listMemberships\",\"from\":{\"id\":"
-	    "\"%s.%s\",\"name\":\"flooder\"},\"args\":{\"lifecycleUid\":\"%s\"},\"pad\":\"",
-	    p->a.owner, p->a.actor, p->a.uid);
-	len = hlen + fl->pad + 2;
-	if ((body = malloc(len + 1)) == NULL)
-		return NULL;
-	memcpy(body, head, hlen);
-	memset(body + hlen, 'x', fl->pad);
-	memcpy(body + hlen + fl->pad, "\"}", 3);
-	while (!atomic_load(&fl->stop)) {
-		snprintf(reply, sizeof(reply), "%s.reply.f%ld", subj, n++);
-		if (natsConnection_PublishRequest(p->c.nc, subj, reply, body, (int)len) == NATS_OK)
-			atomic_fetch_add(&fl->sent, 1);
-		else
-			atomic_fetch_add(&fl->failed, 1);
-	}
-	natsConnection_FlushTimeout(p->c.nc, 5000);
-	free(body);
-	return NULL;
-}
-
 /* ---- the others ---- */
 
 static int64_t worst_ms;
@@ -231,10 +118,8 @@ static void
 flood_while_others_are_served(size_t pad, const char *tag)
 {
 	struct h_peer f, b, gone;
-	struct flood fl = { .pad = pad, .mu = PTHREAD_MUTEX_INITIALIZER };
-	natsSubscription *replies = NULL;
-	pthread_t th;
-	char name[64], args[512], mine[256], subj[512], instance[128], why[256];
+	struct h_flood fl;
+	char name[64], args[512], mine[256], instance[128], why[256], err[256];
 	long before_kb, peak_kb = 0;
 	long long restarts0;
 	int calls = 0;
@@ -247,23 +132,18 @@ flood_while_others_are_served(size_t pad, const char *tag)
 	 * own, so that b's joins and leaves go on. */
 	snprintf(name, sizeof(name), "gone%s", tag);
 	peer_up(&gone, name, "general");
-	fl.p = &f;
-	snprintf(subj, sizeof(subj), "cotal.%s.ctl.delivery.%s.%s.reply.>", mesh.token,
-	    f.a.owner, f.a.actor);
-	assert_int_equal(natsConnection_Subscribe(&replies, f.c.nc, subj, on_flood_reply, &fl),
-	    NATS_OK);
-	assert_int_equal(natsSubscription_SetPendingLimits(replies, -1, -1), NATS_OK);
 	snprintf(mine, sizeof(mine), "{\"lifecycleUid\":\"%s\"}", b.a.uid);
 	/* Before: the rail answers, and the memory it settles at. */
 	json_decref(timed_ok(b.cl, RAIL_CTL, "listMemberships", mine));
 	worst_ms = 0;
 	failure[0] = '\0';
-	restarts0 = daemon_restarts();
-	before_kb = daemon_rss_kb();
+	restarts0 = h_daemon_restarts(&dmn);
+	before_kb = h_daemon_rss_kb(&dmn);
 	uint64_t refused0 = h_daemon_counter(&dmn, "registry", "refused");
 
 	int64_t t0 = mono_ms();
-	assert_int_equal(pthread_create(&th, NULL, flood_run, &fl), 0);
+	if (h_flood_start(&mesh, &f, pad, &fl, err, sizeof(err)) != 0)
+		fail_msg("the flood: %s", err);
 	h_nap(1000); /* the flood is on */
 	snprintf(args, sizeof(args), "{\"principal\":\"%s.%s\",\"lifecycleUid\":\"%s\"}",
 	    gone.a.owner, gone.a.actor, gone.a.uid);
@@ -289,19 +169,18 @@ flood_while_others_are_served(size_t pad, const char *tag)
 			note_failure("the liveness probe during the flood: %d (%s) after %lld ms",
 			    (int)lv, why, (long long)took);
 		calls += 5;
-		long kb = daemon_rss_kb();
+		long kb = h_daemon_rss_kb(&dmn);
 		if (kb > peak_kb)
 			peak_kb = kb;
 	}
 	/* The flood runs its full time, the memory watched through it. */
 	while (mono_ms() - t0 < FLOOD_MS && failure[0] == '\0') {
-		long kb = daemon_rss_kb();
+		long kb = h_daemon_rss_kb(&dmn);
 		if (kb > peak_kb)
 			peak_kb = kb;
 		h_nap(250);
 	}
-	atomic_store(&fl.stop, true);
-	pthread_join(th, NULL);
+	h_flood_stop(&fl);
 	h_nap(500);
 
 	uint64_t refused = h_daemon_counter(&dmn, "registry", "refused") - refused0;
@@ -322,14 +201,12 @@ flood_while_others_are_served(size_t pad, const char *tag)
 	assert_true(atomic_load(&fl.refused) > 0);
 	assert_true(refused > 0);
 	assert_true(strstr(fl.first_refusal, "waiting on this rail") != NULL);
-	assert_int_equal(daemon_restarts(), restarts0);
+	assert_int_equal(h_daemon_restarts(&dmn), restarts0);
 	assert_int_equal(h_daemon_counter(&dmn, "registry", "dropped_admin"), 0);
 	assert_int_equal(h_daemon_counter(&dmn, "registry", "dropped_live"), 0);
 	if (peak_kb - before_kb > GROWTH_KB)
 		fail_msg("the daemon's memory grew by %ld kB during the flood (the bound: %d kB)",
 		    peak_kb - before_kb, GROWTH_KB);
-	natsSubscription_Unsubscribe(replies);
-	natsSubscription_Destroy(replies);
 	h_peer_down(&f);
 	h_peer_down(&b);
 	h_peer_down(&gone);
@@ -469,12 +346,12 @@ test_a_wildcard_agent_hits_the_membership_bound(void **state)
 	peer_up(&p, "wildcard", "wild.>");
 	snprintf(stream, sizeof(stream), "KV_cotal_members_%s", mesh.token);
 	int64_t rows0 = h_stream_msgs(&prov, stream);
-	long kb0 = daemon_rss_kb();
+	long kb0 = h_daemon_rss_kb(&dmn);
 	int64_t t0 = mono_ms();
 	wild_flood(&w);
 	int64_t took = mono_ms() - t0;
 	int64_t rows = h_stream_msgs(&prov, stream) - rows0;
-	long kb = daemon_rss_kb();
+	long kb = h_daemon_rss_kb(&dmn);
 	/* A join of a channel it holds a row for still works; a new one not. */
 	bool rejoined = call_channel(&p, "durableJoin", "wild.c0", first, sizeof(first));
 	call_channel(&p, "durableJoin", "wild.one-more", first, sizeof(first));

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/types.h>
 
 #include "lib/creds/creds.h"
@@ -29,6 +30,7 @@
 #define H_DIR_MAX 512 /* the temporary root: room left for paths under it */
 #define H_OUT_MAX (64 * 1024)
 #define H_VIOLATIONS_MAX 32
+#define H_SUBJECT_MAX 512
 
 #define H_NODES_MAX 5
 
@@ -277,6 +279,30 @@ int h_peer_up(struct mesh *m, const char *name, const char *allow, struct h_peer
 	      size_t errlen);
 void h_peer_down(struct h_peer *p);
 
+/* ---- one hostile agent (flood.c) ---- */
+
+/* A flood of listMemberships requests on the agent's own ctl.delivery
+ * subject, publish-only, as fast as its client allows, from a thread
+ * (issue 28); the answers it gets are counted. */
+struct h_flood {
+	struct h_peer *p;
+	size_t pad;                /* bytes of padding in each body */
+	char subject[H_SUBJECT_MAX];
+	natsSubscription *replies;
+	pthread_t th;
+	bool running;
+	_Atomic bool stop;
+	_Atomic long sent, failed, refused, answered;
+	char first_refusal[256];   /* the first "retry" refusal it was answered */
+	pthread_mutex_t mu;
+};
+int h_flood_start(struct mesh *m, struct h_peer *p, size_t pad, struct h_flood *fl, char *err,
+		  size_t errlen);
+/* Stop it and wait for its last publishes to be flushed. */
+void h_flood_stop(struct h_flood *fl);
+/* VmRSS of pid in kB, 0 when it cannot be read. */
+long h_rss_kb(pid_t pid);
+
 /* Post a CotalMessage as agent a on channel (JetStream publish; CHAT seq
  * returned). id may be "" (no dedup key). */
 int h_post(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
@@ -361,6 +387,10 @@ int h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct dae
 json_t *h_daemon_status(struct daemon *d);
 /* The pid of a worker role from the status file (0 when down). */
 pid_t h_daemon_worker_pid(struct daemon *d, const char *role);
+/* The daemon's memory: the supervisor's and every worker's resident set, kB. */
+long h_daemon_rss_kb(struct daemon *d);
+/* Restarts of all its workers so far, from the status file. */
+long long h_daemon_restarts(struct daemon *d);
 /* A worker role's counter from the status file (0 when absent). */
 uint64_t h_daemon_counter(struct daemon *d, const char *role, const char *name);
 /* Wait up to ms for that counter to reach want (a worker's counters reach
