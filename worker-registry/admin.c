@@ -315,13 +315,7 @@ op_reload(struct request *r)
 	until = mono_ms() + REG_RELOAD_WAIT_MS;
 	pthread_mutex_lock(&reload.mu);
 	while (!reload.answered && mono_ms() < until && worker_serving()) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		struct timespec ts = deadline_in_ms(CLOCK_REALTIME, 100);
 		pthread_cond_timedwait(&reload.cv, &reload.mu, &ts);
 	}
 	bool answered = reload.answered;

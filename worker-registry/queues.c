@@ -178,15 +178,8 @@ struct request *
 queue_pop(enum reg_queue q, int ms)
 {
 	struct request *r = NULL;
-	struct timespec ts;
+	struct timespec ts = deadline_in_ms(CLOCK_REALTIME, ms);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&queues[q].mu);
 	while (queue_empty(q) && atomic_load(&running))
 		if (pthread_cond_timedwait(&queues[q].cv, &queues[q].mu, &ts) != 0)

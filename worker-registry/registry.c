@@ -467,7 +467,7 @@ rails_count_drops(void)
 		[RAIL_CTL] = C_DROPPED_CTL, [RAIL_ADMIN] = C_DROPPED_ADMIN,
 		[RAIL_LIVE] = C_DROPPED_LIVE,
 	};
-	static int64_t logged_ms;
+	static struct log_limit drops = LOG_LIMIT_INIT;
 
 	for (int i = 0; i < RAIL_COUNT; i++) {
 		int64_t dropped = 0;
@@ -478,15 +478,11 @@ rails_count_drops(void)
 		uint64_t more = (uint64_t)dropped - drops_seen[i];
 		drops_seen[i] = (uint64_t)dropped;
 		worker_count(counter[i], more);
-		int64_t now = mono_ms();
-		if (logged_ms == 0 || now - logged_ms >= UNANSWERED_LOG_EVERY_MS) {
-			log_warnx("the library dropped %llu requests of %s.%s unanswered (its "
-			    "pending limits, %d messages or %d bytes, were reached: the rail "
-			    "fell behind); %llu in all on this connection",
-			    (unsigned long long)more, G.prefix, rail_kind((enum rail)i),
-			    REG_PENDING_MSGS, REG_PENDING_BYTES, (unsigned long long)dropped);
-			logged_ms = now;
-		}
+		log_warnx_limited(&drops, "the library dropped %llu requests of %s.%s unanswered "
+		    "(its pending limits, %d messages or %d bytes, were reached: the rail fell "
+		    "behind); %llu in all on this connection", (unsigned long long)more, G.prefix,
+		    rail_kind((enum rail)i), REG_PENDING_MSGS, REG_PENDING_BYTES,
+		    (unsigned long long)dropped);
 	}
 }
 

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <time.h>
 
+#include "lib/clock.h"
+
 void
 fence_init(struct fence *f)
 {
@@ -71,16 +73,9 @@ fence_quiesce(struct fence *f)
 bool
 fence_wait_drained(struct fence *f, int timeout_ms)
 {
-	struct timespec until;
+	struct timespec until = deadline_in_ms(CLOCK_MONOTONIC, timeout_ms);
 	bool drained;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&f->mu);
 	while (f->inflight > 0)
 		if (pthread_cond_timedwait(&f->drained, &f->mu, &until) == ETIMEDOUT)

@@ -17,18 +17,6 @@
 #define WATCH_RETRY_MS 250
 
 static void
-deadline_in(struct timespec *ts, int ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-static void
 nap(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -271,7 +259,7 @@ barrier_wait(struct kvmirror *m, uint64_t last, char *err, size_t errlen)
 	int rc = 0;
 
 	pthread_mutex_lock(&m->mu);
-	deadline_in(&dl, KVMIRROR_BARRIER_MS);
+	dl = deadline_in_ms(CLOCK_REALTIME, KVMIRROR_BARRIER_MS);
 	while (!current(m, last))
 		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
 			break;
@@ -285,7 +273,7 @@ barrier_wait(struct kvmirror *m, uint64_t last, char *err, size_t errlen)
 	target = m->rebuilds + 1;
 	if (m->watcher != NULL)
 		kvwatch_stop(m->watcher);
-	deadline_in(&dl, KVMIRROR_REBUILD_MS);
+	dl = deadline_in_ms(CLOCK_REALTIME, KVMIRROR_REBUILD_MS);
 	while (!(m->rebuilds >= target && current(m, last)))
 		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
 			break;
@@ -314,6 +302,28 @@ kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen)
 #define BARRIER_SLICE_MS 100 /* the wait looks for a failover this often */
 #define BARRIER_RESEND_MS 1000 /* an unanswered STREAM.INFO is asked again this often */
 
+/* STREAM.INFO of each mirror not yet answered (got[i] false), answered
+ * to <base>.<i>: the index of the first that could not be sent, or -1. */
+static int
+ask_last_seqs(natsConnection *nc, struct kvmirror *const *m, int n, const bool *got,
+	      const char *base)
+{
+	char subj[KVMIRROR_BUCKET_MAX + 32], reply[256];
+	int failed = -1;
+
+	for (int i = 0; i < n; i++) {
+		if (got[i])
+			continue;
+		snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", m[i]->stream);
+		snprintf(reply, sizeof(reply), "%s.%d", base, i);
+		if (natsConnection_PublishRequest(nc, subj, reply, NULL, 0) != NATS_OK &&
+		    failed < 0)
+			failed = i;
+	}
+	natsConnection_Flush(nc);
+	return failed;
+}
+
 int
 kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 {
@@ -321,7 +331,7 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	natsSubscription *sub = NULL;
 	uint64_t last[BARRIER_MAX] = { 0 };
 	bool got[BARRIER_MAX] = { false };
-	char subj[KVMIRROR_BUCKET_MAX + 32], reply[256], why[512];
+	char reply[256], why[512];
 	int left = n, rc = -1;
 
 	if (n <= 0 || n > BARRIER_MAX)
@@ -342,15 +352,11 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	}
 	uint64_t epoch = conn_reconnects(nc);
 	int64_t until = mono_ms() + BARRIER_TIMEOUT_MS, resend_at = mono_ms() + BARRIER_RESEND_MS;
-	for (int i = 0; i < n; i++) {
-		snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s", m[i]->stream);
-		snprintf(reply, sizeof(reply), "%s.%d", base, i);
-		if (natsConnection_PublishRequest(nc, subj, reply, NULL, 0) != NATS_OK) {
-			snprintf(err, errlen, "stream info %s: cannot send the request", m[i]->stream);
-			goto out;
-		}
+	int unsent = ask_last_seqs(nc, m, n, got, base);
+	if (unsent >= 0) {
+		snprintf(err, errlen, "stream info %s: cannot send the request", m[unsent]->stream);
+		goto out;
 	}
-	natsConnection_Flush(nc);
 	while (left > 0) {
 		natsMsg *r = NULL;
 		int64_t wait = until - mono_ms();
@@ -365,15 +371,7 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 			 * the whole wait again. */
 			bool failed_over = conn_reconnects(nc) != epoch;
 			if (failed_over || mono_ms() >= resend_at) {
-				for (int i = 0; i < n; i++) {
-					if (got[i])
-						continue;
-					snprintf(subj, sizeof(subj), "$JS.API.STREAM.INFO.%s",
-					    m[i]->stream);
-					snprintf(reply, sizeof(reply), "%s.%d", base, i);
-					natsConnection_PublishRequest(nc, subj, reply, NULL, 0);
-				}
-				natsConnection_Flush(nc);
+				(void)ask_last_seqs(nc, m, n, got, base);
 				resend_at = mono_ms() + BARRIER_RESEND_MS;
 			}
 			if (failed_over) {
