@@ -586,9 +586,7 @@ test_consumer_denial_is_an_error_not_exists(void **state)
 	}
 	bool up = text_after(d.log, from, "delivery daemon up");
 	/* SIGTERM: the lease is released for the next test's daemon. */
-	kill(d.pid, SIGTERM);
-	if (h_daemon_wait_exit(&d, 5000) < 0)
-		h_daemon_kill(&d);
+	h_daemon_stop(&d, 5000);
 	assert_true(said);
 	assert_true(named);
 	if (!logged)
@@ -635,8 +633,7 @@ test_sighup_reopens_the_log(void **state)
 	char rotated[sizeof(d.log) + 8];
 
 	(void)state;
-	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
-		h_daemon_kill(&dmn);
+	h_daemon_stop(&dmn, 10000);
 	assert_int_equal(h_daemon_start(&mesh, &d, NULL), 0);
 	assert_int_equal(h_daemon_ready(&d, 20000, NULL), 0);
 	snprintf(rotated, sizeof(rotated), "%s.1", d.log);
@@ -648,9 +645,7 @@ test_sighup_reopens_the_log(void **state)
 	bool relayed = timer > 0 && kill(timer, SIGKILL) == 0 &&
 	    h_log_has(d.log, "delivery timer:", 15000);
 	long old_after = file_size(rotated);
-	kill(d.pid, SIGTERM);
-	if (h_daemon_wait_exit(&d, 5000) < 0)
-		h_daemon_kill(&d);
+	h_daemon_stop(&d, 5000);
 	unlink(rotated);
 	if (!reopened)
 		fail_msg("no new log after SIGHUP; see %s", rotated);
@@ -678,8 +673,7 @@ test_the_logrotate_rule_rotates_a_live_log(void **state)
 	FILE *in, *out;
 
 	(void)state;
-	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
-		h_daemon_kill(&dmn);
+	h_daemon_stop(&dmn, 10000);
 	assert_int_equal(h_daemon_start(&mesh, &d, NULL), 0);
 	assert_int_equal(h_daemon_ready(&d, 20000, NULL), 0);
 	snprintf(conf, sizeof(conf), "%s/logrotate.conf", mesh.dir);
@@ -706,9 +700,7 @@ test_the_logrotate_rule_rotates_a_live_log(void **state)
 	int rc = system(cmd);
 	bool reopened = h_log_has(d.log, "delivery: SIGHUP: log reopened", 5000);
 	bool kept = text_after(rotated, 0, "serving") || text_after(rotated, 0, "delivery");
-	kill(d.pid, SIGTERM);
-	if (h_daemon_wait_exit(&d, 5000) < 0)
-		h_daemon_kill(&d);
+	h_daemon_stop(&d, 5000);
 	assert_int_equal(paths, 1);
 	assert_int_equal(signals, 1);
 	assert_int_equal(rc, 0);
@@ -732,8 +724,7 @@ test_a_worker_cannot_flood_the_log(void **state)
 	bool over = false;
 
 	(void)state;
-	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
-		h_daemon_kill(&dmn);
+	h_daemon_stop(&dmn, 10000);
 	setenv("COTAL_TEST_LOG_FLOOD", "5000", 1);
 	setenv("COTAL_TEST_LOG_WINDOW_MS", "4000", 1);
 	int started = h_daemon_start(&mesh, &d, NULL);
@@ -744,9 +735,7 @@ test_a_worker_cannot_flood_the_log(void **state)
 	int lines = h_log_count(d.log, "test: log flood line");
 	bool told = h_log_has(d.log, "more lines of this worker not written in the last 4 s "
 	    "(its cap: 600 lines a window)", 5000);
-	kill(d.pid, SIGTERM);
-	if (h_daemon_wait_exit(&d, 5000) < 0)
-		h_daemon_kill(&d);
+	h_daemon_stop(&d, 5000);
 	printf("• 5,000 lines written by the fan-out, %d in the log\n", lines);
 	if (!over)
 		fail_msg("the flooding fan-out's last line never reached the log; see %s", d.log);
@@ -774,8 +763,7 @@ test_a_spent_signing_budget_survives_a_respawn(void **state)
 
 	(void)state;
 	/* The space's lease free for this daemon, run alone or in order. */
-	if (dmn.pid > 0 && kill(dmn.pid, SIGTERM) == 0 && h_daemon_wait_exit(&dmn, 10000) < 0)
-		h_daemon_kill(&dmn);
+	h_daemon_stop(&dmn, 10000);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	setenv("COTAL_TEST_SIGN_FLOOD", "20", 1);
 	int started = h_daemon_start(&mesh, &d, NULL);
@@ -797,9 +785,7 @@ test_a_spent_signing_budget_survives_a_respawn(void **state)
 	    text_after(d.log, from, "asks for nonce signatures faster than its connections need") &&
 	    text_after(d.log, from, "refused (1 refused so far)") &&
 	    (earned >= 19 || text_after(d.log, from, second));
-	kill(d.pid, SIGTERM);
-	if (h_daemon_wait_exit(&d, 5000) < 0)
-		h_daemon_kill(&d);
+	h_daemon_stop(&d, 5000);
 	if (lives < 2)
 		fail_msg("the flooding fan-out did not live twice in 30 s; see %s", d.log);
 	/* Its first life spends the burst; the second gets only what the

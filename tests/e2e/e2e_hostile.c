@@ -11,7 +11,6 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -381,9 +380,7 @@ static void
 daemon_again(const char *opt, const char *val)
 {
 	/* A clean stop hands the lease back: the next one serves at once. */
-	assert_int_equal(kill(dmn.pid, SIGTERM), 0);
-	if (h_daemon_wait_exit(&dmn, 15000) < 0)
-		h_daemon_kill(&dmn);
+	h_daemon_stop(&dmn, 15000);
 	unlink(dmn.log);
 	unlink(dmn.status);
 	assert_int_equal(h_daemon_start(&mesh, &dmn, opt, val, NULL), 0);

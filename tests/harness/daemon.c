@@ -250,6 +250,14 @@ h_daemon_wait_exit(struct daemon *d, int ms)
 }
 
 void
+h_daemon_stop(struct daemon *d, int ms)
+{
+	if (d->pid > 0 && kill(d->pid, SIGTERM) == 0 && h_daemon_wait_exit(d, ms) >= 0)
+		return;
+	h_daemon_kill(d);
+}
+
+void
 h_daemon_kill(struct daemon *d)
 {
 	if (d->pid > 0) {

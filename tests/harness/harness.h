@@ -404,6 +404,9 @@ void h_daemon_print(struct daemon *d);
 /* Wait up to ms for the daemon to exit; its wait status, or -1. */
 int h_daemon_wait_exit(struct daemon *d, int ms);
 void h_daemon_kill(struct daemon *d);
+/* A clean stop: SIGTERM, up to ms for the exit (the lease handed back),
+ * SIGKILL after that. Nothing when it is not running. */
+void h_daemon_stop(struct daemon *d, int ms);
 /* Does the log contain needle (within ms)? */
 bool h_log_has(const char *path, const char *needle, int ms);
 /* Lines of the file at path holding needle (0 when there is no file). */

@@ -74,28 +74,49 @@ test_an_escape_is_never_cut(void **state)
 	assert_string_equal(out, "a");
 }
 
+/* The logger writing into a file of its own, to be read back. */
+struct capture {
+	char path[32];
+	FILE *f;
+};
+
+static void
+capture_start(struct capture *c, const char *name)
+{
+	int fd;
+
+	snprintf(c->path, sizeof(c->path), "/tmp/test_log.XXXXXX");
+	assert_true((fd = mkstemp(c->path)) >= 0);
+	assert_non_null(c->f = fdopen(fd, "w+"));
+	log_init(name, c->f);
+}
+
+/* What was written, into buf (NUL-ended); the logger back on stderr. */
+static void
+capture_end(struct capture *c, char *buf, size_t len)
+{
+	size_t n;
+
+	log_init(NULL, stderr);
+	rewind(c->f);
+	n = fread(buf, 1, len - 1, c->f);
+	buf[n] = '\0';
+	fclose(c->f);
+	unlink(c->path);
+}
+
 /* A whole line through the logger: one line, escaped. */
 static void
 test_a_log_line_is_one_escaped_line(void **state)
 {
-	char path[] = "/tmp/test_log.XXXXXX", buf[512];
-	int fd = mkstemp(path);
-	FILE *f;
-	size_t n;
+	struct capture c;
+	char buf[512];
 
 	(void)state;
-	assert_true(fd >= 0);
-	f = fdopen(fd, "w+");
-	assert_non_null(f);
-	log_init("registry", f);
+	capture_start(&c, "registry");
 	log_warnx("lease held by %s", "evil\033]0;pwned\007\nforged line");
-	log_init(NULL, stderr);
-	rewind(f);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
+	capture_end(&c, buf, sizeof(buf));
 	assert_string_equal(buf, "! registry: lease held by evil\\x1b]0;pwned\\x07\\x0aforged line\n");
-	fclose(f);
-	unlink(path);
 }
 
 /* Issue 28: "Repeated lines from one cause are rate-limited with a count
@@ -139,30 +160,20 @@ static void
 test_the_count_is_said_with_the_next_line(void **state)
 {
 	static struct log_limit l = LOG_LIMIT_INIT;
-	char path[] = "/tmp/test_log.XXXXXX", buf[8192];
-	int fd = mkstemp(path);
-	FILE *f;
-	size_t n;
+	struct capture c;
+	char buf[8192];
 
 	(void)state;
-	assert_true(fd >= 0);
-	f = fdopen(fd, "w+");
-	assert_non_null(f);
-	log_init(NULL, f);
+	capture_start(&c, NULL);
 	for (int i = 0; i < 1244; i++)
 		log_warnx_limited(&l, "refused %d", i);
 	/* The window ends (as if 60 s went by). */
 	l.since_ms -= LOG_LIMIT_WINDOW_MS;
 	log_warnx_limited(&l, "refused again");
-	log_init(NULL, stderr);
-	rewind(f);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
+	capture_end(&c, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "! refused 9\n! … 1,234 more like this in the last 60 s\n"
 	    "! refused again\n"));
 	assert_null(strstr(buf, "refused 10\n"));
-	fclose(f);
-	unlink(path);
 }
 
 int
