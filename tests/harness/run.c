@@ -5,6 +5,7 @@
  */
 #include "tests/harness/harness_int.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -24,6 +25,9 @@
 enum h_broker hi_broker;
 
 static pid_t brokers[MAX_BROKERS];
+/* When each was started (/proc/<pid>/stat field 22), so that a pid the
+ * kernel gave to another process since is never killed in its place. */
+static unsigned long long started[MAX_BROKERS];
 static char dirs[MAX_DIRS][H_DIR_MAX];
 static int ndirs;
 static bool cleanup_armed;
@@ -89,25 +93,83 @@ h_broker_arg(int argc, char **argv)
 	return H_BROKER_210;
 }
 
+/*
+ * The start time of pid (in clock ticks since boot), 0 when it has none
+ * (gone). Async-signal-safe: open, read and close only, no stdio.
+ */
+static unsigned long long
+start_time(pid_t pid)
+{
+	char path[40] = "/proc/", digits[16], buf[1024];
+	unsigned long long v = 0;
+	int n = 0, fd, field = 2;
+	ssize_t len;
+	char *p;
+
+	if (pid <= 0)
+		return 0;
+	for (pid_t x = pid; x > 0 && n < (int)sizeof(digits); x /= 10)
+		digits[n++] = (char)('0' + x % 10);
+	p = path + 6;
+	while (n > 0)
+		*p++ = digits[--n];
+	memcpy(p, "/stat", 6);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return 0;
+	buf[len] = '\0';
+	/* "pid (comm) state ...": count the fields after comm's last ')'. */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return 0;
+	for (p++; *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	for (; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (unsigned long long)(*p - '0');
+	return v;
+}
+
 void
 hi_track(pid_t pid, bool add)
 {
 	for (int i = 0; i < MAX_BROKERS; i++)
 		if (add ? brokers[i] == 0 : brokers[i] == pid) {
 			brokers[i] = add ? pid : 0;
+			started[i] = add ? start_time(pid) : 0;
 			return;
 		}
+}
+
+/*
+ * SIGKILL what the test started and still runs: only a pid that is still
+ * the process it tracked (the same start time), never one the kernel has
+ * given to another process since a test reaped it without untracking (on
+ * a loaded machine with pid_max 32768 that happens within minutes, and the
+ * process killed was another suite's worker). Async-signal-safe.
+ */
+static void
+kill_tracked(bool reap)
+{
+	for (int i = 0; i < MAX_BROKERS; i++) {
+		pid_t pid = brokers[i];
+		if (pid <= 0)
+			continue;
+		if (started[i] != 0 && start_time(pid) == started[i]) {
+			kill(pid, SIGKILL);
+			if (reap)
+				waitpid(pid, NULL, 0);
+		}
+		brokers[i] = 0;
+	}
 }
 
 static void
 kill_brokers(void)
 {
-	for (int i = 0; i < MAX_BROKERS; i++)
-		if (brokers[i] > 0) {
-			kill(brokers[i], SIGKILL);
-			waitpid(brokers[i], NULL, 0);
-			brokers[i] = 0;
-		}
+	kill_tracked(true);
 }
 
 static int
@@ -150,9 +212,7 @@ static void
 cleanup_on_signal(int sig)
 {
 	/* Only async-signal-safe work here: kill, then die of the signal. */
-	for (int i = 0; i < MAX_BROKERS; i++)
-		if (brokers[i] > 0)
-			kill(brokers[i], SIGKILL);
+	kill_tracked(false);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
