@@ -297,6 +297,7 @@ host_main(int argc, char **argv)
 	pid_t other;
 
 	log_init(NULL, stderr);
+	log_stamp(log_stream_wants_stamp(2), false);
 	for (int i = 1; i < argc; i++) {
 		bool more = i + 1 < argc;
 		if (strcmp(argv[i], "--spaces") == 0 && more)

@@ -126,11 +126,11 @@ reason_from_log(const struct up *u, char *out, size_t outlen, char *detail, size
 	close(fd);
 	text[len] = '\0';
 	for (p = text; *p != '\0';) {
-		const char *nl = strchr(p, '\n');
-		if (strncmp(p, "✗ ", strlen("✗ ")) == 0)
-			last = p, holder = NULL;
-		else if (last != NULL && strncmp(p, holder_mark, strlen(holder_mark)) == 0)
-			holder = p;
+		const char *nl = strchr(p, '\n'), *t = log_line_text(p);
+		if (strncmp(t, "✗ ", strlen("✗ ")) == 0)
+			last = t, holder = NULL;
+		else if (last != NULL && strncmp(t, holder_mark, strlen(holder_mark)) == 0)
+			holder = t;
 		if (nl == NULL)
 			break;
 		p = nl + 1;

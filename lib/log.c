@@ -11,12 +11,15 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *log_proc;
 static int log_fd = 2;
 static int log_tee_fd = -1;
 static int log_verbose = -1;
+static bool stamp_primary, stamp_tee;
 
 #define LOG_LINE_MAX 4096
 
@@ -25,12 +28,69 @@ log_init(const char *procname, FILE *out)
 {
 	log_proc = procname;
 	log_fd = out ? fileno(out) : 2;
+	log_tee_fd = -1;
+	stamp_primary = stamp_tee = false;
 }
 
 void
 log_tee(int fd)
 {
 	log_tee_fd = fd;
+}
+
+void
+log_stamp(bool primary, bool tee)
+{
+	stamp_primary = primary;
+	stamp_tee = tee;
+}
+
+bool
+log_stream_wants_stamp(int fd)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (isatty(fd) || fstat(fd, &st) != 0)
+		return false;
+	/* systemd sets it to "<device>:<inode>" of the stream it connected
+	 * stdout and stderr to; a process whose fd is another stream (a file
+	 * it was redirected to) stamps. */
+	if (js != NULL && sscanf(js, "%llu:%llu", &dev, &ino) == 2 &&
+	    (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino)
+		return false;
+	return true;
+}
+
+size_t
+log_stamp_format(int64_t ms, char *buf, size_t len)
+{
+	time_t secs = (time_t)(ms / 1000);
+	struct tm tm;
+	int w;
+
+	if (len < LOG_STAMP_LEN + 1 || gmtime_r(&secs, &tm) == NULL) {
+		if (len > 0)
+			buf[0] = '\0';
+		return 0;
+	}
+	w = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ ", tm.tm_year + 1900,
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+	return w == LOG_STAMP_LEN ? (size_t)w : 0;
+}
+
+const char *
+log_line_text(const char *line)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ ";
+
+	for (size_t i = 0; i < LOG_STAMP_LEN; i++) {
+		char c = line[i];
+		if (shape[i] == 'd' ? !(c >= '0' && c <= '9') : c != shape[i])
+			return line;
+	}
+	return line + LOG_STAMP_LEN;
 }
 
 static void
@@ -92,14 +152,19 @@ log_escape(const char *in, size_t n, char *out, size_t outlen)
 static void
 vlog(const char *prefix, const char *fmt, va_list ap, int with_errno)
 {
-	char text[LOG_LINE_MAX], line[LOG_LINE_MAX];
+	char text[LOG_LINE_MAX], line[LOG_STAMP_LEN + LOG_LINE_MAX];
 	int saved = errno;
-	size_t n = 0, t = 0;
+	size_t n = 0, t = 0, st = 0;
 	int w;
 
-	w = snprintf(line, sizeof(line), "%s%s%s", prefix, log_proc ? log_proc : "",
+	/* The stamp first, then the line: one buffer, so that each output
+	 * gets its line in one write, with or without the stamp. */
+	if (stamp_primary || (stamp_tee && log_tee_fd >= 0))
+		st = log_stamp_format(wall_ms(), line, sizeof(line));
+	n = st;
+	w = snprintf(line + n, sizeof(line) - n, "%s%s%s", prefix, log_proc ? log_proc : "",
 	    log_proc && *log_proc ? ": " : "");
-	n = w > 0 ? (size_t)w : 0;
+	n += w > 0 ? (size_t)w : 0;
 	w = vsnprintf(text, sizeof(text), fmt, ap);
 	if (w > 0)
 		t = (size_t)w < sizeof(text) ? (size_t)w : sizeof(text) - 1;
@@ -113,9 +178,16 @@ vlog(const char *prefix, const char *fmt, va_list ap, int with_errno)
 	 * broker's error) would drive the operator's terminal. */
 	n += log_escape(text, t, line + n, sizeof(line) - n - 1);
 	line[n++] = '\n';
-	write_all(log_fd, line, n);
-	if (log_tee_fd >= 0 && log_tee_fd != log_fd)
-		write_all(log_tee_fd, line, n);
+	if (stamp_primary)
+		write_all(log_fd, line, n);
+	else
+		write_all(log_fd, line + st, n - st);
+	if (log_tee_fd >= 0 && log_tee_fd != log_fd) {
+		if (stamp_tee)
+			write_all(log_tee_fd, line, n);
+		else
+			write_all(log_tee_fd, line + st, n - st);
+	}
 	errno = saved;
 }
 

@@ -22,9 +22,28 @@
  */
 size_t log_escape(const char *in, size_t n, char *out, size_t outlen);
 
+/* Write to out (NULL: fd 2); no copy, no time stamps. */
 void log_init(const char *procname, FILE *out);
 /* Also copy every line to fd (-1: none), e.g. stderr beside the log file. */
 void log_tee(int fd);
+/*
+ * Time stamps (issue 29): every line written to a log file begins with
+ * when it was written, RFC 3339 in UTC to the millisecond, then a space:
+ *   2026-12-05T14:22:26.123Z ✓ delivery daemon up (space demo)
+ * primary: on the output log_init named; tee: on the copy. A worker's
+ * lines carry none (the supervisor stamps them as it relays them).
+ */
+#define LOG_STAMP_LEN 25 /* "2026-12-05T14:22:26.123Z " */
+void log_stamp(bool primary, bool tee);
+/* Does a stream written to fd want stamps: a file or a pipe, not a
+ * terminal, and not journald's stream (JOURNAL_STREAM names it: the
+ * journal stamps each line itself)? */
+bool log_stream_wants_stamp(int fd);
+/* The stamp of wall time ms (since the epoch) into buf (at least
+ * LOG_STAMP_LEN + 1 bytes), with its trailing space: its length. */
+size_t log_stamp_format(int64_t ms, char *buf, size_t len);
+/* A logged line past its stamp, if it has one (its mark then comes). */
+const char *log_line_text(const char *line);
 void log_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -507,9 +507,13 @@ open_log(void)
 		fatal("delivery: log");
 	S.log_file = f;
 	log_init(NULL, f);
-	if (fstat(2, &a) != 0 || fstat(S.log_fd, &b) != 0 || a.st_dev != b.st_dev ||
-	    a.st_ino != b.st_ino)
+	bool tee = fstat(2, &a) != 0 || fstat(S.log_fd, &b) != 0 || a.st_dev != b.st_dev ||
+	    a.st_ino != b.st_ino;
+	if (tee)
 		log_tee(2);
+	/* The file's lines carry their time; the copy on stderr does when
+	 * it is a file too, not a terminal or journald (which stamps). */
+	log_stamp(true, tee && log_stream_wants_stamp(2));
 }
 
 /* The lease is ours (at start, or a standby's claim): the record, the

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/wire/tokens.h"
 #include "worker/worker.h"
@@ -50,21 +51,25 @@ relay_line(struct sup_worker *w, const char *line, size_t n)
 {
 	static const char *const marks[] = { "✓ ", "! ", "✗ ", "• " };
 	static const char voice[] = "timer writer";
-	char out[SUP_LOG_LINE_MAX + 128], who[64];
-	size_t off = 0, wl, ml = 0, from = 0;
+	char out[LOG_STAMP_LEN + SUP_LOG_LINE_MAX + 128], who[64];
+	size_t off = 0, wl, ml = 0, from = 0, st;
 	bool own = false;
 
 	uint64_t untold;
 	int64_t window = log_limit_window_ms();
 	if (!log_limit_admit_n(&w->relayed, sup_now_ms(), window, SUP_RELAY_LINES, &untold))
 		return;
+	/* Stamped as the supervisor's own lines in the file (lib/log.h). */
+	st = log_stamp_format(wall_ms(), out, sizeof(out));
 	if (untold > 0) {
-		int k = snprintf(out, sizeof(out), "! delivery %s: … %llu more lines of this worker "
-		    "not written in the last %lld s (its cap: %d lines a window)\n", w->role,
-		    (unsigned long long)untold, (long long)(window / 1000), SUP_RELAY_LINES);
-		if (k > 0 && write(w->sup->log_fd, out, (size_t)k) < 0)
+		int k = snprintf(out + st, sizeof(out) - st, "! delivery %s: … %llu more lines of "
+		    "this worker not written in the last %lld s (its cap: %d lines a window)\n",
+		    w->role, (unsigned long long)untold, (long long)(window / 1000),
+		    SUP_RELAY_LINES);
+		if (k > 0 && write(w->sup->log_fd, out, st + (size_t)k) < 0)
 			return;
 	}
+	off = st;
 	wl = (size_t)snprintf(who, sizeof(who), "delivery %s: ", w->role);
 	for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]) && !own; k++) {
 		ml = strlen(marks[k]);
@@ -72,11 +77,12 @@ relay_line(struct sup_worker *w, const char *line, size_t n)
 		    memcmp(line + ml, who, wl) == 0;
 	}
 	if (!own)
-		off = (size_t)snprintf(out, sizeof(out), "! delivery %s (unformatted): ", w->role);
+		off += (size_t)snprintf(out + off, sizeof(out) - off, "! delivery %s (unformatted): ",
+		    w->role);
 	else if (w->policy == &restart_timer && n >= ml + wl + sizeof(voice) - 1 &&
 	    memcmp(line + ml + wl, voice, sizeof(voice) - 1) == 0) {
-		memcpy(out, line, ml);
-		off = ml;
+		memcpy(out + off, line, ml);
+		off += ml;
 		from = ml + wl;
 	}
 	/* The worker's log escaped its own lines; anything else it wrote

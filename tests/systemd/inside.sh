@@ -85,6 +85,16 @@ if [ "$n_journal" = 1 ] && [ "$n_log" = 1 ] &&
 else
 	no "the daemon's lines in journald: $n_journal, in its log: $n_log"
 fi
+# Issue 29: every line of the log file begins with its RFC 3339 time; the
+# journal stamps its own, so the lines it gets carry none of ours.
+stamp='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z [✓!✗•] '
+n_unstamped=$(grep -cvE "$stamp" "$log")
+j_line=$(journalctl -u "$unit" --no-pager -o cat | grep -m1 "delivery daemon up (space $space)")
+if [ "$n_unstamped" = 0 ] && [ -n "$j_line" ] && ! printf '%s\n' "$j_line" | grep -qE '^[0-9]{4}-'; then
+	ok "the log file's lines carry their RFC 3339 time, the journal's do not (journald stamps them): $j_line"
+else
+	no "time stamps: $n_unstamped lines of $log without one; the journal's line: $j_line"
+fi
 
 # ---- a durable post reaches a member's dlv_ consumer ----
 cotal agent add alice --space "$space" --allow general >/dev/null &&

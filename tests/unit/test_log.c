@@ -10,10 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 
 /* A literal's bytes, NULs included, through log_escape. */
@@ -176,6 +180,119 @@ test_the_count_is_said_with_the_next_line(void **state)
 	assert_null(strstr(buf, "refused 10\n"));
 }
 
+/* ---- time stamps (issue 29) ---- */
+
+/* "Log lines carry an RFC 3339 timestamp in every log file the project
+ * writes": UTC, milliseconds, then the line as before. */
+static void
+test_a_stamp_is_rfc3339_utc_to_the_millisecond(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	assert_int_equal(log_stamp_format(0, buf, sizeof(buf)), LOG_STAMP_LEN);
+	assert_string_equal(buf, "1970-01-01T00:00:00.000Z ");
+	assert_int_equal(log_stamp_format(INT64_C(1764945746123), buf, sizeof(buf)),
+	    LOG_STAMP_LEN);
+	assert_string_equal(buf, "2025-12-05T14:42:26.123Z ");
+	assert_int_equal(log_stamp_format(INT64_C(1764945746007), buf, sizeof(buf)),
+	    LOG_STAMP_LEN);
+	assert_string_equal(buf, "2025-12-05T14:42:26.007Z ");
+	/* Too small a buffer: nothing, never a cut stamp. */
+	assert_int_equal(log_stamp_format(0, buf, LOG_STAMP_LEN), 0);
+	assert_string_equal(buf, "");
+	/* Read past, and only when it is one. */
+	assert_string_equal(log_line_text("2025-12-05T14:42:26.123Z ✓ up"), "✓ up");
+	assert_string_equal(log_line_text("✓ up"), "✓ up");
+	assert_string_equal(log_line_text("2025-12-05 14:42:26.123Z ✓ up"),
+	    "2025-12-05 14:42:26.123Z ✓ up");
+	assert_string_equal(log_line_text("2025-12-05T14:42"), "2025-12-05T14:42");
+	assert_string_equal(log_line_text(""), "");
+}
+
+/* The file stamped, its copy not (a terminal or journald: each stamps or
+ * needs none), each in one write; and the stamp is the time of the line. */
+static void
+test_the_file_is_stamped_and_its_copy_as_asked(void **state)
+{
+	struct capture c, tee;
+	char buf[512], copy[512];
+	int64_t before = wall_ms(), at;
+	struct tm tm = { 0 };
+	int ms;
+
+	(void)state;
+	capture_start(&tee, NULL);
+	int tee_fd = dup(fileno(tee.f));
+	capture_start(&c, NULL);
+	log_tee(tee_fd);
+	log_stamp(true, false);
+	log_ok("delivery daemon up (space %s)", "demo");
+	fsync(tee_fd);
+	close(tee_fd);
+	capture_end(&c, buf, sizeof(buf));
+	int64_t after = wall_ms();
+	rewind(tee.f);
+	size_t n = fread(copy, 1, sizeof(copy) - 1, tee.f);
+	copy[n] = '\0';
+	fclose(tee.f);
+	unlink(tee.path);
+	assert_string_equal(copy, "✓ delivery daemon up (space demo)\n");
+	assert_int_equal(strlen(buf), LOG_STAMP_LEN + strlen(copy));
+	assert_string_equal(buf + LOG_STAMP_LEN, copy);
+	assert_int_equal(sscanf(buf, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ ", &tm.tm_year, &tm.tm_mon,
+	    &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms), 7);
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	at = (int64_t)timegm(&tm) * 1000 + ms;
+	assert_true(at >= before && at <= after);
+	/* log_init starts over: no stamp, no copy. */
+	capture_start(&c, NULL);
+	log_ok("plain");
+	capture_end(&c, buf, sizeof(buf));
+	assert_string_equal(buf, "✓ plain\n");
+}
+
+/* Which streams want stamps: a file or a pipe, not a terminal, and not the
+ * stream JOURNAL_STREAM names (systemd's journal stamps each line). */
+static void
+test_a_stream_wants_stamps_unless_a_terminal_or_the_journal(void **state)
+{
+	char path[] = "/tmp/test_log.XXXXXX", js[64];
+	int fd = mkstemp(path), p[2], pt;
+	struct stat st;
+
+	(void)state;
+	assert_true(fd >= 0);
+	unsetenv("JOURNAL_STREAM");
+	assert_true(log_stream_wants_stamp(fd));
+	assert_int_equal(pipe(p), 0);
+	assert_true(log_stream_wants_stamp(p[1]));
+	assert_int_equal(fstat(fd, &st), 0);
+	snprintf(js, sizeof(js), "%llu:%llu", (unsigned long long)st.st_dev,
+	    (unsigned long long)st.st_ino);
+	setenv("JOURNAL_STREAM", js, 1);
+	assert_false(log_stream_wants_stamp(fd));
+	assert_true(log_stream_wants_stamp(p[1])); /* another stream than the journal's */
+	setenv("JOURNAL_STREAM", "garbage", 1);
+	assert_true(log_stream_wants_stamp(fd));
+	unsetenv("JOURNAL_STREAM");
+	if ((pt = posix_openpt(O_RDWR | O_NOCTTY)) >= 0) {
+		assert_int_equal(grantpt(pt), 0);
+		assert_int_equal(unlockpt(pt), 0);
+		int tty = open(ptsname(pt), O_RDWR | O_NOCTTY);
+		assert_true(tty >= 0);
+		assert_false(log_stream_wants_stamp(tty));
+		close(tty);
+		close(pt);
+	}
+	assert_false(log_stream_wants_stamp(-1));
+	close(p[0]);
+	close(p[1]);
+	close(fd);
+	unlink(path);
+}
+
 int
 main(void)
 {
@@ -187,6 +304,9 @@ main(void)
 		cmocka_unit_test(test_a_log_line_is_one_escaped_line),
 		cmocka_unit_test(test_lines_of_one_cause_are_limited_and_counted),
 		cmocka_unit_test(test_the_count_is_said_with_the_next_line),
+		cmocka_unit_test(test_a_stamp_is_rfc3339_utc_to_the_millisecond),
+		cmocka_unit_test(test_the_file_is_stamped_and_its_copy_as_asked),
+		cmocka_unit_test(test_a_stream_wants_stamps_unless_a_terminal_or_the_journal),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
