@@ -130,11 +130,13 @@ static void
 emit(const struct lane *l, const char *s, size_t n)
 {
 	/* One write per line: lines of several lanes never interleave. */
-	char out[LANE_LINE_MAX + SPACE_NAME_MAX + 8];
-	int w = snprintf(out, sizeof(out), "[%s] ", l->m.space);
+	char out[LOG_STAMP_LEN + LANE_LINE_MAX + SPACE_NAME_MAX + 8];
+	size_t st = log_stamping() ? log_stamp_format(wall_ms(), out, sizeof(out)) : 0;
+	int w = snprintf(out + st, sizeof(out) - st, "[%s] ", l->m.space);
 
 	if (w < 0)
 		return;
+	w += (int)st;
 	/* A lane's lines were escaped by its own log; what else it wrote
 	 * (a NUL, a terminal escape) is escaped here the same way. */
 	w += (int)log_escape(s, n, out + w, sizeof(out) - (size_t)w - 1);

@@ -46,6 +46,12 @@ log_stamp(bool primary, bool tee)
 }
 
 bool
+log_stamping(void)
+{
+	return stamp_primary;
+}
+
+bool
 log_stream_wants_stamp(int fd)
 {
 	const char *js = getenv("JOURNAL_STREAM");

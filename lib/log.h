@@ -35,6 +35,8 @@ void log_tee(int fd);
  */
 #define LOG_STAMP_LEN 25 /* "2026-12-05T14:22:26.123Z " */
 void log_stamp(bool primary, bool tee);
+/* Are the lines of the primary output stamped (log_stamp)? */
+bool log_stamping(void);
 /* Does a stream written to fd want stamps: a file or a pipe, not a
  * terminal, and not journald's stream (JOURNAL_STREAM names it: the
  * journal stamps each line itself)? */

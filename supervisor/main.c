@@ -512,8 +512,9 @@ open_log(void)
 	if (tee)
 		log_tee(2);
 	/* The file's lines carry their time; the copy on stderr does when
-	 * it is a file too, not a terminal or journald (which stamps). */
-	log_stamp(true, tee && log_stream_wants_stamp(2));
+	 * it is a file too, not a terminal or journald (which stamps), nor a
+	 * delivery host's pipe (the host stamps what it writes). */
+	log_stamp(true, tee && !S.lane && log_stream_wants_stamp(2));
 }
 
 /* The lease is ours (at start, or a standby's claim): the record, the
