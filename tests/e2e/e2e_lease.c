@@ -36,6 +36,7 @@
 #include "lib/creds/jwt.h"
 #include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
+#include "lib/log.h"
 #include "tests/harness/harness.h"
 
 #define UP_MS 30000        /* a daemon's start under ASan on a busy host */
@@ -176,7 +177,8 @@ log_find(struct mesh *m, long from, const char *line, bool exact)
 		size_t n = strlen(buf);
 		if (n > 0 && buf[n - 1] == '\n')
 			buf[--n] = '\0';
-		if (exact ? strcmp(buf, line) == 0 : strstr(buf, line) != NULL) {
+		/* A line is read past its time stamp (lib/log.h). */
+		if (exact ? strcmp(log_line_text(buf), line) == 0 : strstr(buf, line) != NULL) {
 			at = pos;
 			break;
 		}
@@ -202,9 +204,14 @@ out_has_line(const char *out, const char *line)
 {
 	size_t n = strlen(line);
 
-	for (const char *p = out; (p = strstr(p, line)) != NULL; p += n)
-		if ((p == out || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+	for (const char *p = out; (p = strstr(p, line)) != NULL; p += n) {
+		/* The whole line, past its time stamp if it has one. */
+		const char *start = p;
+		while (start > out && start[-1] != '\n')
+			start--;
+		if (log_line_text(start) == p && (p[n] == '\n' || p[n] == '\0'))
 			return true;
+	}
 	return false;
 }
 
