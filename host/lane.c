@@ -131,7 +131,7 @@ emit(const struct lane *l, const char *s, size_t n)
 {
 	/* One write per line: lines of several lanes never interleave. */
 	char out[LOG_STAMP_LEN + LANE_LINE_MAX + SPACE_NAME_MAX + 8];
-	size_t st = log_stamping() ? log_stamp_format(wall_ms(), out, sizeof(out)) : 0;
+	size_t st = log_stamp_prefix(out, sizeof(out));
 	int w = snprintf(out + st, sizeof(out) - st, "[%s] ", l->m.space);
 
 	if (w < 0)

@@ -45,10 +45,10 @@ log_stamp(bool primary, bool tee)
 	stamp_tee = tee;
 }
 
-bool
-log_stamping(void)
+size_t
+log_stamp_prefix(char *buf, size_t len)
 {
-	return stamp_primary;
+	return stamp_primary ? log_stamp_format(wall_ms(), buf, len) : 0;
 }
 
 bool

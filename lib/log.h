@@ -35,8 +35,11 @@ void log_tee(int fd);
  */
 #define LOG_STAMP_LEN 25 /* "2026-12-05T14:22:26.123Z " */
 void log_stamp(bool primary, bool tee);
-/* Are the lines of the primary output stamped (log_stamp)? */
-bool log_stamping(void);
+/* A line another process wrote, about to go to the primary output in one
+ * write (a worker's relayed, a lane's): its stamp of now into buf (at least
+ * LOG_STAMP_LEN + 1 bytes) when that output is stamped; its length, 0 when
+ * it is not. */
+size_t log_stamp_prefix(char *buf, size_t len);
 /* Does a stream written to fd want stamps: a file or a pipe, not a
  * terminal, and not journald's stream (JOURNAL_STREAM names it: the
  * journal stamps each line itself)? */

@@ -138,3 +138,21 @@ strmap_each(const struct strmap *m, int (*fn)(const char *key, void *value, void
 		}
 	return 0;
 }
+
+long
+strmap_count(struct strmap *m, const char *key, long delta)
+{
+	uintptr_t n = (uintptr_t)strmap_get(m, key) + (uintptr_t)delta;
+
+	if (n == 0) {
+		strmap_del(m, key);
+		return 0;
+	}
+	return strmap_put(m, key, (void *)n, NULL) != 0 ? -1 : (long)n;
+}
+
+size_t
+strmap_count_of(const struct strmap *m, const char *key)
+{
+	return (size_t)(uintptr_t)strmap_get(m, key);
+}

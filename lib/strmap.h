@@ -29,6 +29,11 @@ void *strmap_get(const struct strmap *m, const char *key);
 int strmap_put(struct strmap *m, const char *key, void *value, void **old);
 /* Remove; returns the value or NULL. */
 void *strmap_del(struct strmap *m, const char *key);
+/* A count kept as the value of key (no allocation of its own): add delta
+ * (the entry goes when it reaches 0) and return the new count, or -1 when
+ * out of memory. strmap_count_of reads it (0 when absent). */
+long strmap_count(struct strmap *m, const char *key, long delta);
+size_t strmap_count_of(const struct strmap *m, const char *key);
 /* Visit every entry; stop when fn returns non-zero (returned). */
 int strmap_each(const struct strmap *m, int (*fn)(const char *key, void *value, void *arg),
 		void *arg);

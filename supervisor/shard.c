@@ -138,11 +138,10 @@ shard_claim_refused(struct sup *s)
 static void
 watch_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
 	struct sup *s = arg;
 	char ev = 'L';
 
-	if (strcmp(key, LEASE_KEY) != 0)
+	if (strcmp(e->key, LEASE_KEY) != 0)
 		return;
 	/* Our own renewals come back too: the loop reads the row and tells. */
 	pthread_mutex_lock(&s->wmu);

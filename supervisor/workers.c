@@ -17,7 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/wire/tokens.h"
 #include "worker/worker.h"
@@ -60,7 +59,7 @@ relay_line(struct sup_worker *w, const char *line, size_t n)
 	if (!log_limit_admit_n(&w->relayed, sup_now_ms(), window, SUP_RELAY_LINES, &untold))
 		return;
 	/* Stamped as the supervisor's own lines in the file (lib/log.h). */
-	st = log_stamp_format(wall_ms(), out, sizeof(out));
+	st = log_stamp_prefix(out, sizeof(out));
 	if (untold > 0) {
 		int k = snprintf(out + st, sizeof(out) - st, "! delivery %s: … %llu more lines of "
 		    "this worker not written in the last %lld s (its cap: %d lines a window)\n",

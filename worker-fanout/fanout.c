@@ -171,22 +171,19 @@ roster_add(struct member_row *r)
 static void
 members_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *old, *row;
 
 	(void)arg;
-	if ((old = strmap_del(&F.rows, key)) != NULL) {
+	if ((old = strmap_del(&F.rows, e->key)) != NULL) {
 		roster_remove(old);
 		free(old);
 	}
-	if (!member_row_watched(key, value, len, &parsed, false))
+	if (!member_row_watched(e->key, e->value, e->len, &parsed, false))
 		return;
 	if ((row = member_row_compact(&parsed)) == NULL)
 		fatalx("out of memory");
-	if (strmap_put(&F.rows, key, row, NULL) != 0 || roster_add(row) != 0)
+	if (strmap_put(&F.rows, e->key, row, NULL) != 0 || roster_add(row) != 0)
 		fatalx("out of memory");
 }
 
@@ -212,21 +209,18 @@ members_reset(void *arg)
 static void
 configs_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
 	char *copy = NULL, *old;
 
 	(void)arg;
-	if (value != NULL) {
-		if ((copy = malloc(len + 1)) == NULL)
+	if (e->value != NULL) {
+		if ((copy = malloc(e->len + 1)) == NULL)
 			fatalx("out of memory");
-		memcpy(copy, value, len);
-		copy[len] = '\0';
+		memcpy(copy, e->value, e->len);
+		copy[e->len] = '\0';
 	}
-	old = strmap_del(&F.configs, key);
+	old = strmap_del(&F.configs, e->key);
 	free(old);
-	if (copy != NULL && strmap_put(&F.configs, key, copy, NULL) != 0)
+	if (copy != NULL && strmap_put(&F.configs, e->key, copy, NULL) != 0)
 		fatalx("out of memory");
 }
 
@@ -240,25 +234,22 @@ configs_reset(void *arg)
 static void
 presence_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
-	int64_t created = e->created_ms;
 	struct presence *p;
 	char uid[UID_MAX + 1];
 
 	(void)arg;
-	free(strmap_del(&F.roster_live, key));
-	if (value == NULL)
+	free(strmap_del(&F.roster_live, e->key));
+	if (e->value == NULL)
 		return;
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatalx("out of memory");
-	if (presence_row_parse(key, value, len, p->name, sizeof(p->name), uid, sizeof(uid)) != 0) {
+	if (presence_row_parse(e->key, e->value, e->len, p->name, sizeof(p->name), uid,
+	    sizeof(uid)) != 0) {
 		free(p);
 		return;
 	}
-	p->created_ms = created;
-	if (strmap_put(&F.roster_live, key, p, NULL) != 0)
+	p->created_ms = e->created_ms;
+	if (strmap_put(&F.roster_live, e->key, p, NULL) != 0)
 		fatalx("out of memory");
 }
 

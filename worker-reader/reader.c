@@ -64,19 +64,16 @@ static struct reader R;
 static void
 members_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct member_row *row;
 
 	(void)arg;
-	free(strmap_del(&R.rows, key));
-	if (!member_row_watched(key, value, len, &parsed, true))
+	free(strmap_del(&R.rows, e->key));
+	if (!member_row_watched(e->key, e->value, e->len, &parsed, true))
 		return; /* a row that does not decode authorizes nothing */
 	if ((row = member_row_compact(&parsed)) == NULL)
 		fatalx("out of memory");
-	if (strmap_put(&R.rows, key, row, NULL) != 0)
+	if (strmap_put(&R.rows, e->key, row, NULL) != 0)
 		fatalx("out of memory");
 }
 

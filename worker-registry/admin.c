@@ -211,9 +211,11 @@ sweeper_for(struct sweeper *sw, bool evict, char *why, size_t whylen)
 	return 0;
 }
 
+/* evictPrincipal (one result) or evictPrincipals (an array of them). */
 static void
-op_evict(struct request *r, bool many)
+op_evict(struct request *r)
 {
+	bool many = r->args.op == REG_OP_EVICT_MANY;
 	static struct eviction_result res[SWEEP_PRINCIPALS_MAX];
 	const char *list[SWEEP_PRINCIPALS_MAX];
 	char why[CTL_WHY_MAX];
@@ -337,10 +339,8 @@ admin_serve(struct request *r)
 {
 	switch (r->args.op) {
 	case REG_OP_EVICT_MANY:
-		op_evict(r, true);
-		break;
 	case REG_OP_EVICT:
-		op_evict(r, false);
+		op_evict(r);
 		break;
 	case REG_OP_LIVENESS:
 		op_liveness(r);

@@ -28,7 +28,7 @@ kv_read(const char *bucket, const char *key, char **value, size_t *len, uint64_t
 /* A membership or channel write is an effect: none after a QUIESCE. */
 int
 kv_write(struct request *r, const char *bucket, const char *key, const char *value, size_t len,
-	 uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen)
+	 uint64_t expect, bool del, const char *origin, uint64_t *rev, char *err, size_t errlen)
 {
 	int rc;
 
@@ -37,23 +37,7 @@ kv_write(struct request *r, const char *bucket, const char *key, const char *val
 		    del ? "delete" : "write", bucket, key);
 		return -1;
 	}
-	rc = kvcas_write(G.js, bucket, key, value, len, expect, del, NULL, rev, err, errlen);
-	effect_done();
-	return rc;
-}
-
-int
-kv_create(struct request *r, const char *bucket, const char *key, const char *value, size_t len,
-	  uint64_t expect, const char *lc, uint64_t *rev, char *err, size_t errlen)
-{
-	int rc;
-
-	if (!effect_begin(r)) {
-		snprintf(err, errlen, "write %s/%.150s: the daemon stopped serving the shard", bucket,
-		    key);
-		return -1;
-	}
-	rc = kvcas_write(G.js, bucket, key, value, len, expect, false, lc, rev, err, errlen);
+	rc = kvcas_write(G.js, bucket, key, value, len, expect, del, origin, rev, err, errlen);
 	effect_done();
 	return rc;
 }
@@ -106,14 +90,8 @@ static void
 lc_count(const struct member_row *row, int delta)
 {
 	char lc[LIFECYCLE_MAX + 1];
-	uintptr_t n;
 
-	if (!lifecycle_format(&row->who, lc, sizeof(lc)))
-		return;
-	n = (uintptr_t)strmap_get(&G.lc_rows, lc) + (uintptr_t)(intptr_t)delta;
-	if (n == 0)
-		strmap_del(&G.lc_rows, lc);
-	else if (strmap_put(&G.lc_rows, lc, (void *)n, NULL) != 0)
+	if (lifecycle_format(&row->who, lc, sizeof(lc)) && strmap_count(&G.lc_rows, lc, delta) < 0)
 		fatalx("out of memory");
 }
 
@@ -134,7 +112,7 @@ kv_lifecycle_rows(const char *lc)
 	size_t n;
 
 	kvmirror_lock(&G.members);
-	n = (size_t)(uintptr_t)strmap_get(&G.lc_rows, lc);
+	n = strmap_count_of(&G.lc_rows, lc);
 	kvmirror_unlock(&G.members);
 	return n;
 }
@@ -142,27 +120,23 @@ kv_lifecycle_rows(const char *lc)
 static void
 members_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
-	uint64_t rev = e->revision;
 	static struct member_row parsed; /* the watch thread's, one at a time */
 	struct mrow *old, *m;
 
 	(void)arg;
-	if ((old = strmap_del(&G.rows, key)) != NULL) {
+	if ((old = strmap_del(&G.rows, e->key)) != NULL) {
 		lc_count(&old->row, -1);
 		free(old);
 	}
-	if (!member_row_watched(key, value, len, &parsed, false))
+	if (!member_row_watched(e->key, e->value, e->len, &parsed, false))
 		return;
 	lc_count(&parsed, 1);
 	size_t sz = offsetof(struct mrow, row) + member_row_size(&parsed);
 	if ((m = malloc(sz)) == NULL)
 		fatalx("out of memory");
-	m->rev = rev;
+	m->rev = e->revision;
 	memcpy(&m->row, &parsed, sz - offsetof(struct mrow, row));
-	if (strmap_put(&G.rows, key, m, NULL) != 0)
+	if (strmap_put(&G.rows, e->key, m, NULL) != 0)
 		fatalx("out of memory");
 }
 
@@ -176,17 +150,6 @@ members_reset(void *arg)
 
 /* ---- the channels mirror: who created which row ---- */
 
-static void
-creator_count(const char *lc, int delta)
-{
-	uintptr_t n = (uintptr_t)strmap_get(&G.lc_channels, lc) + (uintptr_t)(intptr_t)delta;
-
-	if (n == 0)
-		strmap_del(&G.lc_channels, lc);
-	else if (strmap_put(&G.lc_channels, lc, (void *)n, NULL) != 0)
-		fatalx("out of memory");
-}
-
 /* A row counts against the lifecycle its origin header names while that
  * message is the row's latest: the manager's rewrite or delete frees it. */
 static void
@@ -196,14 +159,16 @@ channels_apply(void *arg, const struct kvw_entry *e)
 
 	(void)arg;
 	if ((old = strmap_del(&G.ch_origin, e->key)) != NULL) {
-		creator_count(old, -1);
+		if (strmap_count(&G.lc_channels, old, -1) < 0)
+			fatalx("out of memory");
 		free(old);
 	}
 	if (e->value == NULL || e->origin == NULL || strlen(e->origin) > LIFECYCLE_MAX)
 		return;
 	if ((lc = strdup(e->origin)) == NULL || strmap_put(&G.ch_origin, e->key, lc, NULL) != 0)
 		fatalx("out of memory");
-	creator_count(lc, 1);
+	if (strmap_count(&G.lc_channels, lc, 1) < 0)
+		fatalx("out of memory");
 }
 
 static void
@@ -220,7 +185,7 @@ kv_lifecycle_channels(const char *lc, size_t *n, char *err, size_t errlen)
 	if (kvmirror_barrier(&G.channels, err, errlen) != 0)
 		return -1;
 	kvmirror_lock(&G.channels);
-	*n = (size_t)(uintptr_t)strmap_get(&G.lc_channels, lc);
+	*n = strmap_count_of(&G.lc_channels, lc);
 	kvmirror_unlock(&G.channels);
 	return 0;
 }

@@ -88,7 +88,7 @@ row_write(struct request *r, const char *key, const struct member_row *row, uint
 	writer_identity(writer, sizeof(writer));
 	if ((body = member_row_build(row, writer, wall_ms(), &len)) == NULL)
 		fatalx("out of memory");
-	rc = kv_write(r, G.members_bucket, key, body, len, expect, false, rev, err, errlen);
+	rc = kv_write(r, G.members_bucket, key, body, len, expect, false, NULL, rev, err, errlen);
 	free(body);
 	return rc;
 }
@@ -170,7 +170,7 @@ join_write(struct request *r, const char *key, const char *lc, struct member_row
 		if (acl_allows_now(lc, row->channel, why, whylen))
 			return JOIN_WRITTEN;
 		uint64_t gone;
-		if (kv_write(r, G.members_bucket, key, NULL, 0, *rev, true, &gone, err,
+		if (kv_write(r, G.members_bucket, key, NULL, 0, *rev, true, NULL, &gone, err,
 		    sizeof(err)) != 0)
 			log_warnx("durableJoin: could not remove the row %.200s written against a "
 			    "narrowed ACL: %s (the reader removes it for a retired lifecycle)", key,
@@ -245,17 +245,17 @@ catchup_batch(void *arg, natsMsg **posts, int n)
 	}
 	for (int i = 0; i < n; i++) {
 		const char *subj = natsMsg_GetSubject(posts[i]);
-		uintptr_t count = (uintptr_t)strmap_get(&c->per_subject, subj) + 1;
+		long count = strmap_count(&c->per_subject, subj, 1);
 		struct chat_subject cs;
 		json_t *msg = NULL;
 		uint64_t seq = chat_seq(posts[i]);
 
-		if (strmap_put(&c->per_subject, subj, (void *)count, NULL) != 0)
+		if (count < 0)
 			fatalx("out of memory");
 		/* A subject that filled its per-subject limit within the window may
 		 * have pushed older posts of the window out (WIRE.md §3: CHAT keeps
 		 * at most max_msgs_per_subject per subject). */
-		if (c->max_per_subject > 0 && count >= (uintptr_t)c->max_per_subject)
+		if (c->max_per_subject > 0 && count >= (long)c->max_per_subject)
 			c->evicted = true;
 		if (chat_subject_parse(subj, G.prefix, &cs, why, sizeof(why)) != 0 ||
 		    post_decode(natsMsg_GetData(posts[i]), (size_t)natsMsg_GetDataLength(posts[i]),
@@ -649,9 +649,9 @@ op_register_channel(struct request *r)
 	json_decref(cfg);
 	if (body == NULL)
 		fatalx("out of memory");
-	/* The creator rides beside the row (kv_create), so the bound holds
+	/* The creator rides beside the row (kv_write's origin), so the bound holds
 	 * across restarts; the row itself is the client's record, unchanged. */
-	int w = kv_create(r, G.channels_bucket, ch, body, strlen(body), at, lc, &rev, err,
+	int w = kv_write(r, G.channels_bucket, ch, body, strlen(body), at, false, lc, &rev, err,
 	    sizeof(err));
 	free(body);
 	if (w < 0)

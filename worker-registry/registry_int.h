@@ -160,13 +160,12 @@ void gate_reset(void);
 int kv_read(const char *bucket, const char *key, char **value, size_t *len, uint64_t *rev,
 	    char *err, size_t errlen);
 /* Write key at expected revision expect (0: the key has no message yet);
- * del: a delete marker. 0 with *rev, 1 on a CAS conflict, -1 with err. */
+ * del: a delete marker; origin (NULL: none): the lifecycle the row names as
+ * its creator, beside it (kvcas_write). 0 with *rev, 1 on a CAS conflict,
+ * -1 with err. */
 int kv_write(struct request *r, const char *bucket, const char *key, const char *value,
-	     size_t len, uint64_t expect, bool del, uint64_t *rev, char *err, size_t errlen);
-/* kv_write of a row that names its creator, lifecycle lc, beside it. */
-int kv_create(struct request *r, const char *bucket, const char *key, const char *value,
-	      size_t len, uint64_t expect, const char *lc, uint64_t *rev, char *err,
-	      size_t errlen);
+	     size_t len, uint64_t expect, bool del, const char *origin, uint64_t *rev, char *err,
+	     size_t errlen);
 /* A stream's last sequence (and, when ms_per_subject is set, its
  * max_msgs_per_subject). */
 int stream_last_seq(const char *stream, uint64_t *last, int64_t *max_per_subject, char *err,

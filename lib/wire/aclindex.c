@@ -17,20 +17,17 @@ free_row(void *v)
 static void
 apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
 	struct aclindex *x = arg;
 	struct acl_row *r, *old;
 
-	if ((old = strmap_del(&x->rows, key)) != NULL)
+	if ((old = strmap_del(&x->rows, e->key)) != NULL)
 		free_row(old);
-	if (value == NULL)
+	if (e->value == NULL)
 		return; /* deleted: unknown owner */
 	if ((r = malloc(sizeof(*r))) == NULL)
 		fatalx("out of memory");
-	acl_row_parse(value, len, r);
-	if (strmap_put(&x->rows, key, r, NULL) != 0)
+	acl_row_parse(e->value, e->len, r);
+	if (strmap_put(&x->rows, e->key, r, NULL) != 0)
 		fatalx("out of memory");
 }
 

@@ -49,19 +49,16 @@ struct owner {
 static void
 owner_apply(void *arg, const struct kvw_entry *e)
 {
-	const char *key = e->key;
-	const char *value = e->value;
-	size_t len = e->len;
 	struct owner *o = arg;
 	void *old = NULL;
 
-	if (value == NULL) {
-		free(strmap_del(&o->rows, key));
+	if (e->value == NULL) {
+		free(strmap_del(&o->rows, e->key));
 		return;
 	}
-	char *v = strndup(value, len);
+	char *v = strndup(e->value, e->len);
 	assert_non_null(v);
-	assert_int_equal(strmap_put(&o->rows, key, v, &old), 0);
+	assert_int_equal(strmap_put(&o->rows, e->key, v, &old), 0);
 	free(old);
 }
 
