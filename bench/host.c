@@ -56,18 +56,7 @@ nap(int ms)
 static long
 pss_kb(pid_t pid)
 {
-	char path[64], line[256];
-	long kb = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%ld/smaps_rollup", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (sscanf(line, "Pss: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
+	return h_proc_kb(pid, "smaps_rollup", "Pss");
 }
 
 static json_t *

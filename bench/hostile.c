@@ -43,19 +43,16 @@ die(const char *what, const char *err)
 	exit(1);
 }
 
+/* DLV_<s>'s last sequence. */
 static uint64_t
-last_seq(const char *stream)
+dlv_last(void)
 {
-	jsStreamInfo *si = NULL;
-	uint64_t n;
+	uint64_t seq;
 
-	if (js_GetStreamInfo(&si, prov.js, stream, NULL, NULL) != NATS_OK)
-		die("stream info", stream);
-	n = si->State.LastSeq;
-	jsStreamInfo_Destroy(si);
-	return n;
+	if (h_stream_last_seq(&prov, &mesh, "DLV", &seq) != 0)
+		die("stream info", "DLV");
+	return seq;
 }
-
 /* ---- the other agent: joins and leaves, timed ---- */
 
 struct joiner {
@@ -187,7 +184,7 @@ run_phase(struct phase *ph, struct h_peer *poster, struct h_peer *joiner, struct
 	struct joiner j = { .p = joiner };
 	struct h_flood fl;
 	pthread_t th;
-	char dlv[256], err[256];
+	char err[256];
 	int64_t t0, t1;
 
 	if ((j.ms = calloc(JOINS_MAX, sizeof(*j.ms))) == NULL)
@@ -199,11 +196,10 @@ run_phase(struct phase *ph, struct h_peer *poster, struct h_peer *joiner, struct
 	}
 	if (pthread_create(&th, NULL, joiner_run, &j) != 0)
 		die("joiner", "thread");
-	snprintf(dlv, sizeof(dlv), "DLV_%s", mesh.token);
-	uint64_t base = last_seq(dlv), want = base + (uint64_t)posts * (uint64_t)members;
+	uint64_t base = dlv_last(), want = base + (uint64_t)posts * (uint64_t)members;
 	t0 = mono_ms();
 	post_burst(poster, ph->name, posts);
-	while (last_seq(dlv) < want) {
+	while (dlv_last() < want) {
 		if (mono_ms() - t0 > COPY_WAIT_MS)
 			die("copies", "not all in DLV within 180 s");
 		h_nap(20);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "lib/wire/ctlreq.h"
+#include "tests/fuzz/fuzz_lines.h"
 #include "lib/wire/tokens.h"
 
 #define PREFIX "cotal.demo"
@@ -164,29 +165,13 @@ body(const char *data, size_t size, const struct rail_caller *c)
 	}
 }
 
-/* The next line of [*p, end) as a C string (malloc'd); advances past it. */
-static char *
-line(const char **p, const char *end)
-{
-	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-	size_t n = nl != NULL ? (size_t)(nl - *p) : (size_t)(end - *p);
-	char *s = malloc(n + 1);
-
-	if (s == NULL)
-		abort();
-	memcpy(s, *p, n);
-	s[n] = '\0';
-	*p = nl != NULL ? nl + 1 : end;
-	return s;
-}
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *p = (const char *)data, *end = p + size;
 	struct rail_caller c;
 	char why[WHY_MAX], buf[256], owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
-	char *subject = line(&p, end), *reply = line(&p, end);
+	char *subject = fuzz_line(&p, end), *reply = fuzz_line(&p, end);
 	bool parsed = rail_subject_parse(subject, PREFIX, &c, why, sizeof(why)) == 0;
 
 	if (parsed) {

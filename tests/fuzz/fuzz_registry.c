@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lib/wire/ctlreq.h"
+#include "tests/fuzz/fuzz_lines.h"
 #include "lib/wire/tokens.h"
 #include "worker-registry/args.h"
 #include "worker-registry/fairq.h"
@@ -228,27 +229,11 @@ queue(const struct rail_caller *c, size_t bytes)
 	}
 }
 
-/* The next line of [*p, end) as a C string (malloc'd); advances past it. */
-static char *
-line(const char **p, const char *end)
-{
-	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
-	size_t n = nl != NULL ? (size_t)(nl - *p) : (size_t)(end - *p);
-	char *s = malloc(n + 1);
-
-	if (s == NULL)
-		abort();
-	memcpy(s, *p, n);
-	s[n] = '\0';
-	*p = nl != NULL ? nl + 1 : end;
-	return s;
-}
-
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *p = (const char *)data, *end = p + size;
-	char *subject = line(&p, end), *reply = line(&p, end), *body;
+	char *subject = fuzz_line(&p, end), *reply = fuzz_line(&p, end), *body;
 	size_t blen = (size_t)(end - p), n;
 	struct rail_caller c;
 	char why[WHY_MAX];

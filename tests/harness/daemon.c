@@ -325,3 +325,49 @@ h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
 		return -1;
 	return rc;
 }
+
+long
+h_proc_kb(pid_t pid, const char *file, const char *field)
+{
+	char path[64], line[256];
+	size_t fl = strlen(field);
+	long kb = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, field, fl) == 0 && line[fl] == ':' &&
+		    sscanf(line + fl + 1, "%ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+long
+h_daemon_rss_kb(struct daemon *d)
+{
+	json_t *doc = h_daemon_status(d), *w;
+	long kb = h_proc_kb(d->pid, "status", "VmRSS");
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		kb += h_proc_kb((pid_t)json_integer_value(json_object_get(w, "pid")), "status",
+		    "VmRSS");
+	json_decref(doc);
+	return kb;
+}
+
+long long
+h_daemon_restarts(struct daemon *d)
+{
+	json_t *doc = h_daemon_status(d), *w;
+	long long n = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		n += json_integer_value(json_object_get(w, "restarts"));
+	json_decref(doc);
+	return n;
+}

@@ -300,8 +300,6 @@ int h_flood_start(struct mesh *m, struct h_peer *p, size_t pad, struct h_flood *
 		  size_t errlen);
 /* Stop it and wait for its last publishes to be flushed. */
 void h_flood_stop(struct h_flood *fl);
-/* VmRSS of pid in kB, 0 when it cannot be read. */
-long h_rss_kb(pid_t pid);
 
 /* Post a CotalMessage as agent a on channel (JetStream publish; CHAT seq
  * returned). id may be "" (no dedup key). */
@@ -387,6 +385,9 @@ int h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct dae
 json_t *h_daemon_status(struct daemon *d);
 /* The pid of a worker role from the status file (0 when down). */
 pid_t h_daemon_worker_pid(struct daemon *d, const char *role);
+/* A "<field>: N kB" line of /proc/<pid>/<file> (status: VmRSS;
+ * smaps_rollup: Pss), 0 when it cannot be read. */
+long h_proc_kb(pid_t pid, const char *file, const char *field);
 /* The daemon's memory: the supervisor's and every worker's resident set, kB. */
 long h_daemon_rss_kb(struct daemon *d);
 /* Restarts of all its workers so far, from the status file. */

@@ -102,9 +102,10 @@ h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char *all
 	return h_kv_put(c, m, "acl", key, body, err, errlen);
 }
 
-int
-h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
-	 const char *value, char *err, size_t errlen)
+/* A put of value, or a delete marker when value is NULL. */
+static int
+kv_change(struct conn *c, struct mesh *m, const char *name, const char *key, const char *value,
+	  char *err, size_t errlen)
 {
 	char bucket[256], why[512];
 	kvStore *kv = NULL;
@@ -114,35 +115,29 @@ h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
 	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
 	s = js_KeyValue(&kv, c->js, bucket);
 	if (s == NATS_OK)
-		s = kvStore_PutString(&rev, kv, key, value);
+		s = value != NULL ? kvStore_PutString(&rev, kv, key, value) : kvStore_Delete(kv, key);
 	kvStore_Destroy(kv);
 	if (s != NATS_OK) {
 		conn_strerror(s, why, sizeof(why));
-		snprintf(err, errlen, "put %s/%s: %s", bucket, key, why);
+		snprintf(err, errlen, "%s %s/%s: %s", value != NULL ? "put" : "delete", bucket, key,
+		    why);
 		return -1;
 	}
 	return 0;
 }
 
 int
+h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,
+	 const char *value, char *err, size_t errlen)
+{
+	return kv_change(c, m, name, key, value, err, errlen);
+}
+
+int
 h_kv_del(struct conn *c, struct mesh *m, const char *name, const char *key, char *err,
 	 size_t errlen)
 {
-	char bucket[256], why[512];
-	kvStore *kv = NULL;
-	natsStatus s;
-
-	snprintf(bucket, sizeof(bucket), "cotal_%s_%s", name, m->token);
-	s = js_KeyValue(&kv, c->js, bucket);
-	if (s == NATS_OK)
-		s = kvStore_Delete(kv, key);
-	kvStore_Destroy(kv);
-	if (s != NATS_OK) {
-		conn_strerror(s, why, sizeof(why));
-		snprintf(err, errlen, "delete %s/%s: %s", bucket, key, why);
-		return -1;
-	}
-	return 0;
+	return kv_change(c, m, name, key, NULL, err, errlen);
 }
 
 char *
