@@ -13,6 +13,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/names.h"
@@ -520,25 +521,52 @@ ws_registry_tls_ca(const char *space, char *out, size_t outlen, char *err, size_
 	return rc;
 }
 
+/*
+ * A live process's command line, NUL-separated, into cmd: its length, 0
+ * when it has none (a kernel thread, a zombie: no program image), -1 when
+ * it cannot be read. A process inside execve shows an empty one for a
+ * moment, its new memory in place before its arguments are: read again
+ * for up to half a second before deciding.
+ */
+static ssize_t
+read_cmdline(long pid, char *cmd, size_t len)
+{
+	char path[64], exe_path[64], exe[PATH_MAX];
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	snprintf(exe_path, sizeof(exe_path), "/proc/%ld/exe", pid);
+	for (int tries = 0; tries < 50; tries++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n;
+
+		if (fd < 0)
+			return -1;
+		/* /proc files report size 0: read until end of file (one read
+		 * is enough for the bounded command lines we look for). */
+		n = read(fd, cmd, len - 1);
+		close(fd);
+		if (n != 0)
+			return n < 0 ? -1 : n;
+		if (readlink(exe_path, exe, sizeof(exe)) < 0 && errno == ENOENT)
+			return 0;
+		struct timespec nap = { 0, 10 * 1000000L };
+		nanosleep(&nap, NULL);
+	}
+	return -1;
+}
+
 int
 ws_pid_runs(long pid, const char *program, const char *opt, const char *val)
 {
-	char path[64], cmd[8192];
+	char cmd[8192];
 	const char *arg[256], *base;
 	ssize_t n;
-	int fd, nargs = 0;
+	int nargs = 0;
 
 	if (pid <= 1 || kill((pid_t)pid, 0) != 0)
 		return 0;
-	/* /proc files report size 0: read until end of file (one read is
-	 * enough for the bounded command lines we look for). */
-	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	n = read(fd, cmd, sizeof(cmd) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
+	if ((n = read_cmdline(pid, cmd, sizeof(cmd))) <= 0)
+		return (int)n;
 	cmd[n] = '\0';
 	/* The arguments, NUL-separated: each compared whole, so the daemon of
 	 * space "a b" is never taken for space "a"'s. */

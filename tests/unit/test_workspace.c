@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -156,6 +158,41 @@ test_a_secret_is_ours_private_and_no_link(void **state)
 	}
 }
 
+/*
+ * "A record whose pid now belongs to another program is cleared without a
+ * signal", even while that program is still inside its execve: its command
+ * line reads empty for a moment there (its new memory is in place before
+ * its arguments are), which is not "alive but unreadable". Each round asks
+ * from the fork until the program's own command line shows.
+ */
+static void
+test_a_process_inside_execve_is_another_program(void **state)
+{
+	int unknown = 0, ours = 0;
+
+	(void)state;
+	for (int round = 0; round < 200; round++) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			execl("/bin/sleep", "sleep", "30", (char *)NULL);
+			_exit(127);
+		}
+		for (int i = 0; i < 100000 && ws_pid_runs(pid, "sleep", "30", NULL) != 1; i++) {
+			int r = ws_pid_runs(pid, "cotal-deliveryd", "--space", "s");
+			unknown += r < 0;
+			ours += r > 0;
+		}
+		assert_int_equal(ws_pid_runs(pid, "sleep", "30", NULL), 1);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		/* Reaped: no process at all. */
+		assert_int_equal(ws_pid_runs(pid, "cotal-deliveryd", "--space", "s"), 0);
+	}
+	assert_int_equal(unknown, 0);
+	assert_int_equal(ours, 0);
+}
+
 int
 main(void)
 {
@@ -164,6 +201,7 @@ main(void)
 		cmocka_unit_test(test_a_cotal_link_is_refused),
 		cmocka_unit_test(test_another_users_cotal_is_not_adopted),
 		cmocka_unit_test(test_a_secret_is_ours_private_and_no_link),
+		cmocka_unit_test(test_a_process_inside_execve_is_another_program),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
