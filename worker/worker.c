@@ -6,6 +6,7 @@
 #include "worker/worker.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +24,10 @@
 #include "sandbox/sandbox.h"
 
 #define CONNECT_RETRY_MS 1000
+/* Allocations up to this come from the heap, never a mapping of their own;
+ * freed memory past this at the heap's top goes back to the kernel. */
+#define WORKER_MMAP_THRESHOLD (4 * 1024 * 1024)
+#define WORKER_TRIM_THRESHOLD (16 * 1024 * 1024)
 
 struct worker W;
 
@@ -260,6 +265,24 @@ cb_reconnected(natsConnection *nc, void *arg)
 	log_ok("broker connection back");
 }
 
+/* An extra connection of the worker's (the registry's agents' rail): its
+ * loss is said with its name (the broker cuts one that falls behind as a
+ * slow consumer), its return too. */
+static void
+cb_aux_disconnected(natsConnection *nc, void *arg)
+{
+	(void)nc;
+	if (!atomic_load(&closing))
+		log_warnx("broker connection \"%s\" lost; reconnecting", (const char *)arg);
+}
+
+static void
+cb_aux_reconnected(natsConnection *nc, void *arg)
+{
+	(void)nc;
+	log_ok("broker connection \"%s\" back", (const char *)arg);
+}
+
 static void
 cb_error(natsConnection *nc, natsSubscription *sub, natsStatus err, void *arg)
 {
@@ -310,9 +333,12 @@ worker_tls_options(natsOptions *opts)
 	return conn_tls_options(opts, W.cfg.tls_host, W.tls_ca);
 }
 
+/* what: NULL for the main connection, else the extra one's name (a
+ * string that outlives the connection). */
 static natsStatus
-build_options(natsOptions **opts, const char *name, bool main_conn)
+build_options(natsOptions **opts, const char *name, const char *what)
 {
+	bool main_conn = what == NULL;
 	natsStatus s = natsOptions_Create(opts);
 
 	if (s == NATS_OK)
@@ -331,6 +357,10 @@ build_options(natsOptions **opts, const char *name, bool main_conn)
 		s = natsOptions_SetDisconnectedCB(*opts, cb_disconnected, NULL);
 	if (s == NATS_OK && main_conn)
 		s = natsOptions_SetReconnectedCB(*opts, cb_reconnected, NULL);
+	if (s == NATS_OK && !main_conn)
+		s = natsOptions_SetDisconnectedCB(*opts, cb_aux_disconnected, (void *)what);
+	if (s == NATS_OK && !main_conn)
+		s = natsOptions_SetReconnectedCB(*opts, cb_aux_reconnected, (void *)what);
 	if (s == NATS_OK)
 		s = natsOptions_SetErrorHandler(*opts, cb_error, NULL);
 	if (s == NATS_OK)
@@ -347,7 +377,7 @@ worker_connect_aux(const char *what, natsConnection **nc, char *err, size_t errl
 
 	*nc = NULL;
 	snprintf(name, sizeof(name), "cotal-deliveryd %s %s", W.cfg.role, what);
-	s = build_options(&opts, name, false);
+	s = build_options(&opts, name, what);
 	if (s == NATS_OK)
 		s = natsConnection_Connect(nc, opts);
 	natsOptions_Destroy(opts);
@@ -374,7 +404,7 @@ connect_broker(void)
 	int64_t last_log = 0;
 
 	snprintf(name, sizeof(name), "cotal-deliveryd %s", W.cfg.role);
-	if (build_options(&opts, name, true) != NATS_OK)
+	if (build_options(&opts, name, NULL) != NATS_OK)
 		fatalx("cannot build the connection options");
 	for (;;) {
 		s = natsConnection_Connect(&W.nc, opts);
@@ -565,6 +595,16 @@ worker_main(const char *role, const struct worker_role *const *roles)
 
 	snprintf(proc, sizeof(proc), "delivery %s", role);
 	log_init(proc, stderr);
+	/*
+	 * A message is up to the broker's max_payload (1 MiB by default), and
+	 * the library copies each one it reads. Memory a freed message held is
+	 * kept for the next instead of going back to the kernel every time: a
+	 * fresh page costs a fault on first touch, which made reading a flood
+	 * of large requests twice as dear, slow enough for the broker to cut
+	 * the connection as a slow consumer. What stays kept is bounded.
+	 */
+	mallopt(M_MMAP_THRESHOLD, WORKER_MMAP_THRESHOLD);
+	mallopt(M_TRIM_THRESHOLD, WORKER_TRIM_THRESHOLD);
 	/* Stopped by the supervisor over IPC, never by a stray signal. */
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);

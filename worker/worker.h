@@ -84,8 +84,9 @@ int worker_send(uint16_t type, const void *payload, size_t len);
 /*
  * A second broker connection of this worker, named "cotal-deliveryd <role>
  * <what>", on the worker's credential (signed through the supervisor, as
- * the first), its servers and TLS, reconnecting on its own; not watched
- * for the worker's state. For traffic that must not stand in line with the
+ * the first), its servers and TLS, reconnecting on its own (its loss and
+ * return logged with what, a string that outlives it); not watched for
+ * the worker's state. For traffic that must not stand in line with the
  * role's own (the registry's agents' rail). 0, or -1 with err. Any thread.
  */
 int worker_connect_aux(const char *what, natsConnection **nc, char *err, size_t errlen);

@@ -700,6 +700,12 @@ test_broker_back_within_the_window(void **state)
 	}
 	assert_true(log_find(&mb, from, "! delivery: resident broker connection lost", false) >= 0);
 	assert_true(log_find(&mb, from, "resident broker connection back", false) >= 0);
+	/* The registry's agents' rail has a connection of its own: its loss
+	 * and return are said too, by name. */
+	assert_true(log_find(&mb, from, "! delivery registry: broker connection \"rails\" lost; "
+	    "reconnecting", false) >= 0);
+	assert_true(log_find(&mb, from, "delivery registry: broker connection \"rails\" back",
+	    false) >= 0);
 	assert_true(log_find(&mb, from, "broker connection unavailable", false) < 0);
 	if (!wait_bound(&mb, 15000, again, sizeof(again)))
 		fail_msg("not bound again after the broker came back; see %s", db.log);
