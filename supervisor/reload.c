@@ -139,6 +139,8 @@ adopt(struct sup *s, struct sup_creds *c)
 	sup_creds_free(&s->creds);
 	s->creds = *c;
 	memset(c, 0, sizeof(*c));
+	s->stats.reloads_adopted++;
+	s->status_dirty = true;
 	log_ok("delivery: adopted the renewed credential (user %.12s…, sha256 %s, expires %lld); "
 	    "reconnecting in %d ms", s->creds.user_pub, s->creds.fingerprint,
 	    (long long)s->creds.exp, RELOAD_SWAP_MS);
@@ -195,6 +197,8 @@ reload_request(struct sup_worker *w, const struct ipc_msg *m)
 		log_info("delivery: reloadCreds refused: start-up has not finished");
 	} else if ((rc = candidate(s, req.expected, &c, &accepted, rep.error,
 	    sizeof(rep.error))) < 0) {
+		s->stats.reloads_refused++;
+		s->status_dirty = true;
 		log_warnx("delivery: %s", rep.error);
 	} else {
 		rep.ok = 1;
@@ -233,8 +237,11 @@ on_reread(evutil_socket_t fd, short what, void *arg)
 		log_warnx("delivery: the credential in %s expires at %lld and has not been renewed "
 		    "there yet; renew it (cotal creds mint --renew) and reload it before then",
 		    s->creds.path, (long long)s->creds.exp);
-	else
+	else {
+		s->stats.reloads_refused++;
+		s->status_dirty = true;
 		log_warnx("delivery: re-reading the credential: %s", why);
+	}
 	arm_reread(s);
 }
 

@@ -220,6 +220,7 @@ resident_swap(struct sup *s, char *err, size_t errlen)
 	current = next;
 	s->nc = nc;
 	s->js = js;
+	s->stats.connected = true;
 	watchdog_reconnected(&s->wd, WATCHDOG_RESIDENT);
 	jsCtx_Destroy(oldjs);
 	natsConnection_Destroy(old);
@@ -248,6 +249,7 @@ resident_open(struct sup *s, char *err, size_t errlen)
 	/* The reachability check: the first connect must succeed. */
 	if ((rc = dial(s, &tokens[current], &s->nc, &s->js, err, errlen)) != 0)
 		return rc; /* -2: demanded TLS refused */
+	s->stats.connected = true;
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
 	event_add(s->ev_tick, &tick);
 	log_ok("delivery: broker %s reachable (resident connection; watchdog window %lld ms, "

@@ -156,6 +156,22 @@ watch_reset(void *arg)
 	(void)arg;
 }
 
+/* A renewal of the lease row, counted for the status and the metrics. */
+static int
+renew(struct sup *s, char *why, size_t whylen)
+{
+	int rc = lease_renew(&s->lease, io_of(s), why, whylen);
+
+	if (rc == 0) {
+		s->stats.renewals++;
+		s->stats.last_renewal_ms = sup_now_ms();
+	} else {
+		s->stats.renewal_failures++;
+	}
+	s->status_dirty = true;
+	return rc;
+}
+
 static void on_renew(evutil_socket_t fd, short what, void *arg);
 static void on_recheck(evutil_socket_t fd, short what, void *arg);
 
@@ -193,7 +209,7 @@ shard_workers_bound(struct sup *s)
 #endif
 	s->lease.ready = true;
 	clear_violation(s);
-	if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
+	if (renew(s, why, sizeof(why)) != 0) {
 		log_errx("delivery: could not mark the lease of shard 0 ready: %s", why);
 		shard_enter(s, SHARD_RECHECKING);
 		workers_quiesce(s);
@@ -293,7 +309,7 @@ recheck(struct sup *s)
 	case LEASE_OURS:
 		/* A renewal that failed is written again now, before resuming:
 		 * a row left to its age would expire while we serve. */
-		if (lease_renew(&s->lease, io_of(s), why, sizeof(why)) != 0) {
+		if (renew(s, why, sizeof(why)) != 0) {
 			broker_call_done(s);
 			log_warnx("delivery: the lease of shard 0 is still ours, but renewing it "
 			    "failed (%s); staying quiesced and reading it again", why);
@@ -365,7 +381,7 @@ on_renew(evutil_socket_t fd, short what, void *arg)
 		arm(s->ev_renew, 1000);
 		return;
 	}
-	int renewed = lease_renew(&s->lease, io_of(s), why, sizeof(why));
+	int renewed = renew(s, why, sizeof(why));
 	broker_call_done(s);
 	if (renewed != 0) {
 		doubt(s, why);
@@ -394,11 +410,16 @@ shard_on_event(struct sup *s, char ev)
 			reload_expired(s);
 			break;
 		}
+		s->stats.connected = false;
+		s->status_dirty = true;
 		watchdog_disconnected(&s->wd, WATCHDOG_RESIDENT, mono_ms(), boot_ms());
 		log_warnx("delivery: resident broker connection lost; reconnecting (the watchdog "
 		    "allows %lld ms)", (long long)s->wd.window_ms);
 		break;
 	case 'R':
+		s->stats.connected = true;
+		s->stats.reconnects++;
+		s->status_dirty = true;
 		watchdog_reconnected(&s->wd, WATCHDOG_RESIDENT);
 		log_ok("delivery: resident broker connection back");
 		break;

@@ -49,12 +49,22 @@ confinement(const struct sup *s, const struct sup_worker *w, char *line, size_t 
 	return "unknown role";
 }
 
-void
-status_write(struct sup *s)
+/* One credential: its user and when it expires (0: never). */
+static json_t *
+credential(const char *name, const struct sup_creds *c)
 {
+	return json_pack("{s:s, s:s, s:I}", "name", name, "user", c->user_pub, "expiresAt",
+	    (json_int_t)c->exp * 1000);
+}
+
+json_t *
+status_doc(struct sup *s)
+{
+	static const char *const sys_names[] = { [IPC_SYS_OBSERVER] = "sys-observer",
+		[IPC_SYS_EVICTOR] = "sys-evictor" };
 	struct timeval tv;
-	char err[512], line[1024];
-	json_t *doc, *list = json_array();
+	char line[1024], server[IPC_URL_MAX] = "";
+	json_t *list = json_array(), *creds = json_array();
 
 	gettimeofday(&tv, NULL);
 	for (int i = 0; i < SUP_WORKERS; i++) {
@@ -71,12 +81,36 @@ status_write(struct sup *s)
 		    "restarts", (json_int_t)w->restart.restarts, "lastExit", w->last_exit,
 		    "counters", counters, "confinement", confinement(s, w, line, sizeof(line))));
 	}
+	json_array_append_new(creds, credential("delivery", &s->creds));
+	for (int i = IPC_SYS_OBSERVER; i <= IPC_SYS_EVICTOR; i++)
+		if (s->have_sys[i])
+			json_array_append_new(creds, credential(sys_names[i], &s->sys[i]));
+	if (s->nc != NULL && s->stats.connected &&
+	    natsConnection_GetConnectedUrl(s->nc, server, sizeof(server)) != NATS_OK)
+		server[0] = '\0';
 	static const char *const shard_names[] = { "claiming", "starting", "serving",
 		"rechecking", "standby" };
-	doc = json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:I, s:o}", "pid", (json_int_t)getpid(),
+	return json_pack("{s:I, s:s, s:s, s:s, s:I, s:b, s:I, s:o, s:{s:I, s:I, s:I}, "
+	    "s:{s:b, s:I, s:s}, s:o, s:{s:I, s:I}}", "pid", (json_int_t)getpid(),
 	    "space", s->space, "server", s->url, "shard", shard_names[s->shard], "shardSince",
 	    (json_int_t)s->shard_since_ms, "lane", s->lane,
-	    "updatedAt", (json_int_t)tv.tv_sec * 1000 + tv.tv_usec / 1000, "workers", list);
+	    "updatedAt", (json_int_t)tv.tv_sec * 1000 + tv.tv_usec / 1000, "workers", list,
+	    "lease", "renewals", (json_int_t)s->stats.renewals, "renewalFailures",
+	    (json_int_t)s->stats.renewal_failures, "lastRenewalAt",
+	    (json_int_t)s->stats.last_renewal_ms,
+	    "broker", "connected", s->stats.connected, "reconnects",
+	    (json_int_t)s->stats.reconnects, "inUse", server,
+	    "credentials", creds,
+	    "reloads", "adopted", (json_int_t)s->stats.reloads_adopted, "refused",
+	    (json_int_t)s->stats.reloads_refused);
+}
+
+void
+status_write(struct sup *s)
+{
+	char err[512];
+	json_t *doc = status_doc(s);
+
 	if (ws_write_json(s->status_path, doc, 0600, err, sizeof(err)) != 0)
 		log_warnx("delivery: cannot write the status file: %s", err);
 	json_decref(doc);

@@ -8,6 +8,7 @@
 #define COTAL_SUPERVISOR_H
 
 #include <event2/event.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -144,6 +145,16 @@ struct sup {
 	struct sup_worker workers[SUP_WORKERS];
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;
+
+	/* What the status file and the metrics report besides the workers'
+	 * own counters (status.c), counted where each happens. */
+	struct sup_stats {
+		uint64_t renewals, renewal_failures; /* lease writes of shard 0 */
+		int64_t last_renewal_ms;             /* wall clock; 0 = none yet */
+		bool connected;                      /* the resident connection */
+		uint64_t reconnects;
+		uint64_t reloads_adopted, reloads_refused;
+	} stats;
 };
 
 int64_t sup_now_ms(void);
@@ -222,6 +233,8 @@ void workers_send_lease(struct sup *s);
 void sup_stop(struct sup *s, int exit_code);
 
 /* status.c: the status file `cotal status` reads. */
+/* The document it holds (docs/status.schema.json's "daemon"): new. */
+json_t *status_doc(struct sup *s);
 void status_write(struct sup *s);
 void status_remove(struct sup *s);
 
