@@ -6,6 +6,9 @@
 #
 # A room may include its own headers and those of the rooms after it; a
 # worker's room (worker-*) reaches ipc/ and sandbox/ only through worker/.
+# The metrics server (metrics/) is a process room without a broker
+# connection: it takes ipc/ and sandbox/ directly, and nothing of lib/'s
+# broker rooms.
 # tests/ and bench/ may include anything. Usage: check-includes.sh [ROOT]
 # (default: this tree). Prints each offending line and exits 1.
 set -u
@@ -23,8 +26,9 @@ allowed() {
 	sandbox)         echo "lib sandbox" ;;
 	worker)          echo "lib lib/creds lib/nats lib/wire ipc sandbox worker" ;;
 	worker-*)        echo "lib lib/creds lib/nats lib/wire worker $1" ;;
+	metrics)         echo "lib ipc sandbox metrics" ;;
 	supervisor|host|launcher|cli)
-	                 echo "lib lib/creds lib/nats lib/wire ipc sandbox worker supervisor host launcher cli worker-fanout worker-reader worker-registry worker-timer" ;;
+	                 echo "lib lib/creds lib/nats lib/wire ipc sandbox worker metrics supervisor host launcher cli worker-fanout worker-reader worker-registry worker-timer" ;;
 	*)               echo "*" ;;
 	esac
 }
@@ -39,7 +43,7 @@ room_of() {
 }
 
 bad=0
-files=$(find lib ipc sandbox worker worker-* supervisor host launcher cli \
+files=$(find lib ipc sandbox metrics worker worker-* supervisor host launcher cli \
 	-name '*.[ch]' 2>/dev/null | sort)
 for f in $files; do
 	from=$(room_of "$f")

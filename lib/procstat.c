@@ -23,7 +23,7 @@ procstat_parse(const char *text, size_t len, long page_size, long ticks, struct 
 	 * fields follow the last ')'. */
 	if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ' || p[2] == '\0')
 		return -1;
-	p += 3; /* the state, field 3 */
+	p += 2; /* the state, field 3 */
 	if (*p == '\0' || p[1] != ' ')
 		return -1;
 	p += 2;

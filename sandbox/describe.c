@@ -35,22 +35,41 @@
 #define LL_ABI_NET 4   /* TCP connect and bind rules */
 #define LL_ABI_SCOPE 6 /* abstract unix sockets and signals scoped */
 
-/* What every worker role may do, whatever the kernel (seccomp.c). */
-static const struct {
-	enum sandbox_role role;
-	const char *work;     /* what it does with its broker connection */
-} roles[] = {
-	{ SANDBOX_FANOUT, "copies CHAT posts into members' INBOX" },
-	{ SANDBOX_READER, "re-authorizes INBOX entries into DLV" },
-	{ SANDBOX_REGISTRY, "membership registry and control rails; $SYS sweeps" },
-	{ SANDBOX_TIMER, "checkpoint timers" },
-};
-
 #define SECCOMP_RIGHTS "default-kill allow-list"
 #define SOCKET_RIGHTS "TCP stream (IPv4, IPv6) only: no unix, abstract, UDP, raw or socketpair"
 #define FILE_RIGHTS "none (openat answers EACCES)"
 #define PROCESS_RIGHTS "no exec, fork or ptrace; signals to itself only"
 #define TCP_OPEN "TCP to any address: the unit's IPAddressAllow= is the operator's control"
+#define METRICS_SOCKETS "none made: it accepts on the one listening socket its parent bound " \
+	"(--metrics); no socket, connect or bind, so no broker connection"
+#define METRICS_PROCESSES "one thread: no exec, fork, thread or ptrace; signals to itself only"
+
+/* What every role may do, whatever the kernel (seccomp.c). */
+static const struct {
+	enum sandbox_role role;
+	const char *work;     /* what it does */
+	const char *sockets;
+	const char *processes;
+} roles[] = {
+	{ SANDBOX_FANOUT, "copies CHAT posts into members' INBOX", SOCKET_RIGHTS,
+	    PROCESS_RIGHTS },
+	{ SANDBOX_READER, "re-authorizes INBOX entries into DLV", SOCKET_RIGHTS, PROCESS_RIGHTS },
+	{ SANDBOX_REGISTRY, "membership registry and control rails; $SYS sweeps", SOCKET_RIGHTS,
+	    PROCESS_RIGHTS },
+	{ SANDBOX_TIMER, "checkpoint timers", SOCKET_RIGHTS, PROCESS_RIGHTS },
+	{ SANDBOX_METRICS, "serves /metrics and /healthz from the supervisor's snapshots",
+	    METRICS_SOCKETS, METRICS_PROCESSES },
+};
+
+/* The row of a role; the test role is a worker's. */
+static size_t
+row_of(enum sandbox_role role)
+{
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (roles[i].role == role)
+			return i;
+	return 0;
+}
 
 int
 sandbox_can_confine(char *err, size_t errlen)
@@ -107,12 +126,18 @@ sandbox_describe(enum sandbox_role role, int abi, bool seccomp_log,
 		 const uint16_t ports[SANDBOX_PORTS_MAX], char *out, size_t outlen)
 {
 	char ll[256];
+	size_t r = row_of(role);
 
-	landlock_says(abi, ports, ll, sizeof(ll));
+	/* The metrics server makes no socket: Landlock adds no port. */
+	if (role == SANDBOX_METRICS)
+		snprintf(ll, sizeof(ll), "%s", abi >= LL_ABI_NET ? "no TCP connect or bind" :
+		    "no network rules (none needed: seccomp lets it make no socket)");
+	else
+		landlock_says(abi, ports, ll, sizeof(ll));
 	snprintf(out, outlen, "sandbox %s: seccomp %s%s; sockets: %s; files: %s; processes: %s; "
 	    "Landlock ABI %d: %s", sandbox_role_name(role), SECCOMP_RIGHTS,
 	    seccomp_log ? " in LOG mode (COTAL_SECCOMP=log: violations logged, not killed)" : "",
-	    SOCKET_RIGHTS, FILE_RIGHTS, PROCESS_RIGHTS, abi, ll);
+	    roles[r].sockets, FILE_RIGHTS, roles[r].processes, abi, ll);
 }
 
 void
@@ -129,10 +154,14 @@ sandbox_table(FILE *out)
 	fprintf(out, "|---|---|---|---|---|---|\n");
 	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
 		fprintf(out, "| %s | %s | %s | %s | %s | %s |\n", sandbox_role_name(roles[i].role),
-		    roles[i].work, SECCOMP_RIGHTS, SOCKET_RIGHTS, FILE_RIGHTS, PROCESS_RIGHTS);
-	fprintf(out, "\n| kernel | every role's network, beyond the above |\n|---|---|\n");
+		    roles[i].work, SECCOMP_RIGHTS, roles[i].sockets, FILE_RIGHTS,
+		    roles[i].processes);
+	fprintf(out, "\n| kernel | the workers' network, beyond the above | the metrics "
+	    "server's |\n|---|---|---|\n");
 	for (size_t k = 0; k < sizeof(kernels) / sizeof(kernels[0]); k++) {
 		landlock_says(kernels[k].abi, NULL, ll, sizeof(ll));
-		fprintf(out, "| %s | %s |\n", kernels[k].name, ll);
+		fprintf(out, "| %s | %s | %s |\n", kernels[k].name, ll,
+		    kernels[k].abi >= LL_ABI_NET ? "no TCP connect or bind" : "no socket made "
+		    "(seccomp)");
 	}
 }

@@ -37,6 +37,8 @@ sandbox_role_name(enum sandbox_role r)
 		return "timer";
 	case SANDBOX_TEST:
 		return "test";
+	case SANDBOX_METRICS:
+		return "metrics";
 	}
 	return "unknown";
 }

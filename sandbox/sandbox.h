@@ -1,6 +1,7 @@
 /*
  * Worker confinement, applied in this order before a worker's first nats.c
- * call (so every library thread inherits it):
+ * call (so every library thread inherits it), and the same steps for the
+ * metrics server before it serves its first request:
  *
  *   1. sandbox_drop_privileges(): when root, setgroups(0), setgid, setuid to
  *      the unprivileged user (default "nobody"), verified irreversible;
@@ -32,6 +33,9 @@ enum sandbox_role {
 	SANDBOX_REGISTRY,
 	SANDBOX_TIMER,
 	SANDBOX_TEST, /* the policy test program: the same list as a worker */
+	/* The metrics server (metrics/): no broker connection; it serves
+	 * HTTP on the one listening socket its parent bound. */
+	SANDBOX_METRICS,
 };
 
 #define SANDBOX_MAX_OPEN_FILES 256

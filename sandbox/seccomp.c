@@ -312,12 +312,64 @@ policy_test(struct policy *p)
 	worker_base(p);
 }
 
+/*
+ * metrics: the metrics server (metrics/metrics.c), one thread, no broker
+ * connection, no library threads. It reads snapshots from its parent's
+ * channel, accepts on the listening socket its parent bound and passed down,
+ * reads a request and writes the answer. It makes no socket, so it cannot
+ * connect or bind one; it opens no file.
+ */
+static void
+policy_metrics(struct policy *p)
+{
+	/* Memory: snapshots and answers. Never executable. */
+	ALLOW(p, brk);
+	ALLOW_IF(p, mmap, arg_masked_eq(2, PROT_EXEC, 0));
+	ALLOW_IF(p, mprotect, arg_masked_eq(2, PROT_EXEC, 0));
+	ALLOW(p, munmap);
+	ALLOW(p, mremap);
+	ALLOW(p, madvise);
+
+	/* Serving: the channel (recv), the listening socket (accept4), each
+	 * connection (read, write, shutdown, close), one poll over them all,
+	 * and O_NONBLOCK on what it accepts. */
+	ALLOW(p, recvfrom);
+	ALLOW(p, accept4);
+	ALLOW(p, read);
+	ALLOW(p, write);
+	ALLOW_IF(p, writev, arg_eq(0, 2));
+	ALLOW(p, poll);
+	ALLOW(p, shutdown);
+	ALLOW(p, close);
+	ALLOW_IF(p, fcntl, arg_eq(1, F_GETFL));
+	ALLOW_IF(p, fcntl, arg_eq(1, F_SETFL));
+
+	/* Time: request deadlines (the vDSO, or these). */
+	ALLOW(p, clock_gettime);
+	ALLOW(p, gettimeofday);
+
+	/* Files: none. glibc's stdio may ask what stderr is. */
+	SOFT_FAIL(p, openat, EACCES);
+	ALLOW(p, newfstatat);
+
+	/* Signals: SIGPIPE ignored; abort(3) raises SIGABRT in this process. */
+	ALLOW(p, rt_sigaction);
+	ALLOW(p, rt_sigprocmask);
+	ALLOW(p, rt_sigreturn);
+	ALLOW(p, getpid);
+	ALLOW(p, getppid);
+	ALLOW_IF(p, tgkill, arg_eq(0, (uint32_t)getpid()));
+	ALLOW_IF(p, prctl, arg_eq(0, PR_SET_PDEATHSIG));
+	ALLOW(p, exit_group);
+}
+
 static void (*const policies[])(struct policy *) = {
 	[SANDBOX_FANOUT] = policy_fanout,
 	[SANDBOX_READER] = policy_reader,
 	[SANDBOX_REGISTRY] = policy_registry,
 	[SANDBOX_TIMER] = policy_timer,
 	[SANDBOX_TEST] = policy_test,
+	[SANDBOX_METRICS] = policy_metrics,
 };
 
 

@@ -13,6 +13,7 @@
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
 #include "host/host.h"
+#include "metrics/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,9 +61,10 @@ usage(void)
 {
 	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
 	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
-	    "                       [--max-memberships N] [--max-channels N]\n"
+	    "                       [--max-memberships N] [--max-channels N] "
+	    "[--metrics [ADDR:]PORT]\n"
 	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
-	    "[--user NAME]\n"
+	    "[--user NAME] [--metrics [ADDR:]PORT]\n"
 	    "       cotal-deliveryd --confinement\n");
 	exit(2);
 }
@@ -82,157 +84,6 @@ bound_arg(const char *opt, const char *arg, unsigned long max, uint32_t *out)
 		return -1;
 	}
 	*out = (uint32_t)v;
-	return 0;
-}
-
-/*
- * Workers dial an IP literal (a hostname would pull NSS files and dlopen
- * into the sandbox): resolve here. Accepts nats://host:port.
- */
-static int
-resolve_url(const char *url, char *out, size_t outlen, uint16_t *port, char *err,
-	    size_t errlen)
-{
-	char host[256], addr[INET6_ADDRSTRLEN];
-	const char *p = url, *colon;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
-	long pn;
-
-	if (strncmp(p, "nats://", 7) != 0) {
-		snprintf(err, errlen, "server URL %s: only nats:// URLs are supported", url);
-		return -1;
-	}
-	p += 7;
-	if (*p == '[') {
-		const char *end = strchr(p, ']');
-		if (end == NULL || end[1] != ':' || (size_t)(end - p - 1) >= sizeof(host))
-			goto bad;
-		memcpy(host, p + 1, (size_t)(end - p - 1));
-		host[end - p - 1] = '\0';
-		colon = end + 1;
-	} else {
-		colon = strrchr(p, ':');
-		if (colon == NULL || (size_t)(colon - p) >= sizeof(host))
-			goto bad;
-		memcpy(host, p, (size_t)(colon - p));
-		host[colon - p] = '\0';
-	}
-	char *end;
-	pn = strtol(colon + 1, &end, 10);
-	if (pn < 1 || pn > 65535 || (*end != '\0' && *end != '/'))
-		goto bad;
-	int gai = getaddrinfo(host, NULL, &hints, &res);
-	if (gai != 0) {
-		snprintf(err, errlen, "server %s: cannot resolve %s: %s", url, host, gai_strerror(gai));
-		return -1;
-	}
-	if (res->ai_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr, addr, sizeof(addr));
-	else
-		inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, addr, sizeof(addr));
-	snprintf(out, outlen, res->ai_family == AF_INET6 ? "nats://[%s]:%ld" : "nats://%s:%ld",
-	    addr, pn);
-	freeaddrinfo(res);
-	*port = (uint16_t)pn;
-	return 0;
-bad:
-	snprintf(err, errlen, "server URL %s: expected nats://host:port", url);
-	return -1;
-}
-
-/*
- * The server list: one nats:// URL, or every node of a cluster
- * comma-separated, each resolved here. out gets the IP-literal list the
- * connections dial, ports[] each one's port (for the workers' Landlock
- * rules). 0, or -1 with err naming the URL that is wrong.
- */
-static int
-resolve_servers(const char *list, char *out, size_t outlen, uint16_t *ports, char *err,
-		size_t errlen)
-{
-	char one[IPC_URL_MAX], ip[IPC_URL_MAX / 4];
-	const char *cursor = list, *u;
-	size_t len;
-	int n = 0;
-
-	if (strlen(list) >= IPC_URL_MAX) {
-		snprintf(err, errlen, "server list %.64s…: longer than %d bytes", list,
-		    IPC_URL_MAX - 1);
-		return -1;
-	}
-	out[0] = '\0';
-	while ((len = servers_next(&cursor, &u)) > 0) {
-		if (n == IPC_SERVERS_MAX) {
-			snprintf(err, errlen, "server list %s: more than %d servers", list,
-			    IPC_SERVERS_MAX);
-			return -1;
-		}
-		snprintf(one, sizeof(one), "%.*s", (int)len, u);
-		if (resolve_url(one, ip, sizeof(ip), &ports[n], err, errlen) != 0)
-			return -1;
-		if (servers_has(out, ip, strlen(ip))) {
-			snprintf(err, errlen, "server list %s: %s is listed twice", list, one);
-			return -1;
-		}
-		if (!servers_append(out, outlen, ip)) {
-			snprintf(err, errlen, "server list %.64s…: the resolved list is longer than "
-			    "%zu bytes", list, outlen - 1);
-			return -1;
-		}
-		n++;
-	}
-	if (n == 0) {
-		snprintf(err, errlen, "server list \"%s\": no server URL", list);
-		return -1;
-	}
-	return 0;
-}
-
-_Static_assert(TLS_CA_PEM_MAX <= IPC_MAX_PAYLOAD, "the CA travels in one IPC_TLS_CA frame");
-
-/*
- * The mesh's transport, decided once per launch (seed: "A TLS-required mesh
- * always starts it with TLS demanded, so it refuses a plaintext listener
- * rather than upgrading on the server's unauthenticated greeting"). `why`
- * names what demands TLS (--tls, --tls-ca, the registry's tlsRequired), NULL
- * when nothing does. [decision] The CA is --tls-ca, else the registry
- * record's "tlsCa" (an absolute path), and one is required: confined
- * workers cannot read the system's trust store. It is read here, before any
- * worker starts, and reaches each worker over IPC (IPC_TLS_CA).
- * 0 with S.tls_host and S.tls_ca set when TLS is demanded; -1 with err.
- */
-static int
-transport(const char *why, const char *ca_opt, const char *url, char *err, size_t errlen)
-{
-	char reg_ca[WS_PATH_MAX];
-	const char *ca = ca_opt;
-	int ncerts;
-
-	if (ws_registry_tls_ca(S.space, reg_ca, sizeof(reg_ca), err, errlen) != 0)
-		return -1;
-	if (why == NULL)
-		return 0;
-	if (ca == NULL && reg_ca[0] != '\0')
-		ca = reg_ca;
-	if (ca == NULL) {
-		snprintf(err, errlen, "the mesh of space %s demands TLS (%s), and no CA to verify "
-		    "the broker with is given (--tls-ca FILE, or \"tlsCa\" in the mesh registry "
-		    "record); refusing to dial in plaintext", S.space, why);
-		return -1;
-	}
-	/* [decision] One name for every node: the first listed URL's host
-	 * (a cluster's certificates carry it, e.g. as a shared SAN). */
-	char first[IPC_URL_MAX];
-	snprintf(first, sizeof(first), "%.*s", (int)strcspn(url, ","), url);
-	if (tls_url_host(first, S.tls_host, sizeof(S.tls_host)) != 0) {
-		snprintf(err, errlen, "server URL %s: no host name to verify the broker as", first);
-		return -1;
-	}
-	if (tls_ca_load(ca, &S.tls_ca, &ncerts, err, errlen) != 0)
-		return -1;
-	log_info("delivery: TLS demanded (%s): the broker must prove itself as %s with the CA "
-	    "%s (%d certificate%s); a plaintext listener is refused", why, S.tls_host, ca, ncerts,
-	    ncerts == 1 ? "" : "s");
 	return 0;
 }
 
@@ -323,6 +174,22 @@ on_status_timer(evutil_socket_t fd, short what, void *arg)
 	}
 	if (S.status_dirty)
 		status_write(&S);
+}
+
+/* Every second with --metrics: this daemon's status document, with what
+ * its processes cost, to the metrics server. */
+static void
+metrics_tick(struct metrics_srv *m, void *arg)
+{
+	struct sup *s = arg;
+	json_t *doc = status_doc(s), *w;
+	size_t i;
+
+	metrics_add_process(doc, getpid());
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		metrics_add_process(w, (pid_t)json_integer_value(json_object_get(w, "pid")));
+	metrics_send(m, &doc, 1);
+	json_decref(doc);
 }
 
 /*
@@ -556,6 +423,8 @@ main(int argc, char **argv)
 
 	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
 		return worker_main(argv[2], worker_roles);
+	if (argc >= 2 && strcmp(argv[1], "--metrics-process") == 0)
+		return metrics_main(argc, argv);
 	/* What every role's sandbox holds per kernel: docs/security.md's
 	 * table comes from here (ctest unit_confinement_table compares). */
 	if (argc == 2 && strcmp(argv[1], "--confinement") == 0) {
@@ -580,6 +449,8 @@ main(int argc, char **argv)
 	/* Read and cleared before any child exists (notify.c). */
 	notify_init();
 
+	const char *metrics_opt = NULL;
+	metrics_init(&S.metrics);
 	S.max_memberships = SUP_MAX_MEMBERSHIPS;
 	S.max_channels = SUP_MAX_CHANNELS;
 	for (int i = 1; i < argc; i++) {
@@ -607,6 +478,8 @@ main(int argc, char **argv)
 			    &S.max_memberships) != 0)
 				return 2;
 			i++;
+		} else if (strcmp(argv[i], "--metrics") == 0 && more) {
+			metrics_opt = argv[++i];
 		} else if (strcmp(argv[i], "--max-channels") == 0 && more) {
 			if (bound_arg(argv[i], argv[i + 1], IPC_CHANNELS_MAX, &S.max_channels) != 0)
 				return 2;
@@ -645,6 +518,12 @@ main(int argc, char **argv)
 		    S.space, S.ws.root);
 		return 1;
 	}
+	/* The metrics' socket first: a port in use is refused before the
+	 * lease is touched. */
+	if (metrics_opt != NULL && metrics_listen(&S.metrics, metrics_opt, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s", err);
+		return 1;
+	}
 	if (creds_path(copt, path, sizeof(path), err, sizeof(err)) != 0 ||
 	    sup_creds_load(path, &S.creds, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
@@ -676,7 +555,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	/* A TLS-required mesh is never dialled in plaintext. */
-	if (transport(tls ? "mesh registry tlsRequired" : tls_opt ? "--tls" : tls_ca ? "--tls-ca" :
+	if (transport(&S, tls ? "mesh registry tlsRequired" : tls_opt ? "--tls" : tls_ca ? "--tls-ca" :
 	    NULL, tls_ca, url, err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
 		return 1;
@@ -755,6 +634,15 @@ main(int argc, char **argv)
 	}
 
 	workers_init(&S);
+	S.metrics.uid = S.uid;
+	S.metrics.gid = S.gid;
+	S.metrics.drop = S.drop;
+	S.metrics.seccomp_log = S.seccomp_log;
+	S.metrics.self_exe = S.self_exe;
+	S.metrics.log_fd = S.log_fd;
+	S.metrics.tick = metrics_tick;
+	S.metrics.arg = &S;
+	metrics_begin(&S.metrics, S.base);
 	S.on_claimed = serve_begin;
 	if (claimed == 0)
 		serve_begin(&S);
@@ -782,6 +670,7 @@ main(int argc, char **argv)
 		pidfile_remove_if_ours(S.pid_path, getpid());
 	if (ev_wd != NULL)
 		event_free(ev_wd);
+	metrics_end(&S.metrics);
 	resident_close(&S);
 	status_remove(&S);
 	workers_free(&S);

@@ -272,6 +272,10 @@ shard_unwatch(struct sup *s)
 }
 
 /* Doubt: stop acting, then read the row again once every worker is quiet. */
+#ifdef COTAL_TEST_HOOKS
+static int64_t recheck_hold_until;
+#endif
+
 static void
 doubt(struct sup *s, const char *why)
 {
@@ -283,6 +287,12 @@ doubt(struct sup *s, const char *why)
 	workers_send_lease(s);
 	workers_quiesce(s);
 	s->quiesce_deadline = mono_ms() + LEASE_QUIESCE_WAIT_MS;
+#ifdef COTAL_TEST_HOOKS
+	/* A test build may hold the re-check: COTAL_TEST_RECHECK_HOLD_MS (the
+	 * e2e suite watches /healthz meanwhile). */
+	if (getenv("COTAL_TEST_RECHECK_HOLD_MS") != NULL)
+		recheck_hold_until = mono_ms() + atoi(getenv("COTAL_TEST_RECHECK_HOLD_MS"));
+#endif
 	arm(s->ev_recheck, 100);
 }
 
@@ -294,6 +304,12 @@ recheck(struct sup *s)
 
 	if (s->shard != SHARD_RECHECKING || s->stopping)
 		return;
+#ifdef COTAL_TEST_HOOKS
+	if (mono_ms() < recheck_hold_until) {
+		arm(s->ev_recheck, recheck_hold_until - mono_ms());
+		return;
+	}
+#endif
 	if (!workers_all_quiesced(s) && mono_ms() < s->quiesce_deadline) {
 		arm(s->ev_recheck, 100);
 		return;

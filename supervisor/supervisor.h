@@ -19,6 +19,7 @@
 #include "lib/workspace.h"
 #include "supervisor/creds.h"
 #include "supervisor/lease.h"
+#include "supervisor/metrics.h"
 #include "supervisor/restart.h"
 #include "supervisor/watchdog.h"
 #include "lib/nats/kvmirror.h"
@@ -146,6 +147,9 @@ struct sup {
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;
 
+	/* --metrics: the metrics server and its snapshots (metrics.c). */
+	struct metrics_srv metrics;
+
 	/* What the status file and the metrics report besides the workers'
 	 * own counters (status.c), counted where each happens. */
 	struct sup_stats {
@@ -158,6 +162,19 @@ struct sup {
 };
 
 int64_t sup_now_ms(void);
+
+/* dial.c: where the supervisor dials. */
+/*
+ * The server list: one nats:// URL, or every node of a cluster
+ * comma-separated, each resolved. out gets the IP-literal list the
+ * connections dial, ports[] each one's port. 0, or -1 with err.
+ */
+int resolve_servers(const char *list, char *out, size_t outlen, uint16_t *ports, char *err,
+		    size_t errlen);
+/* TLS demanded (why: --tls, --tls-ca, the registry's tlsRequired; NULL:
+ * nothing demands it): s->tls_host and s->tls_ca set. 0, or -1 with err. */
+int transport(struct sup *s, const char *why, const char *ca_opt, const char *url, char *err,
+	      size_t errlen);
 
 /* resident.c */
 /* 0; -1 with err; -2 when the demanded TLS was refused (err is the line). */

@@ -209,6 +209,15 @@ valid_payload(uint16_t type, uint8_t *p, size_t cap)
 	case IPC_TLS_CA:
 		snprintf((char *)p, cap, "%s", TLS_CA_TWO);
 		return strlen(TLS_CA_TWO);
+	case IPC_METRICS_BEGIN: {
+		struct ipc_metrics_begin b = { .health = 503, .text_len = 10, .openmetrics_len = 16 };
+		snprintf(b.reason, sizeof(b.reason), "not serving: the space demo (rechecking)");
+		memcpy(p, &b, sizeof(b));
+		return sizeof(b);
+	}
+	case IPC_METRICS_PART:
+		memcpy(p, "# EOF\n", 6);
+		return 6;
 	default:
 		return 0;
 	}

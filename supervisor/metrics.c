@@ -1,0 +1,423 @@
+/*
+ * The supervisor's side of --metrics (supervisor/metrics.h). Runs in the
+ * supervisor's (or the host's) event loop; parses no HTTP.
+ */
+#include "supervisor/metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "ipc/ipc.h"
+#include "lib/clock.h"
+#include "lib/procstat.h"
+#include "metrics/metrics.h"
+#include "supervisor/exposition.h"
+
+/* The metrics server: 1 s doubling to 30 s, never fatal (delivery goes on
+ * without it; its death is logged). */
+static const struct restart_policy restart_metrics = {
+	.initial_ms = 1000, .max_ms = 30000, .healthy_ms = 60000, .loop_window_ms = 300000,
+	.loop_fatal = false,
+};
+
+static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
+static char *child_env[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
+
+void
+metrics_init(struct metrics_srv *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->listen_fd = m->ch = m->log_rd = m->log_fd = -1;
+	pthread_mutex_init(&m->relayed.mu, NULL);
+	pthread_mutex_init(&m->too_big.mu, NULL);
+}
+
+int
+metrics_listen(struct metrics_srv *m, const char *arg, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t sl;
+	char host[64] = METRICS_DEFAULT_ADDR;
+	const char *colon = strrchr(arg, ':'), *port_s = colon != NULL ? colon + 1 : arg;
+	char *end;
+	int one = 1, fd;
+
+	errno = 0;
+	unsigned long port = strtoul(port_s, &end, 10);
+	if (*port_s == '\0' || *end != '\0' || errno != 0 || port == 0 || port > 65535) {
+		snprintf(err, errlen, "--metrics %s: the port is not a number from 1 to 65535 "
+		    "(want ADDR:PORT, PORT or :PORT)", arg);
+		return -1;
+	}
+	if (colon != NULL && colon > arg) {
+		size_t hl = (size_t)(colon - arg);
+		const char *h = arg;
+		if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']')
+			h++, hl -= 2;
+		if (hl >= sizeof(host)) {
+			snprintf(err, errlen, "--metrics %s: the address is too long", arg);
+			return -1;
+		}
+		memcpy(host, h, hl);
+		host[hl] = '\0';
+	}
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		sl = sizeof(*v4);
+	} else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		sl = sizeof(*v6);
+	} else {
+		snprintf(err, errlen, "--metrics %s: \"%s\" is not an IP address (a name is not "
+		    "resolved: say which address to listen on)", arg, host);
+		return -1;
+	}
+	if ((fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 64) != 0) {
+		snprintf(err, errlen, "--metrics %s: cannot listen on it: %s", arg, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	m->listen_fd = fd;
+	snprintf(m->addr, sizeof(m->addr), "%s%s%s:%lu", ss.ss_family == AF_INET6 ? "[" : "",
+	    host, ss.ss_family == AF_INET6 ? "]" : "", port);
+	return 0;
+}
+
+/* ---- the server's lines ---- */
+
+static void
+relay(struct metrics_srv *m, const char *line, size_t n)
+{
+	char out[LOG_STAMP_LEN + sizeof(m->logbuf) + 256];
+	uint64_t untold;
+	size_t st, k;
+
+	if (!log_limit_admit_n(&m->relayed, mono_ms(), log_limit_window_ms(), METRICS_RELAY_LINES,
+	    &untold))
+		return;
+	st = log_stamp_prefix(out, sizeof(out));
+	if (untold > 0) {
+		int w = snprintf(out + st, sizeof(out) - st, "! delivery metrics: … %llu more lines "
+		    "of the metrics server not written in the last %lld s\n",
+		    (unsigned long long)untold, (long long)(log_limit_window_ms() / 1000));
+		if (w > 0 && write(m->log_fd, out, st + (size_t)w) < 0)
+			return;
+	}
+	/* Its bytes as they are, escaped: it is a confined process, not
+	 * trusted to write the log's form. */
+	k = st + log_escape(line, n, out + st, sizeof(out) - st - 1);
+	out[k++] = '\n';
+	if (write(m->log_fd, out, k) < 0)
+		return;
+}
+
+static void
+on_log(evutil_socket_t fd, short what, void *arg)
+{
+	struct metrics_srv *m = arg;
+	ssize_t n = read(fd, m->logbuf + m->loglen, sizeof(m->logbuf) - m->loglen);
+	char *start, *nl;
+
+	(void)what;
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		if (m->loglen > 0)
+			relay(m, m->logbuf, m->loglen);
+		m->loglen = 0;
+		event_free(m->ev_log);
+		m->ev_log = NULL;
+		close(m->log_rd);
+		m->log_rd = -1;
+		return;
+	}
+	m->loglen += (size_t)n;
+	start = m->logbuf;
+	while ((nl = memchr(start, '\n', m->loglen - (size_t)(start - m->logbuf))) != NULL) {
+		relay(m, start, (size_t)(nl - start));
+		start = nl + 1;
+	}
+	m->loglen -= (size_t)(start - m->logbuf);
+	memmove(m->logbuf, start, m->loglen);
+	if (m->loglen == sizeof(m->logbuf)) {
+		relay(m, m->logbuf, m->loglen);
+		m->loglen = 0;
+	}
+}
+
+/* ---- the server's life ---- */
+
+static void on_writable(evutil_socket_t fd, short what, void *arg);
+
+static void
+drop_channel(struct metrics_srv *m)
+{
+	if (m->ev_write != NULL)
+		event_free(m->ev_write);
+	m->ev_write = NULL;
+	if (m->ch >= 0)
+		close(m->ch);
+	m->ch = -1;
+	free(m->out);
+	m->out = NULL;
+}
+
+static void
+env_build(void)
+{
+	size_t n = 0;
+
+	if (child_env[0] != NULL)
+		return;
+	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
+		const char *v = getenv(env_pass[i]);
+		if (v == NULL)
+			continue;
+		size_t len = strlen(env_pass[i]) + strlen(v) + 2;
+		if ((child_env[n] = malloc(len)) == NULL)
+			fatalx("out of memory");
+		snprintf(child_env[n++], len, "%s=%s", env_pass[i], v);
+	}
+	child_env[n] = NULL;
+}
+
+static void
+spawn(struct metrics_srv *m)
+{
+	char uid[24], gid[24];
+	char *argv[] = { (char *)"cotal-deliveryd", (char *)"--metrics-process", uid, gid,
+		(char *)(m->drop ? "1" : "0"), (char *)(m->seccomp_log ? "1" : "0"), NULL };
+	int chp[2], logp[2];
+	pid_t pid;
+
+	snprintf(uid, sizeof(uid), "%lu", (unsigned long)m->uid);
+	snprintf(gid, sizeof(gid), "%lu", (unsigned long)m->gid);
+	env_build();
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chp) != 0 ||
+	    pipe2(logp, O_CLOEXEC) != 0)
+		fatal("delivery: socketpair for the metrics server");
+	if ((pid = fork()) < 0)
+		fatal("delivery: fork the metrics server");
+	if (pid == 0) {
+		/* Async-signal-safe calls only until exec. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int hch = fcntl(chp[1], F_DUPFD_CLOEXEC, 16);
+		int hl = fcntl(m->listen_fd, F_DUPFD_CLOEXEC, 16);
+		int hlog = fcntl(logp[1], F_DUPFD_CLOEXEC, 16);
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (hch < 0 || hl < 0 || hlog < 0 || nul < 0 || dup2(nul, 0) < 0 ||
+		    dup2(nul, 1) < 0 || dup2(hlog, 2) < 0 || dup2(hch, METRICS_FD_CHANNEL) < 0 ||
+		    dup2(hl, METRICS_FD_LISTEN) < 0)
+			_exit(126);
+		/* Nothing else crosses exec: not the broker socket, not a secret. */
+		closefrom(METRICS_FD_LISTEN + 1);
+		execve(m->self_exe, argv, child_env);
+		_exit(127);
+	}
+	close(chp[1]);
+	close(logp[1]);
+	m->pid = pid;
+	m->ch = chp[0];
+	evutil_make_socket_nonblocking(m->ch);
+	m->log_rd = logp[0];
+	evutil_make_socket_nonblocking(m->log_rd);
+	m->ev_log = event_new(m->base, m->log_rd, EV_READ | EV_PERSIST, on_log, m);
+	event_add(m->ev_log, NULL);
+	m->ev_write = event_new(m->base, m->ch, EV_WRITE, on_writable, m);
+	restart_started(&m->restart, mono_ms());
+	log_info("delivery: metrics server (pid %ld) on http://%s/metrics and /healthz",
+	    (long)pid, m->addr);
+}
+
+static void
+on_restart(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	spawn(arg);
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct metrics_srv *m = arg;
+
+	(void)fd, (void)what;
+	if (m->ch >= 0 && m->tick != NULL)
+		m->tick(m, m->arg);
+}
+
+void
+metrics_begin(struct metrics_srv *m, struct event_base *base)
+{
+	struct timeval every = { METRICS_TICK_MS / 1000, (METRICS_TICK_MS % 1000) * 1000 };
+
+	if (m->listen_fd < 0)
+		return;
+	m->base = base;
+	restart_init(&m->restart, &restart_metrics);
+	m->ev_restart = evtimer_new(base, on_restart, m);
+	m->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, m);
+	event_add(m->ev_tick, &every);
+	spawn(m);
+}
+
+bool
+metrics_reaped(struct metrics_srv *m, pid_t pid, int wstatus, bool stopping)
+{
+	char cause[96];
+	bool loop;
+
+	if (m->pid <= 0 || pid != m->pid)
+		return false;
+	m->pid = 0;
+	drop_channel(m);
+	if (stopping)
+		return true;
+	restart_cause(wstatus, cause, sizeof(cause));
+	int64_t delay = restart_after_death(&m->restart, &restart_metrics, mono_ms(), &loop);
+	log_warnx("delivery: the metrics server (pid %ld) %s — restarting it in %lld ms; "
+	    "delivery goes on", (long)pid, cause, (long long)delay);
+	struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000) * 1000 };
+	evtimer_add(m->ev_restart, &tv);
+	return true;
+}
+
+/* What /healthz says, as the channel carries it: printable ASCII. */
+static void
+printable(char *s)
+{
+	for (; *s != '\0'; s++)
+		if (*s < ' ' || *s > '~')
+			*s = '?';
+}
+
+/* The snapshot on its way: BEGIN, the PARTs from out_off, END; what the
+ * channel does not take now waits for it to be writable. */
+static void
+pump(struct metrics_srv *m)
+{
+	while (m->out != NULL) {
+		int rc;
+		if (!m->out_begun) {
+			rc = ipc_send(m->ch, IPC_METRICS_BEGIN, &m->out_begin, sizeof(m->out_begin));
+			if (rc == 0)
+				m->out_begun = true;
+		} else if (m->out_off < m->out_len) {
+			size_t k = m->out_len - m->out_off;
+			if (k > IPC_MAX_PAYLOAD)
+				k = IPC_MAX_PAYLOAD;
+			rc = ipc_send(m->ch, IPC_METRICS_PART, m->out + m->out_off, k);
+			if (rc == 0)
+				m->out_off += k;
+		} else {
+			rc = ipc_send(m->ch, IPC_METRICS_END, NULL, 0);
+			if (rc == 0) {
+				free(m->out);
+				m->out = NULL;
+			}
+		}
+		if (rc != 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+				event_add(m->ev_write, NULL);
+			else {
+				/* The server is gone: its reaping restarts it. */
+				free(m->out);
+				m->out = NULL;
+			}
+			return;
+		}
+	}
+}
+
+static void
+on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	pump(arg);
+}
+
+void
+metrics_send(struct metrics_srv *m, json_t *const *docs, size_t n)
+{
+	size_t tl, ol;
+	int64_t now = wall_ms();
+
+	/* The last one still on its way (a server slow to read): this one is
+	 * skipped, not queued behind it. */
+	if (m->ch < 0 || m->out != NULL)
+		return;
+	char *text = exposition_render(docs, n, now, false, &tl);
+	char *om = exposition_render(docs, n, now, true, &ol);
+	if ((uint64_t)tl + ol <= IPC_METRICS_SNAPSHOT_MAX &&
+	    (m->out = malloc(tl + ol)) != NULL) {
+		memset(&m->out_begin, 0, sizeof(m->out_begin));
+		m->out_begin.health = (uint32_t)exposition_health(docs, n, m->out_begin.reason,
+		    sizeof(m->out_begin.reason));
+		printable(m->out_begin.reason);
+		m->out_begin.text_len = tl;
+		m->out_begin.openmetrics_len = ol;
+		memcpy(m->out, text, tl);
+		memcpy(m->out + tl, om, ol);
+		m->out_len = tl + ol;
+		m->out_off = 0;
+		m->out_begun = false;
+	} else {
+		log_warnx_limited(&m->too_big, "delivery: the metrics snapshot (%zu bytes) is over "
+		    "%u; not sent", tl + ol, IPC_METRICS_SNAPSHOT_MAX);
+	}
+	free(text);
+	free(om);
+	pump(m);
+}
+
+void
+metrics_add_process(json_t *obj, pid_t pid)
+{
+	struct procstat ps;
+
+	if (pid > 0 && procstat_read(pid, &ps) == 0)
+		json_object_set_new(obj, "process", json_pack("{s:I, s:f}", "rssBytes",
+		    (json_int_t)ps.rss_bytes, "cpuSeconds", ps.cpu_seconds));
+}
+
+void
+metrics_end(struct metrics_srv *m)
+{
+	if (m->pid > 0) {
+		kill(m->pid, SIGKILL);
+		m->pid = 0;
+	}
+	drop_channel(m);
+	if (m->log_rd >= 0)
+		close(m->log_rd);
+	if (m->listen_fd >= 0)
+		close(m->listen_fd);
+	m->log_rd = m->listen_fd = -1;
+	if (m->ev_log != NULL)
+		event_free(m->ev_log);
+	if (m->ev_tick != NULL)
+		event_free(m->ev_tick);
+	if (m->ev_restart != NULL)
+		event_free(m->ev_restart);
+	m->ev_log = m->ev_tick = m->ev_restart = NULL;
+	for (size_t i = 0; child_env[i] != NULL; i++) {
+		free(child_env[i]);
+		child_env[i] = NULL;
+	}
+}

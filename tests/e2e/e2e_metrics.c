@@ -1,0 +1,543 @@
+/*
+ * Issue 29, "Operators see it": the daemon's --metrics endpoint against a
+ * real Prometheus (Debian's, started here on a loopback port, scraping
+ * every second) and promtool, and the metrics server's own bounds against
+ * hostile HTTP. The daemon runs one space with a credential that expires
+ * in a day, a worker restart held for 3 s (COTAL_TEST_RESTART_DELAY_MS)
+ * and a lease re-check held for 3 s (COTAL_TEST_RECHECK_HOLD_MS), so a
+ * one-second scrape sees both.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/clock.h"
+#include "lib/creds/creds.h"
+#include "lib/creds/jwt.h"
+#include "tests/harness/harness.h"
+
+#define SPACE "metrics"
+#define PROMETHEUS "/usr/bin/prometheus"
+#define PROMTOOL "/usr/bin/promtool"
+#define BODY_MAX (1024 * 1024)
+#define POSTS 4
+#define MEMBERS 3
+
+static struct mesh mesh;
+static struct daemon dmn;
+static struct conn prov;
+static struct h_fixture fx = { &mesh, &dmn, NULL, { &prov } };
+static int mport, pport;  /* the daemon's metrics port, Prometheus' */
+static char creds_path[H_PATH_MAX * 2];
+static pid_t prom;
+
+/* ---- HTTP, by hand: what a client sends is the test's to choose ---- */
+
+static int
+dial(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct timeval tv = { 10, 0 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Everything the peer sends until it closes (or 10 s pass): its length. */
+static size_t
+read_all(int fd, char *out, size_t outlen)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got + 1 < outlen && (n = read(fd, out + got, outlen - 1 - got)) > 0)
+		got += (size_t)n;
+	out[got] = '\0';
+	return got;
+}
+
+/* Send req as it is to port; the status of the answer (0: none), its body
+ * (after the blank line) in body. */
+static int
+exchange(int port, const char *req, size_t reqlen, char *body, size_t bodylen, char *head,
+    size_t headlen)
+{
+	static char buf[BODY_MAX + 4096];
+	int fd = dial(port), status = 0;
+
+	body[0] = '\0';
+	if (head != NULL)
+		head[0] = '\0';
+	if (fd < 0)
+		return 0;
+	if (write(fd, req, reqlen) != (ssize_t)reqlen) {
+		close(fd);
+		return 0;
+	}
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
+		return 0;
+	char *sep = strstr(buf, "\r\n\r\n");
+	if (sep != NULL) {
+		snprintf(body, bodylen, "%s", sep + 4);
+		if (head != NULL)
+			snprintf(head, headlen, "%.*s", (int)(sep - buf), buf);
+	}
+	return status;
+}
+
+static int
+get(int port, const char *path, const char *accept, char *body, size_t bodylen, char *head,
+    size_t headlen)
+{
+	char req[1024];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s\r\n",
+	    path, accept ? "Accept: " : "", accept ? accept : "", accept ? "\r\n" : "");
+
+	return exchange(port, req, (size_t)n, body, bodylen, head, headlen);
+}
+
+/* ---- Prometheus ---- */
+
+static void
+urlencode(const char *in, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	for (; *in != '\0' && o + 4 < outlen; in++) {
+		unsigned char c = (unsigned char)*in;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '_' || c == '-' || c == '.')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, outlen - o, "%%%02X", c);
+	}
+	out[o] = '\0';
+}
+
+/* An instant query: 1 with the first sample's value and time, 0 when the
+ * result is empty, -1 on an error (said). */
+static int
+query(const char *promql, double *value, double *at)
+{
+	static char body[BODY_MAX];
+	char path[2048], enc[1536];
+	json_t *doc, *r0;
+	int rc = -1;
+
+	urlencode(promql, enc, sizeof(enc));
+	snprintf(path, sizeof(path), "/api/v1/query?query=%s", enc);
+	if (get(pport, path, NULL, body, sizeof(body), NULL, 0) != 200) {
+		fprintf(stderr, "  query %s: %s\n", promql, body);
+		return -1;
+	}
+	if ((doc = json_loads(body, 0, NULL)) == NULL)
+		return -1;
+	r0 = json_array_get(json_object_get(json_object_get(doc, "data"), "result"), 0);
+	if (r0 == NULL) {
+		rc = 0;
+	} else {
+		json_t *v = json_object_get(r0, "value");
+		*at = json_number_value(json_array_get(v, 0));
+		*value = strtod(json_string_value(json_array_get(v, 1)), NULL);
+		rc = 1;
+	}
+	json_decref(doc);
+	return rc;
+}
+
+/* Wait up to ms for promql to have the value want; the last value read
+ * (NAN-free: -1 when there was none). */
+static double
+query_until(const char *promql, double want, int ms)
+{
+	double v = -1, at;
+	int64_t end = mono_ms() + ms;
+
+	do {
+		if (query(promql, &v, &at) != 1)
+			v = -1;
+		if (v == want)
+			break;
+		h_nap(250);
+	} while (mono_ms() < end);
+	return v;
+}
+
+static int
+prometheus_start(void)
+{
+	char conf[H_PATH_MAX * 2], data[H_PATH_MAX * 2], listen[64], body[4096], out[H_PATH_MAX * 2];
+	char a1[H_PATH_MAX * 3], a2[H_PATH_MAX * 3];
+	FILE *f;
+
+	snprintf(conf, sizeof(conf), "%s/prometheus.yml", mesh.dir);
+	snprintf(data, sizeof(data), "%s/prometheus-data", mesh.dir);
+	snprintf(out, sizeof(out), "%s/prometheus.log", mesh.dir);
+	if ((f = fopen(conf, "w")) == NULL)
+		return -1;
+	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+	    "  evaluation_interval: 1s\nscrape_configs:\n  - job_name: cotal-delivery\n"
+	    "    static_configs:\n      - targets: ['127.0.0.1:%d']\n", mport);
+	fclose(f);
+	pport = h_free_port();
+	snprintf(listen, sizeof(listen), "--web.listen-address=127.0.0.1:%d", pport);
+	snprintf(a1, sizeof(a1), "--config.file=%s", conf);
+	snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s", data);
+	if ((prom = fork()) < 0)
+		return -1;
+	if (prom == 0) {
+		FILE *o = freopen(out, "a", stdout);
+		(void)o;
+		dup2(1, 2);
+		execl(PROMETHEUS, "prometheus", a1, a2, listen, "--log.level=warn", (char *)NULL);
+		_exit(127);
+	}
+	h_track(prom);
+	for (int64_t end = mono_ms() + 30000; mono_ms() < end; h_nap(200))
+		if (get(pport, "/-/ready", NULL, body, sizeof(body), NULL, 0) == 200)
+			return 0;
+	fprintf(stderr, "✗ Prometheus not ready in 30 s; see %s\n", out);
+	return -1;
+}
+
+/* ---- the group ---- */
+
+static int
+setup(void **state)
+{
+	char out[H_OUT_MAX], addr[64], err[1024];
+
+	*state = &fx;
+	if (access(PROMETHEUS, X_OK) != 0 || access(PROMTOOL, X_OK) != 0) {
+		fprintf(stderr, "✗ %s and %s are needed (Debian's prometheus; make deps installs "
+		    "it)\n", PROMETHEUS, PROMTOOL);
+		return -1;
+	}
+	if (h_mesh_up(&mesh, SPACE, true) != 0)
+		return -1;
+	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ provisioner: %s\n", err);
+		return -1;
+	}
+	/* A delivery credential that expires in a day. */
+	if (h_mint(&mesh, "delivery", "delivery-day.creds", "--expires", "86400", creds_path,
+	    sizeof(creds_path)) != 0)
+		return -1;
+	mport = h_free_port();
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
+	setenv("COTAL_TEST_RESTART_DELAY_MS", "3000", 1);
+	setenv("COTAL_TEST_RECHECK_HOLD_MS", "3000", 1);
+	int rc = h_daemon_start(&mesh, &dmn, "--creds", creds_path, "--metrics", addr, NULL);
+	unsetenv("COTAL_TEST_RESTART_DELAY_MS");
+	unsetenv("COTAL_TEST_RECHECK_HOLD_MS");
+	if (rc != 0 || h_daemon_ready(&dmn, 20000, "fan-out bound", "reader bound",
+	    "metrics server (pid", NULL) != 0)
+		return -1;
+	(void)out;
+	return prometheus_start();
+}
+
+static json_t *
+drain(struct member *mb, int ms)
+{
+	char err[1024];
+	bool hdr = false;
+	json_t *frames = h_dlv_drain(&mb->c, &mesh, &mb->a, ms, 1500, &hdr, err, sizeof(err));
+
+	if (frames == NULL)
+		fail_msg("%s", err);
+	return frames;
+}
+
+/*
+ * The issue: "after N durable posts to M members, a query through
+ * Prometheus' HTTP API for the copies counter returns N×M". The poster is
+ * no member (a member gets no copy of its own post).
+ */
+static void
+test_prometheus_counts_n_times_m_copies(void **state)
+{
+	struct member m[MEMBERS], poster;
+	const char *names[MEMBERS] = { "ann", "ben", "cat" };
+	char err[1024], id[32];
+
+	(void)state;
+	for (int i = 0; i < MEMBERS; i++) {
+		if (h_member_add(&mesh, names[i], "room1", NULL, &m[i], err, sizeof(err)) != 0 ||
+		    h_member_join(&prov, &mesh, &m[i].a, "room1", 1, err, sizeof(err)) != 0)
+			fail_msg("%s: %s", names[i], err);
+	}
+	if (h_member_add(&mesh, "poster", "room1", NULL, &poster, err, sizeof(err)) != 0)
+		fail_msg("poster: %s", err);
+	for (int i = 0; i < POSTS; i++) {
+		snprintf(id, sizeof(id), "m-%d", i);
+		assert_int_equal(h_post(&poster.c, &mesh, &poster.a, "room1", id, "hello", NULL), 0);
+	}
+	for (int i = 0; i < MEMBERS; i++) {
+		json_t *f = drain(&m[i], 10000);
+		assert_int_equal(json_array_size(f), POSTS);
+		json_decref(f);
+	}
+	double v = query_until("cotal_delivery_fanout_copies_total{space=\"" SPACE "\"}",
+	    POSTS * MEMBERS, 20000);
+	printf("• %d posts to %d members: Prometheus reads %.0f copies\n", POSTS, MEMBERS, v);
+	assert_true(v == POSTS * MEMBERS);
+	assert_int_equal(h_daemon_counter(&dmn, "fanout", "copies"), POSTS * MEMBERS);
+	for (int i = 0; i < MEMBERS; i++)
+		h_close(&m[i].c);
+	h_close(&poster.c);
+}
+
+/* "the credential-expiry gauge matches the JWT": the time of the sample
+ * plus its value is the JWT's exp, to the second. */
+static void
+test_the_credential_expiry_gauge_matches_the_jwt(void **state)
+{
+	struct creds c;
+	struct jwt j;
+	char err[512];
+	double v, at;
+
+	(void)state;
+	assert_int_equal(creds_load(creds_path, &c, err, sizeof(err)), 0);
+	assert_int_equal(jwt_decode(c.jwt, strlen(c.jwt), &j, err, sizeof(err)), 0);
+	assert_true(j.exp > 0);
+	int64_t end = mono_ms() + 15000;
+	int r;
+	while ((r = query("cotal_delivery_credential_expiry_seconds{space=\"" SPACE
+	    "\",credential=\"delivery\"}", &v, &at)) != 1 && mono_ms() < end)
+		h_nap(250);
+	assert_int_equal(r, 1);
+	printf("• the JWT expires at %lld; Prometheus reads %.3f s left at %.3f (%+.3f s)\n",
+	    (long long)j.exp, v, at, at + v - (double)j.exp);
+	/* The gauge is exp minus the time its snapshot was made, which is at
+	 * most a snapshot interval (1 s) and a scrape before the sample's time:
+	 * the sum runs ahead of exp by that, never behind it. */
+	assert_true(at + v - (double)j.exp >= -0.1 && at + v - (double)j.exp <= 3.0);
+	jwt_free(&j);
+	creds_free(&c);
+}
+
+/* "after a worker kill -9, its restart counter rises by one and up dips
+ * and returns". */
+static void
+test_a_killed_worker_restarts_once_and_up_dips_and_returns(void **state)
+{
+	double r0 = -1, at, v;
+	pid_t reader = h_daemon_worker_pid(&dmn, "reader");
+
+	(void)state;
+	assert_true(reader > 0);
+	assert_int_equal(query("cotal_delivery_worker_restarts_total{space=\"" SPACE
+	    "\",role=\"reader\"}", &r0, &at), 1);
+	assert_true(query_until("cotal_delivery_worker_up{space=\"" SPACE "\",role=\"reader\"}", 1,
+	    10000) == 1);
+	assert_int_equal(kill(reader, SIGKILL), 0);
+	v = query_until("cotal_delivery_worker_restarts_total{space=\"" SPACE "\",role=\"reader\"}",
+	    r0 + 1, 20000);
+	printf("• reader killed: restarts %.0f -> %.0f\n", r0, v);
+	assert_true(v == r0 + 1);
+	assert_true(query_until("cotal_delivery_worker_up{space=\"" SPACE "\",role=\"reader\"}", 1,
+	    20000) == 1);
+	/* The dip, as Prometheus recorded it. */
+	assert_true(query_until("min_over_time(cotal_delivery_worker_up{space=\"" SPACE
+	    "\",role=\"reader\"}[1m])", 0, 5000) == 0);
+	assert_int_equal(query("max_over_time(cotal_delivery_worker_restarts_total{space=\"" SPACE
+	    "\",role=\"reader\"}[1m])", &v, &at), 1);
+	assert_true(v == r0 + 1);
+}
+
+/* "/healthz is 503 while the daemon re-checks its lease": the lease row
+ * deleted under it (the re-check held 3 s here), then 200 again. */
+static void
+test_healthz_is_503_while_the_lease_is_rechecked(void **state)
+{
+	char body[1024], err[512];
+	int status = 0;
+
+	(void)state;
+	assert_int_equal(get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0), 200);
+	assert_string_equal(body, "serving space " SPACE "\n");
+	if (h_kv_del(&prov, &mesh, "delivery", "lease.0", err, sizeof(err)) != 0)
+		fail_msg("delete the lease row: %s", err);
+	for (int64_t end = mono_ms() + 10000; mono_ms() < end; h_nap(50))
+		if ((status = get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 503)
+			break;
+	printf("• lease row deleted: /healthz %d %s", status, body);
+	assert_int_equal(status, 503);
+	assert_non_null(strstr(body, "not serving: the space " SPACE " (rechecking)"));
+	for (int64_t end = mono_ms() + 20000; mono_ms() < end; h_nap(100))
+		if ((status = get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 200)
+			break;
+	assert_int_equal(status, 200);
+	assert_true(h_log_has(dmn.log, "re-checking the lease of shard 0: the lease row was "
+	    "deleted", 0));
+}
+
+/* "`promtool check metrics` on a scrape", in both formats. */
+static void
+test_a_scrape_passes_promtool(void **state)
+{
+	static char body[BODY_MAX];
+	char head[4096], path[H_PATH_MAX * 2], cmd[H_PATH_MAX * 3];
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(get(mport, "/metrics", NULL, body, sizeof(body), head, sizeof(head)), 200);
+	assert_non_null(strstr(head, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
+	assert_non_null(strstr(body, "# TYPE cotal_delivery_fanout_copies_total counter\n"));
+	snprintf(path, sizeof(path), "%s/scrape.txt", mesh.dir);
+	assert_non_null(f = fopen(path, "w"));
+	fputs(body, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "%s check metrics < %s", PROMTOOL, path);
+	int rc = system(cmd);
+	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+
+	assert_int_equal(get(mport, "/metrics", "application/openmetrics-text;version=1.0.0,"
+	    "text/plain;version=0.0.4;q=0.5", body, sizeof(body), head, sizeof(head)), 200);
+	assert_non_null(strstr(head, "Content-Type: application/openmetrics-text; "
+	    "version=1.0.0; charset=utf-8"));
+	assert_non_null(strstr(body, "# TYPE cotal_delivery_fanout_copies counter\n"));
+	size_t n = strlen(body);
+	assert_true(n > 6 && strcmp(body + n - 6, "# EOF\n") == 0);
+	/* And what Prometheus itself made of its scrapes: the target is up. */
+	assert_true(query_until("up{job=\"cotal-delivery\"}", 1, 10000) == 1);
+}
+
+/*
+ * "The metrics process: a request over the bound, a slowloris connection
+ * and a garbage request line are each answered or closed without affecting
+ * delivery". Slow clients fill every slot and more: the oldest is closed
+ * to make room, and a scrape is answered meanwhile.
+ */
+static void
+test_hostile_requests_are_answered_or_closed_and_delivery_goes_on(void **state)
+{
+	static char big[10000], body[BODY_MAX];
+	struct member a, b;
+	char err[1024];
+	int slow[24];
+	pid_t mpid = 0;
+	json_t *st;
+
+	(void)state;
+	st = h_daemon_status(&dmn);
+	json_decref(st);
+	int restarts = h_log_count(dmn.log, "the metrics server (pid");
+
+	/* Over the bound: an 8 KiB head is all it reads. */
+	memcpy(big, "GET /metrics HTTP/1.1\r\nX-Pad: ", 30);
+	memset(big + 30, 'a', sizeof(big) - 30);
+	assert_int_equal(exchange(mport, big, sizeof(big), body, sizeof(body), NULL, 0), 431);
+	assert_string_equal(body, "the request head is longer than 8192 bytes\n");
+	/* Garbage. */
+	const char garbage[] = "\x01\x02\x03 \xff\xfe nonsense\r\n\r\n";
+	assert_int_equal(exchange(mport, garbage, sizeof(garbage) - 1, body, sizeof(body), NULL,
+	    0), 400);
+	assert_int_equal(exchange(mport, "POST /metrics HTTP/1.1\r\n\r\n", 26, body, sizeof(body),
+	    NULL, 0), 405);
+	assert_int_equal(exchange(mport, "GET /metrics HTTP/2.0\r\n\r\n", 25, body, sizeof(body),
+	    NULL, 0), 505);
+	assert_int_equal(get(mport, "/nothing", NULL, body, sizeof(body), NULL, 0), 404);
+
+	/* Slow clients: a head begun and never finished, more than the slots. */
+	int64_t t0 = mono_ms();
+	for (int i = 0; i < 24; i++) {
+		assert_true((slow[i] = dial(mport)) >= 0);
+		assert_int_equal(write(slow[i], "GET /metrics HTTP/1.1\r\nX-Slow: ", 31), 31);
+	}
+	h_nap(200);
+	/* A scrape still gets its answer. */
+	assert_int_equal(get(mport, "/metrics", NULL, body, sizeof(body), NULL, 0), 200);
+	/* Delivery meanwhile. */
+	if (h_member_add(&mesh, "dana", "room2", NULL, &a, err, sizeof(err)) != 0 ||
+	    h_member_join(&prov, &mesh, &a.a, "room2", 1, err, sizeof(err)) != 0 ||
+	    h_member_add(&mesh, "eve", "room2", NULL, &b, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(h_post(&b.c, &mesh, &b.a, "room2", "s-1", "still here", NULL), 0);
+	json_t *f = drain(&a, 10000);
+	assert_int_equal(json_array_size(f), 1);
+	json_decref(f);
+	/* Each slow one is closed by the server within its 5 s (read: 0). */
+	int closed = 0;
+	for (int i = 0; i < 24; i++) {
+		char c;
+		if (read(slow[i], &c, 1) == 0)
+			closed++;
+		close(slow[i]);
+	}
+	int64_t took = mono_ms() - t0;
+	printf("• 24 slow clients closed by the server within %lld ms; delivery went on\n",
+	    (long long)took);
+	assert_int_equal(closed, 24);
+	assert_true(took < 10000 + 2000);
+	/* The server never died over it. */
+	assert_int_equal(h_log_count(dmn.log, "the metrics server (pid"), restarts);
+	(void)mpid;
+	h_close(&a.c);
+	h_close(&b.c);
+}
+
+/* A port in use is refused at start, naming the option, before the lease
+ * is touched. */
+static void
+test_a_port_in_use_is_refused_naming_the_option(void **state)
+{
+	char out[H_OUT_MAX], addr[64], want[128];
+
+	(void)state;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
+	int rc = h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", SPACE, "--root", mesh.dir,
+	    "--creds", creds_path, "--metrics", addr, "--standby", NULL);
+	snprintf(want, sizeof(want), "--metrics %s: cannot listen on it: Address already in use",
+	    addr);
+	if (rc != 1 || strstr(out, want) == NULL)
+		fail_msg("exit %d, output:\n%s", rc, out);
+	assert_null(strstr(out, "lease of shard 0"));
+	rc = h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", SPACE, "--root", mesh.dir,
+	    "--metrics", "localhost:9", NULL);
+	assert_int_equal(rc, 1);
+	assert_non_null(strstr(out, "--metrics localhost:9: \"localhost\" is not an IP address"));
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_prometheus_counts_n_times_m_copies),
+		cmocka_unit_test(test_the_credential_expiry_gauge_matches_the_jwt),
+		cmocka_unit_test(test_a_scrape_passes_promtool),
+		cmocka_unit_test(test_a_killed_worker_restarts_once_and_up_dips_and_returns),
+		cmocka_unit_test(test_healthz_is_503_while_the_lease_is_rechecked),
+		cmocka_unit_test(test_hostile_requests_are_answered_or_closed_and_delivery_goes_on),
+		cmocka_unit_test(test_a_port_in_use_is_refused_naming_the_option),
+	};
+	h_use_broker(h_broker_arg(argc, argv));
+	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
+}
