@@ -10,7 +10,9 @@
  *   escape WHAT [ARG]  what a compromised worker would try (issue 27):
  *                      unix PATH (connect a listening unix socket),
  *                      abstract NAME, socketpair, udp, udp6, raw, open PATH
- *                      (read a file); exit 0 when the sandbox refused it
+ *                      (read a file), tcp PORT (connect to 127.0.0.1:PORT),
+ *                      listen (bind and listen on a loopback port);
+ *                      exit 0 when the sandbox refused it
  *                      (or death by SIGSYS), 3 when it succeeded
  *   landlock URL       fail to read any file, and to connect anywhere but
  *                      the broker's port where Landlock has ABI 4 (exit 0)
@@ -21,7 +23,7 @@
  * URL is an IP-literal nats://ADDR:PORT; its port is the Landlock connect
  * rule. COTAL_SECCOMP=log loads the filter in log mode, as in the daemon.
  * COTAL_PROBE_ROLE names the role whose policy it takes (fanout, reader,
- * registry, timer; default the test role). COTAL_PROBE_NODROP=1 keeps the
+ * registry, timer, metrics; default the test role). COTAL_PROBE_NODROP=1 keeps the
  * caller's user (root keeps its capabilities: only the sandbox stands in
  * the way). COTAL_PROBE_NO_LANDLOCK=1 first loads a filter that answers
  * landlock_create_ruleset with ENOSYS, as a kernel without Landlock does.
@@ -144,7 +146,8 @@ confine(uint16_t port)
 		const char *name;
 		enum sandbox_role role;
 	} roles[] = { { "fanout", SANDBOX_FANOUT }, { "reader", SANDBOX_READER },
-		{ "registry", SANDBOX_REGISTRY }, { "timer", SANDBOX_TIMER } };
+		{ "registry", SANDBOX_REGISTRY }, { "timer", SANDBOX_TIMER },
+		{ "metrics", SANDBOX_METRICS } };
 	struct sandbox_opts o = { .role = SANDBOX_TEST, .broker_ports = { port } };
 	char err[PROBE_ERR_MAX];
 	const char *mode = getenv("COTAL_SECCOMP"), *role = getenv("COTAL_PROBE_ROLE");
@@ -157,6 +160,9 @@ confine(uint16_t port)
 		say("probe: COTAL_PROBE_ROLE=%s: no such role", role);
 		return -1;
 	}
+	/* The metrics server dials nothing: no port, as the daemon starts it. */
+	if (o.role == SANDBOX_METRICS)
+		o.broker_ports[0] = 0;
 	if (env_set("COTAL_PROBE_NO_LANDLOCK") && hide_landlock() != 0) {
 		say("probe: cannot hide Landlock: %s", strerror(errno));
 		return -1;
@@ -301,6 +307,20 @@ try_escape(const char *what, const char *arg)
 		rc = fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP);
 	} else if (strcmp(what, "open") == 0 && arg != NULL) {
 		rc = fd = open(arg, O_RDONLY | O_CLOEXEC);
+	} else if (strcmp(what, "tcp") == 0 && arg != NULL) {
+		/* The broker's port on loopback: the workers' one connection,
+		 * which the metrics server must not make. */
+		struct sockaddr_in sin = { .sin_family = AF_INET,
+			.sin_port = htons((uint16_t)atoi(arg)) };
+		inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+		if ((rc = fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0)
+			rc = connect(fd, (struct sockaddr *)&sin, sizeof(sin));
+	} else if (strcmp(what, "listen") == 0) {
+		struct sockaddr_in sin = { .sin_family = AF_INET };
+		inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+		if ((rc = fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+		    (rc = bind(fd, (struct sockaddr *)&sin, sizeof(sin))) == 0)
+			rc = listen(fd, 1);
 	} else
 		return usage();
 	if (fd >= 0)
