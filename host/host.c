@@ -20,6 +20,8 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/manifest.h"
+#include "sandbox/sandbox.h"
+#include "supervisor/metrics.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
 
@@ -37,13 +39,17 @@ struct host {
 	bool stopping;
 	bool dirty;              /* the status file is behind */
 	int64_t started_wall_ms;
+	/* --metrics: one endpoint for every lane (supervisor/metrics.h), its
+	 * events on a libevent base run from this loop. */
+	struct metrics_srv metrics;
+	struct event_base *eb;
 };
 
 static void
 usage(void)
 {
 	fprintf(stderr, "usage: cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
-	    "[--user USER]\n");
+	    "[--user USER] [--metrics [ADDR:]PORT]\n");
 	exit(2);
 }
 
@@ -93,8 +99,10 @@ reap(struct host *h)
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		struct lane *l = lane_of_pid(h, pid);
-		if (l == NULL)
+		if (l == NULL) {
+			metrics_reaped(&h->metrics, pid, status, h->stopping);
 			continue;
+		}
 		lane_relay(l, true); /* its last lines before the host's */
 		lane_exited(l, status);
 		h->dirty = true;
@@ -204,6 +212,23 @@ write_status(struct host *h)
 	h->dirty = false;
 }
 
+/* Every second with --metrics: each lane's status document (a lane that
+ * does not run says so), to the one endpoint. */
+static void
+metrics_tick(struct metrics_srv *m, void *arg)
+{
+	struct host *h = arg;
+	json_t *docs[HOST_LANES_MAX] = { 0 };
+	size_t n = 0;
+
+	for (size_t i = 0; i < h->n; i++)
+		if (!h->lanes[i]->closing)
+			docs[n++] = lane_status_doc(h->lanes[i]);
+	metrics_send(m, docs, n);
+	for (size_t i = 0; i < n; i++)
+		json_decref(docs[i]);
+}
+
 /* ---- the loop ---- */
 
 static int
@@ -226,8 +251,8 @@ next_timeout(const struct host *h)
 static void
 run(struct host *h, int sfd)
 {
-	struct pollfd pfd[1 + HOST_LANES_MAX];
-	struct lane *owner[1 + HOST_LANES_MAX];
+	struct pollfd pfd[3 + HOST_LANES_MAX];
+	struct lane *owner[3 + HOST_LANES_MAX];
 	int64_t wd_ms = notify_watchdog_interval_ms(), wd_next = mono_ms();
 
 	for (;;) {
@@ -238,8 +263,18 @@ run(struct host *h, int sfd)
 				owner[n] = h->lanes[i];
 				pfd[n++] = (struct pollfd){ .fd = h->lanes[i]->out, .events = POLLIN };
 			}
+		/* The metrics server's lines and its channel wake the loop too;
+		 * libevent then runs what is ready, and its due tick. */
+		nfds_t lanes_end = n;
+		if (h->metrics.log_rd >= 0)
+			pfd[n++] = (struct pollfd){ .fd = h->metrics.log_rd, .events = POLLIN };
+		if (h->metrics.ch >= 0 && h->metrics.out != NULL)
+			pfd[n++] = (struct pollfd){ .fd = h->metrics.ch, .events = POLLOUT };
 		if (poll(pfd, n, next_timeout(h)) < 0 && errno != EINTR)
 			fatal("host: poll");
+		if (h->eb != NULL)
+			event_base_loop(h->eb, EVLOOP_NONBLOCK);
+		n = lanes_end;
 
 		for (nfds_t k = 1; k < n; k++)
 			if (pfd[k].revents != 0)
@@ -285,6 +320,39 @@ run(struct host *h, int sfd)
 	}
 }
 
+/* --metrics: the socket bound now (a refusal names the option), the
+ * server confined as the lanes' workers are (--user, default nobody). */
+static int
+host_metrics(struct host *h, const char *opt)
+{
+	char err[512];
+
+	if (metrics_listen(&h->metrics, opt, err, sizeof(err)) != 0) {
+		log_errx("host: %s", err);
+		return -1;
+	}
+	if (geteuid() == 0) {
+		const char *user = h->x.user != NULL ? h->x.user : "nobody";
+		if (sandbox_lookup_user(user, &h->metrics.uid, &h->metrics.gid, err,
+		    sizeof(err)) != 0) {
+			log_errx("host: --user %s: %s", user, err);
+			return -1;
+		}
+		h->metrics.drop = true;
+	}
+	h->metrics.seccomp_log = getenv("COTAL_SECCOMP") != NULL &&
+	    strcmp(getenv("COTAL_SECCOMP"), "log") == 0;
+	h->metrics.self_exe = h->self_exe;
+	h->metrics.log_fd = 2;
+	h->metrics.tick = metrics_tick;
+	h->metrics.arg = h;
+	if ((h->eb = event_base_new()) == NULL) {
+		log_errx("host: cannot start the metrics server's event loop");
+		return -1;
+	}
+	return 0;
+}
+
 int
 host_main(int argc, char **argv)
 {
@@ -296,8 +364,11 @@ host_main(int argc, char **argv)
 	int sfd;
 	pid_t other;
 
+	const char *metrics_opt = NULL;
+
 	log_init(NULL, stderr);
 	log_stamp(log_stream_wants_stamp(2), false);
+	metrics_init(&h.metrics);
 	for (int i = 1; i < argc; i++) {
 		bool more = i + 1 < argc;
 		if (strcmp(argv[i], "--spaces") == 0 && more)
@@ -308,6 +379,8 @@ host_main(int argc, char **argv)
 			run_dir = argv[++i];
 		else if (strcmp(argv[i], "--user") == 0 && more)
 			h.x.user = argv[++i];
+		else if (strcmp(argv[i], "--metrics") == 0 && more)
+			metrics_opt = argv[++i];
 		else {
 			log_errx("host: unknown or incomplete argument \"%s\" (a host takes --spaces, "
 			    "--server, --run-dir and --user; each lane's space and root come from the "
@@ -355,6 +428,10 @@ host_main(int argc, char **argv)
 	}
 	h.self_exe[n] = '\0';
 	h.x.self_exe = h.self_exe;
+	if (metrics_opt != NULL && host_metrics(&h, metrics_opt) != 0) {
+		manifest_free(&m);
+		return 1;
+	}
 	h.started_wall_ms = wall_ms();
 
 	/* Read and cleared before any lane exists: the host alone speaks to
@@ -385,9 +462,13 @@ host_main(int argc, char **argv)
 	    m.n == 1 ? "" : "s", h.manifest, h.status_path);
 	manifest_free(&m);
 	notify_sendf("READY=1\nSTATUS=%zu lanes", h.n);
+	metrics_begin(&h.metrics, h.eb);
 
 	run(&h, sfd);
 
+	metrics_end(&h.metrics);
+	if (h.eb != NULL)
+		event_base_free(h.eb);
 	close(sfd);
 	pidfile_remove_if_ours(h.pid_path, getpid());
 	unlink(h.status_path);

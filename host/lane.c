@@ -13,6 +13,11 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/names.h"
+#include "lib/workspace.h"
+#include "supervisor/metrics.h"
+
+#define LANE_STATUS_MAX (256 * 1024) /* a lane's status file */
 
 struct lane *
 lane_new(const struct manifest_lane *m)
@@ -253,4 +258,32 @@ lane_state_name(const struct lane *l)
 		return "stopping";
 	}
 	return "?";
+}
+
+json_t *
+lane_status_doc(const struct lane *l)
+{
+	char err[WS_FILE_MAX + 256], key[SPACE_KEY_MAX + 1], path[WS_FILE_MAX + 64];
+	struct workspace ws;
+	json_t *doc = NULL, *w;
+	size_t i;
+
+	space_key(l->m.space, key, sizeof(key));
+	if (l->pid > 0 && l->state == LANE_RUNNING &&
+	    ws_locate(l->m.root, &ws, err, sizeof(err)) == 0) {
+		snprintf(path, sizeof(path), "%s/delivery.%s.status.json", ws.cotal, key);
+		if (access(path, F_OK) == 0 &&
+		    (doc = ws_read_json(path, LANE_STATUS_MAX, err, sizeof(err))) != NULL &&
+		    json_integer_value(json_object_get(doc, "pid")) != l->pid) {
+			json_decref(doc);
+			doc = NULL;
+		}
+	}
+	if (doc == NULL)
+		return json_pack("{s:s, s:s}", "space", l->m.space, "shard",
+		    l->state == LANE_RUNNING ? "starting" : lane_state_name(l));
+	metrics_add_process(doc, l->pid);
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		metrics_add_process(w, (pid_t)json_integer_value(json_object_get(w, "pid")));
+	return doc;
 }

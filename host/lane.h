@@ -5,6 +5,7 @@
 #ifndef COTAL_HOST_LANE_H
 #define COTAL_HOST_LANE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -54,6 +55,13 @@ int lane_open(struct lane *l, const struct lane_exec *x);
 /* Relay what the lane wrote: whole lines, each as "[space] line". At EOF
  * (or with flush) a partial line too, and the pipe is closed at EOF. */
 void lane_relay(struct lane *l, bool flush);
+
+/* The lane's status document of this run for the metrics (its status
+ * file, read from its root, with its processes' costs added), or, when it
+ * has none (not started, reopening, a file of an earlier run), one that
+ * says only its space and the lane's state: a lane that does not serve is
+ * never left out. New reference. */
+json_t *lane_status_doc(const struct lane *l);
 
 /* The lane's process exited with wstatus: stopped for good (closing), or
  * scheduled to reopen with backoff. Logs either. */

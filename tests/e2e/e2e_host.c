@@ -154,6 +154,9 @@ lane_serving(const char *statpath, int i, int ms)
 	return lane_serving_in(statpath, i, ms, base.dir);
 }
 
+/* The next host_up's --metrics port (0: none). */
+static int metrics_port;
+
 /* A host for manifest, run directory dir, output in <base>/<name>.out;
  * waits for the lanes of mask to serve. */
 static pid_t
@@ -164,7 +167,13 @@ host_up(int slot, const char *name, const char *man, const char *dir, unsigned m
 	const char *b = strrchr(man, '/') + 1;
 
 	snprintf(outp, len, "%s/%s.out", base.dir, name);
-	hosts[slot] = h_daemon_spawn(&base, outp, "--spaces", man, "--run-dir", dir, NULL);
+	if (metrics_port > 0) {
+		char addr[32];
+		snprintf(addr, sizeof(addr), "127.0.0.1:%d", metrics_port);
+		hosts[slot] = h_daemon_spawn(&base, outp, "--spaces", man, "--run-dir", dir,
+		    "--metrics", addr, NULL);
+	} else
+		hosts[slot] = h_daemon_spawn(&base, outp, "--spaces", man, "--run-dir", dir, NULL);
 	assert_true(hosts[slot] > 0);
 	snprintf(statp, sizeof(statp), "%s/%.*s.host.json", dir, (int)(strlen(b) - 5), b);
 	for (int i = 0; i < NLANES; i++)
@@ -388,6 +397,53 @@ after(void **state)
 }
 
 /*
+ * Issue 29: "--metrics ... for the --spaces host (one endpoint for all
+ * lanes, each series labelled with its space)": one family header, every
+ * lane's series under it, and /healthz 200 once all of them serve.
+ */
+static void
+host_metrics_show_every_lane(int port)
+{
+	static char body[H_HTTP_BODY_MAX];
+	char line[160];
+	int status = 0;
+
+	for (int64_t end = mono_ms() + 10000; mono_ms() < end; nap(200))
+		if ((status = h_http_get(port, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 200)
+			break;
+	assert_int_equal(status, 200);
+	assert_string_equal(body, "serving all 3 spaces\n");
+	/* Every lane's copies (delivered above) reach the endpoint within a
+	 * snapshot (1 s). */
+	bool counted = false;
+	for (int64_t end = mono_ms() + 10000; !counted && mono_ms() < end; nap(200)) {
+		assert_int_equal(h_http_get(port, "/metrics", NULL, body, sizeof(body), NULL, 0), 200);
+		counted = true;
+		for (int i = 0; i < 3; i++) {
+			snprintf(line, sizeof(line), "\ncotal_delivery_fanout_copies_total{space=\"%s\"} ",
+			    NAMES[i]);
+			const char *at = strstr(body, line);
+			counted = counted && at != NULL && atoi(at + strlen(line)) > 0;
+		}
+	}
+	if (!counted)
+		fail_msg("not every lane's copies in the host's scrape:\n%s", body);
+	for (int i = 0; i < 3; i++) {
+		snprintf(line, sizeof(line), "\ncotal_delivery_serving{space=\"%s\"} 1\n", NAMES[i]);
+		if (strstr(body, line) == NULL)
+			fail_msg("no \"%s\" in the host's scrape:\n%s", line + 1, body);
+		snprintf(line, sizeof(line), "\ncotal_delivery_worker_up{space=\"%s\",role=\"reader\"} 1\n",
+		    NAMES[i]);
+		assert_non_null(strstr(body, line));
+	}
+	const char *type = "# TYPE cotal_delivery_serving gauge\n";
+	char *first = strstr(body, type);
+	assert_non_null(first);
+	assert_null(strstr(first + 1, type));
+	printf("• the host's one endpoint: every lane serving, its series labelled\n");
+}
+
+/*
  * Three spaces, one host: each post reaches only its own space's member;
  * no lane writes a pid record, the host writes its own; cotal status
  * --spaces shows every lane serving; SIGTERM stops each lane the seed's
@@ -402,11 +458,14 @@ test_three_spaces_one_host_each_post_reaches_only_its_space(void **state)
 
 	(void)state;
 	manifest_write(manifest, 0x7, NULL);
+	metrics_port = h_free_port();
 	host_up(0, "host-three", manifest, rundir, 0x7, outp, sizeof(outp));
 	printf("• 3 lanes serving %lld ms after the host's start\n", (long long)(mono_ms() - t0));
 	for (int k = 0; k < 10; k++)
 		post_round(0x7);
 	all_delivered(0x7, 0, "three lanes");
+	host_metrics_show_every_lane(metrics_port);
+	metrics_port = 0;
 	for (int i = 0; i < 3; i++) {
 		space_key(NAMES[i], key, sizeof(key));
 		snprintf(path, sizeof(path), "%s/.cotal/delivery.%s.pid", base.dir, key);

@@ -35,7 +35,7 @@
 #define SPACE "metrics"
 #define PROMETHEUS "/usr/bin/prometheus"
 #define PROMTOOL "/usr/bin/promtool"
-#define BODY_MAX (1024 * 1024)
+#define BODY_MAX H_HTTP_BODY_MAX
 #define POSTS 4
 #define MEMBERS 3
 
@@ -46,80 +46,6 @@ static struct h_fixture fx = { &mesh, &dmn, NULL, { &prov } };
 static int mport, pport;  /* the daemon's metrics port, Prometheus' */
 static char creds_path[H_PATH_MAX * 2];
 static pid_t prom;
-
-/* ---- HTTP, by hand: what a client sends is the test's to choose ---- */
-
-static int
-dial(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	struct timeval tv = { 10, 0 };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	return fd;
-}
-
-/* Everything the peer sends until it closes (or 10 s pass): its length. */
-static size_t
-read_all(int fd, char *out, size_t outlen)
-{
-	size_t got = 0;
-	ssize_t n;
-
-	while (got + 1 < outlen && (n = read(fd, out + got, outlen - 1 - got)) > 0)
-		got += (size_t)n;
-	out[got] = '\0';
-	return got;
-}
-
-/* Send req as it is to port; the status of the answer (0: none), its body
- * (after the blank line) in body. */
-static int
-exchange(int port, const char *req, size_t reqlen, char *body, size_t bodylen, char *head,
-    size_t headlen)
-{
-	static char buf[BODY_MAX + 4096];
-	int fd = dial(port), status = 0;
-
-	body[0] = '\0';
-	if (head != NULL)
-		head[0] = '\0';
-	if (fd < 0)
-		return 0;
-	if (write(fd, req, reqlen) != (ssize_t)reqlen) {
-		close(fd);
-		return 0;
-	}
-	read_all(fd, buf, sizeof(buf));
-	close(fd);
-	if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1)
-		return 0;
-	char *sep = strstr(buf, "\r\n\r\n");
-	if (sep != NULL) {
-		snprintf(body, bodylen, "%s", sep + 4);
-		if (head != NULL)
-			snprintf(head, headlen, "%.*s", (int)(sep - buf), buf);
-	}
-	return status;
-}
-
-static int
-get(int port, const char *path, const char *accept, char *body, size_t bodylen, char *head,
-    size_t headlen)
-{
-	char req[1024];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s\r\n",
-	    path, accept ? "Accept: " : "", accept ? accept : "", accept ? "\r\n" : "");
-
-	return exchange(port, req, (size_t)n, body, bodylen, head, headlen);
-}
 
 /* ---- Prometheus ---- */
 
@@ -151,7 +77,7 @@ query(const char *promql, double *value, double *at)
 
 	urlencode(promql, enc, sizeof(enc));
 	snprintf(path, sizeof(path), "/api/v1/query?query=%s", enc);
-	if (get(pport, path, NULL, body, sizeof(body), NULL, 0) != 200) {
+	if (h_http_get(pport, path, NULL, body, sizeof(body), NULL, 0) != 200) {
 		fprintf(stderr, "  query %s: %s\n", promql, body);
 		return -1;
 	}
@@ -219,7 +145,7 @@ prometheus_start(void)
 	}
 	h_track(prom);
 	for (int64_t end = mono_ms() + 30000; mono_ms() < end; h_nap(200))
-		if (get(pport, "/-/ready", NULL, body, sizeof(body), NULL, 0) == 200)
+		if (h_http_get(pport, "/-/ready", NULL, body, sizeof(body), NULL, 0) == 200)
 			return 0;
 	fprintf(stderr, "✗ Prometheus not ready in 30 s; see %s\n", out);
 	return -1;
@@ -381,18 +307,18 @@ test_healthz_is_503_while_the_lease_is_rechecked(void **state)
 	int status = 0;
 
 	(void)state;
-	assert_int_equal(get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0), 200);
+	assert_int_equal(h_http_get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0), 200);
 	assert_string_equal(body, "serving space " SPACE "\n");
 	if (h_kv_del(&prov, &mesh, "delivery", "lease.0", err, sizeof(err)) != 0)
 		fail_msg("delete the lease row: %s", err);
 	for (int64_t end = mono_ms() + 10000; mono_ms() < end; h_nap(50))
-		if ((status = get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 503)
+		if ((status = h_http_get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 503)
 			break;
 	printf("• lease row deleted: /healthz %d %s", status, body);
 	assert_int_equal(status, 503);
 	assert_non_null(strstr(body, "not serving: the space " SPACE " (rechecking)"));
 	for (int64_t end = mono_ms() + 20000; mono_ms() < end; h_nap(100))
-		if ((status = get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 200)
+		if ((status = h_http_get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0)) == 200)
 			break;
 	assert_int_equal(status, 200);
 	assert_true(h_log_has(dmn.log, "re-checking the lease of shard 0: the lease row was "
@@ -408,7 +334,7 @@ test_a_scrape_passes_promtool(void **state)
 	FILE *f;
 
 	(void)state;
-	assert_int_equal(get(mport, "/metrics", NULL, body, sizeof(body), head, sizeof(head)), 200);
+	assert_int_equal(h_http_get(mport, "/metrics", NULL, body, sizeof(body), head, sizeof(head)), 200);
 	assert_non_null(strstr(head, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
 	assert_non_null(strstr(body, "# TYPE cotal_delivery_fanout_copies_total counter\n"));
 	snprintf(path, sizeof(path), "%s/scrape.txt", mesh.dir);
@@ -419,7 +345,7 @@ test_a_scrape_passes_promtool(void **state)
 	int rc = system(cmd);
 	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
 
-	assert_int_equal(get(mport, "/metrics", "application/openmetrics-text;version=1.0.0,"
+	assert_int_equal(h_http_get(mport, "/metrics", "application/openmetrics-text;version=1.0.0,"
 	    "text/plain;version=0.0.4;q=0.5", body, sizeof(body), head, sizeof(head)), 200);
 	assert_non_null(strstr(head, "Content-Type: application/openmetrics-text; "
 	    "version=1.0.0; charset=utf-8"));
@@ -454,27 +380,27 @@ test_hostile_requests_are_answered_or_closed_and_delivery_goes_on(void **state)
 	/* Over the bound: an 8 KiB head is all it reads. */
 	memcpy(big, "GET /metrics HTTP/1.1\r\nX-Pad: ", 30);
 	memset(big + 30, 'a', sizeof(big) - 30);
-	assert_int_equal(exchange(mport, big, sizeof(big), body, sizeof(body), NULL, 0), 431);
+	assert_int_equal(h_http_exchange(mport, big, sizeof(big), body, sizeof(body), NULL, 0), 431);
 	assert_string_equal(body, "the request head is longer than 8192 bytes\n");
 	/* Garbage. */
 	const char garbage[] = "\x01\x02\x03 \xff\xfe nonsense\r\n\r\n";
-	assert_int_equal(exchange(mport, garbage, sizeof(garbage) - 1, body, sizeof(body), NULL,
+	assert_int_equal(h_http_exchange(mport, garbage, sizeof(garbage) - 1, body, sizeof(body), NULL,
 	    0), 400);
-	assert_int_equal(exchange(mport, "POST /metrics HTTP/1.1\r\n\r\n", 26, body, sizeof(body),
+	assert_int_equal(h_http_exchange(mport, "POST /metrics HTTP/1.1\r\n\r\n", 26, body, sizeof(body),
 	    NULL, 0), 405);
-	assert_int_equal(exchange(mport, "GET /metrics HTTP/2.0\r\n\r\n", 25, body, sizeof(body),
+	assert_int_equal(h_http_exchange(mport, "GET /metrics HTTP/2.0\r\n\r\n", 25, body, sizeof(body),
 	    NULL, 0), 505);
-	assert_int_equal(get(mport, "/nothing", NULL, body, sizeof(body), NULL, 0), 404);
+	assert_int_equal(h_http_get(mport, "/nothing", NULL, body, sizeof(body), NULL, 0), 404);
 
 	/* Slow clients: a head begun and never finished, more than the slots. */
 	int64_t t0 = mono_ms();
 	for (int i = 0; i < 24; i++) {
-		assert_true((slow[i] = dial(mport)) >= 0);
+		assert_true((slow[i] = h_http_dial(mport)) >= 0);
 		assert_int_equal(write(slow[i], "GET /metrics HTTP/1.1\r\nX-Slow: ", 31), 31);
 	}
 	h_nap(200);
 	/* A scrape still gets its answer. */
-	assert_int_equal(get(mport, "/metrics", NULL, body, sizeof(body), NULL, 0), 200);
+	assert_int_equal(h_http_get(mport, "/metrics", NULL, body, sizeof(body), NULL, 0), 200);
 	/* Delivery meanwhile. */
 	if (h_member_add(&mesh, "dana", "room2", NULL, &a, err, sizeof(err)) != 0 ||
 	    h_member_join(&prov, &mesh, &a.a, "room2", 1, err, sizeof(err)) != 0 ||

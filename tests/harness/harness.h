@@ -416,4 +416,18 @@ int h_log_count(const char *path, const char *needle);
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));
 
+/* ---- HTTP by hand (http.c) ---- */
+
+#define H_HTTP_BODY_MAX (1024 * 1024)
+/* A TCP connection to 127.0.0.1:port (reads time out after 10 s), or -1. */
+int h_http_dial(int port);
+/* Send req as it is, read the answer until the peer closes: its status (0:
+ * none), its body in body, its head (status line and headers) in head
+ * (NULL: not wanted). */
+int h_http_exchange(int port, const char *req, size_t reqlen, char *body, size_t bodylen,
+		    char *head, size_t headlen);
+/* GET path (with an Accept header when accept is not NULL). */
+int h_http_get(int port, const char *path, const char *accept, char *body, size_t bodylen,
+	       char *head, size_t headlen);
+
 #endif
