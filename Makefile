@@ -19,7 +19,7 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz fuzz-registry bench bench-host bench-hostile
+.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile
 
 all: build
 
@@ -84,6 +84,21 @@ fuzz-registry:
 	    || { tail -40 fuzz-registry.log; exit 1; }; \
 	    grep -E 'stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' \
 	    fuzz-registry.log
+
+# The metrics server's reading of a request head (issue 29: metrics/http.c,
+# the first code a stranger's bytes reach) under libFuzzer for
+# $(FUZZ_SECONDS) s; a crash fails and leaves its input in $(FUZZ_BUILD)/.
+FUZZ_BUILD ?= build-fuzz
+fuzz-http:
+	@echo "• fuzzing the metrics server's request heads for $(FUZZ_SECONDS) s (libFuzzer)"
+	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_http >/dev/null
+	@mkdir -p $(FUZZ_BUILD)/corpus/http
+	@cd $(FUZZ_BUILD) && tests/fuzz/fuzz_http -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+	    -print_final_stats=1 corpus/http $(CURDIR)/tests/fuzz/corpus/http 2>fuzz-http.log \
+	    || { tail -40 fuzz-http.log; exit 1; }; \
+	    grep -E 'stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' \
+	    fuzz-http.log
 
 # The data path's benchmark (reported, not asserted): docs/BENCHMARKS.md.
 bench: deps build
