@@ -46,6 +46,7 @@ check: deps build asan
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j$(TEST_JOBS)
 	@$(MAKE) --no-print-directory fuzz-registry
+	@$(MAKE) --no-print-directory fuzz-http
 
 # The delivery service preset under a real systemd (root only): a Debian 12
 # root (cached in build/systemd/) booted with systemd-nspawn, the units and

@@ -97,17 +97,23 @@ static const struct ipc_rule catalogue[IPC_TYPE_END] = {
 static const struct ipc_role {
 	const char *role;
 	const char *counters[IPC_COUNTERS];
+	const char *gauges[IPC_GAUGES];
+	const char *latency;
 } roles[] = {
 	{ "fanout", { "posts", "copies", "acked", "dropped", "retried", "batches",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "copy" },
 	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried", "batches",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "handoff" },
 	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
 	    "evictions", "unanswered", "dropped_ctl", "dropped_admin", "dropped_live", "shed",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	    [IPC_COUNTER_VIOLATIONS] = "violations" },
+	    { "waiting_ctl", "waiting_admin", "waiting_inventory" }, NULL },
 	{ "timer", { "requests", "armed", "fired", "refused",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" } },
+	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { NULL }, NULL },
 };
+
+const uint32_t ipc_latency_bounds_ms[IPC_LATENCY_BUCKETS] = { 5, 10, 25, 50, 100, 250, 500,
+	1000, 2500, 5000, 10000, 30000 };
 
 #define IPC_ROLES (sizeof(roles) / sizeof(roles[0]))
 
@@ -169,6 +175,24 @@ ipc_counter_name(const char *role, unsigned i)
 	if (r == NULL || i >= IPC_COUNTERS || r->counters[i] == NULL)
 		return "";
 	return r->counters[i];
+}
+
+const char *
+ipc_gauge_name(const char *role, unsigned i)
+{
+	const struct ipc_role *r = role_of(role);
+
+	if (r == NULL || i >= IPC_GAUGES || r->gauges[i] == NULL)
+		return "";
+	return r->gauges[i];
+}
+
+const char *
+ipc_latency_name(const char *role)
+{
+	const struct ipc_role *r = role_of(role);
+
+	return r != NULL && r->latency != NULL ? r->latency : "";
 }
 
 /* JWT and nonce are text for C strings on the other side: a NUL would

@@ -115,13 +115,32 @@ enum ipc_worker_state {
 	IPC_STATE_DISCONNECTED = 2,
 	IPC_STATE_QUIESCED = 3,
 };
+/*
+ * Beside the counters, what a worker measures now (issue 29's metrics):
+ * gauges named per role (ipc_gauge_name: the fan-out's and the reader's
+ * consumer lag, the registry's waiting requests), and one latency
+ * histogram per role that has one (ipc_latency_name: the fan-out's post to
+ * copy, the reader's copy to hand-off): a count per bucket, not cumulative,
+ * the bucket i holding observations up to ipc_latency_bounds_ms[i] and
+ * above the one before, the last one everything above them all.
+ */
+#define IPC_GAUGES 4
+#define IPC_LATENCY_BUCKETS 12
+extern const uint32_t ipc_latency_bounds_ms[IPC_LATENCY_BUCKETS];
 struct ipc_status {
 	uint32_t state;                 /* enum ipc_worker_state */
 	uint32_t reserved;
 	uint64_t counters[IPC_COUNTERS]; /* per role, named by ipc_counter_name() */
+	uint64_t gauges[IPC_GAUGES];     /* per role, named by ipc_gauge_name() */
+	uint64_t latency[IPC_LATENCY_BUCKETS + 1];
+	uint64_t latency_sum_us;         /* of every observation */
 };
 /* Name of counter i of a role ("" when unused). */
 const char *ipc_counter_name(const char *role, unsigned i);
+/* Name of gauge i of a role ("" when unused). */
+const char *ipc_gauge_name(const char *role, unsigned i);
+/* What a role's latency histogram measures ("" when it has none). */
+const char *ipc_latency_name(const char *role);
 
 /*
  * The $SYS users of eviction (WIRE.md §7): the observer reads CONNZ of the

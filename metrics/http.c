@@ -120,9 +120,17 @@ http_parse(const char *buf, size_t len, struct http_request *req, char *why, siz
 	int no = 1;
 
 	memset(req, 0, sizeof(*req));
+	/* Empty lines before the request line are skipped (RFC 9112 2.2);
+	 * they count toward the bound. */
+	size_t skip = 0;
+	while (skip < len && skip < HTTP_HEAD_MAX && (buf[skip] == '\r' || buf[skip] == '\n'))
+		skip++;
+	if (skip == len && len <= HTTP_HEAD_MAX)
+		return HTTP_MORE;
 	if (len > HTTP_HEAD_MAX)
 		len = HTTP_HEAD_MAX + 1; /* what is past the bound is not looked at */
-	if ((end = head_end(buf, len)) == NULL || (size_t)(end - buf) > HTTP_HEAD_MAX) {
+	p = buf + skip;
+	if ((end = head_end(p, len - skip)) == NULL || (size_t)(end - buf) > HTTP_HEAD_MAX) {
 		if (len > HTTP_HEAD_MAX)
 			return bad(req, 431, why, whylen, "the request head is longer than "
 			    "8192 bytes");

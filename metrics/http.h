@@ -3,8 +3,9 @@
  * and fuzzed: tests/fuzz/fuzz_http.c). It runs in the metrics process only;
  * the supervisor never parses HTTP.
  *
- * What it accepts: a request line "METHOD SP TARGET SP HTTP/1.x" and header
- * lines, each ending in CRLF (a bare LF too), up to the empty line; the
+ * What it accepts: a request line "METHOD SP TARGET SP HTTP/1.x" (after any
+ * empty lines, which RFC 9112 says to ignore) and header lines, each ending
+ * in CRLF (a bare LF too), up to the empty line; the
  * whole head within HTTP_HEAD_MAX bytes. A body is never read (GET and HEAD
  * have none; a request that announces one is refused).
  */
@@ -35,7 +36,7 @@ struct http_request {
 /*
  * Read the head in buf[0..len). HTTP_MORE wants more bytes; HTTP_OK fills
  * req; HTTP_BAD sets req->status and why (one line naming what is wrong:
- * "the request line has no HTTP version", "header line 3 has no colon").
+ * "the request line has no HTTP version", "header line 3 has no name and colon").
  */
 enum http_verdict http_parse(const char *buf, size_t len, struct http_request *req, char *why,
 			     size_t whylen);

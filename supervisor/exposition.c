@@ -148,7 +148,8 @@ static const struct counter_row {
 	{ "fanout", "acked", "cotal_delivery_fanout_acked_total",
 	    "Posts acknowledged once every member's copy was written.", NULL, NULL },
 	{ "fanout", "dropped", "cotal_delivery_fanout_dropped_total",
-	    "Posts the fan-out acknowledged without a copy (not a durable post).", NULL, NULL },
+	    "Posts acknowledged without any copy: not of the chat shape, undecodable, or not "
+	    "sent by who they claim.", NULL, NULL },
 	{ "fanout", "retried", "cotal_delivery_fanout_retried_total",
 	    "Posts the fan-out left to be delivered again after a failure.", NULL, NULL },
 	{ "fanout", "batches", "cotal_delivery_fanout_batches_total",
@@ -179,7 +180,8 @@ static const struct counter_row {
 	{ "registry", "inventories", "cotal_delivery_registry_inventories_total",
 	    "Inventories the manager took (lifecycleMemberships).", NULL, NULL },
 	{ "registry", "member_reads", "cotal_delivery_registry_member_reads_total",
-	    "Reads of a caller's own memberships (listMemberships).", NULL, NULL },
+	    "Reads of the membership registry that answered requests (one per listMemberships, "
+	    "one per group of inventories answered together).", NULL, NULL },
 	{ "registry", "evictions", "cotal_delivery_registry_evictions_total",
 	    "Connections evicted through $SYS (a retired lifecycle).", NULL, NULL },
 	{ "registry", "unanswered", "cotal_delivery_registry_unanswered_total",
@@ -369,6 +371,93 @@ workers(struct out *o, json_t *const *docs, size_t n)
 	worker_counters(o, docs, n);
 }
 
+/* ---- the data path's lag and latency ---- */
+
+/* The worker of role in doc, or NULL. */
+static json_t *
+worker_of(json_t *doc, const char *role)
+{
+	json_t *w;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		if (strcmp(str(w, "role"), role) == 0)
+			return w;
+	return NULL;
+}
+
+static void
+lag(struct out *o, json_t *const *docs, size_t n, int64_t now_ms)
+{
+	static const char *const consumers[] = { "fanout", "reader" };
+	static const char *const rails[][2] = { { "waiting_ctl", "ctl" },
+		{ "waiting_admin", "admin" }, { "waiting_inventory", "inventory" } };
+	double v;
+
+	family(o, "cotal_delivery_consumer_pending_messages", GAUGE,
+	    "Messages the worker's durable consumer has still to deliver, and the batch it "
+	    "works on (consumer: fanout on CHAT, reader on INBOX).");
+	for (size_t d = 0; d < n; d++)
+		for (size_t c = 0; c < 2; c++)
+			if (num(json_object_get(worker_of(docs[d], consumers[c]), "gauges"), "pending",
+			    &v))
+				sample(o, "cotal_delivery_consumer_pending_messages", str(docs[d], "space"),
+				    v, true, "consumer", consumers[c], NULL);
+	family(o, "cotal_delivery_consumer_oldest_unacked_age_seconds", GAUGE,
+	    "Age of the oldest message of the batch the worker has fetched and not yet "
+	    "acknowledged; 0 while it holds none.");
+	for (size_t d = 0; d < n; d++)
+		for (size_t c = 0; c < 2; c++)
+			if (num(json_object_get(worker_of(docs[d], consumers[c]), "gauges"), "oldest_at",
+			    &v))
+				sample(o, "cotal_delivery_consumer_oldest_unacked_age_seconds",
+				    str(docs[d], "space"), v > 0 && now_ms > (int64_t)v ?
+				    (double)(now_ms - (int64_t)v) / 1000.0 : 0, false, "consumer",
+				    consumers[c], NULL);
+	family(o, "cotal_delivery_registry_waiting_requests", GAUGE,
+	    "Requests waiting in the registry's queues (rail: ctl, admin, inventory).");
+	for (size_t d = 0; d < n; d++)
+		for (size_t r = 0; r < 3; r++)
+			if (num(json_object_get(worker_of(docs[d], "registry"), "gauges"), rails[r][0],
+			    &v))
+				sample(o, "cotal_delivery_registry_waiting_requests", str(docs[d], "space"),
+				    v, true, "rail", rails[r][1], NULL);
+}
+
+/* One worker's latency histogram as a Prometheus histogram (cumulative
+ * buckets, +Inf, sum, count). */
+static void
+histogram(struct out *o, json_t *const *docs, size_t n, const char *role, const char *name,
+    const char *help)
+{
+	char bucket[128], sum[128], count[128], le[32];
+
+	snprintf(bucket, sizeof(bucket), "%s_bucket", name);
+	snprintf(sum, sizeof(sum), "%s_sum", name);
+	snprintf(count, sizeof(count), "%s_count", name);
+	put(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (size_t d = 0; d < n; d++) {
+		json_t *lat = json_object_get(worker_of(docs[d], role), "latency");
+		json_t *buckets = json_object_get(lat, "buckets"), *bounds = json_object_get(lat,
+		    "boundsMs");
+		double total = 0, s;
+		if (!json_is_array(buckets) || json_array_size(buckets) !=
+		    json_array_size(bounds) + 1 || !num(lat, "sumSeconds", &s))
+			continue;
+		for (size_t b = 0; b < json_array_size(buckets); b++) {
+			total += json_number_value(json_array_get(buckets, b));
+			if (b < json_array_size(bounds))
+				snprintf(le, sizeof(le), "%g",
+				    json_number_value(json_array_get(bounds, b)) / 1000.0);
+			else
+				snprintf(le, sizeof(le), "+Inf");
+			sample(o, bucket, str(docs[d], "space"), total, true, "le", le, NULL);
+		}
+		sample(o, sum, str(docs[d], "space"), s, false, NULL);
+		sample(o, count, str(docs[d], "space"), total, true, NULL);
+	}
+}
+
 static void
 processes(struct out *o, json_t *const *docs, size_t n)
 {
@@ -415,6 +504,11 @@ exposition_render(json_t *const *docs, size_t n, int64_t now_ms, bool openmetric
 	broker(&o, docs, n);
 	credentials(&o, docs, n, now_ms);
 	workers(&o, docs, n);
+	lag(&o, docs, n, now_ms);
+	histogram(&o, docs, n, "fanout", "cotal_delivery_copy_latency_seconds",
+	    "From a post stored in CHAT to its last copy stored in a member's INBOX.");
+	histogram(&o, docs, n, "reader", "cotal_delivery_handoff_latency_seconds",
+	    "From a copy stored in INBOX to its frame stored in DLV for the member's consumer.");
 	processes(&o, docs, n);
 	if (openmetrics)
 		put(&o, "# EOF\n");
@@ -437,11 +531,16 @@ exposition_health(json_t *const *docs, size_t n, char *reason, size_t len)
 		const char *shard = str(docs[d], "shard");
 		if (strcmp(shard, "serving") == 0)
 			continue;
-		int k = snprintf(reason + used, used < len ? len - used : 0, "%s%s %s (%s)",
-		    bad++ == 0 ? "not serving: " : ", ", n == 1 ? "the space" : "space",
+		bool first = bad++ == 0;
+		/* Once the line is full the rest is left out (never a pointer
+		 * past the buffer). */
+		if (used + 1 >= len)
+			continue;
+		int k = snprintf(reason + used, len - used, "%s%s %s (%s)",
+		    first ? "not serving: " : ", ", n == 1 ? "the space" : "space",
 		    str(docs[d], "space"), shard[0] != '\0' ? shard : "no state");
 		if (k > 0)
-			used += (size_t)k;
+			used += (size_t)k < len - used ? (size_t)k : len - used - 1;
 	}
 	if (bad == 0) {
 		if (n == 1)

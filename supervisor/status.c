@@ -49,6 +49,41 @@ confinement(const struct sup *s, const struct sup_worker *w, char *line, size_t 
 	return "unknown role";
 }
 
+/* A worker's gauges and latency histogram (ipc.h), for the roles that
+ * have them; nothing before its first STATUS. */
+static void
+measures(const struct sup_worker *w, json_t *wo)
+{
+	json_t *gauges = json_object(), *buckets, *bounds;
+	const char *lat = ipc_latency_name(w->role);
+
+	if (!w->have_status) {
+		json_decref(gauges);
+		return;
+	}
+	for (unsigned k = 0; k < IPC_GAUGES; k++) {
+		const char *name = ipc_gauge_name(w->role, k);
+		if (name[0] != '\0')
+			json_object_set_new(gauges, name, json_integer((json_int_t)w->status.gauges[k]));
+	}
+	if (json_object_size(gauges) > 0)
+		json_object_set_new(wo, "gauges", gauges);
+	else
+		json_decref(gauges);
+	if (lat[0] == '\0')
+		return;
+	buckets = json_array();
+	bounds = json_array();
+	for (int b = 0; b <= IPC_LATENCY_BUCKETS; b++) {
+		json_array_append_new(buckets, json_integer((json_int_t)w->status.latency[b]));
+		if (b < IPC_LATENCY_BUCKETS)
+			json_array_append_new(bounds, json_integer(ipc_latency_bounds_ms[b]));
+	}
+	json_object_set_new(wo, "latency", json_pack("{s:s, s:o, s:o, s:f}", "of", lat,
+	    "boundsMs", bounds, "buckets", buckets, "sumSeconds",
+	    (double)w->status.latency_sum_us / 1e6));
+}
+
 /* One credential: its user and when it expires (0: never). */
 static json_t *
 credential(const char *name, const struct sup_creds *c)
@@ -76,10 +111,12 @@ status_doc(struct sup *s)
 				json_object_set_new(counters, name,
 				    json_integer(w->have_status ? (json_int_t)w->status.counters[k] : 0));
 		}
-		json_array_append_new(list, json_pack("{s:s, s:I, s:s, s:I, s:s, s:o, s:s}",
+		json_t *wo = json_pack("{s:s, s:I, s:s, s:I, s:s, s:o, s:s}",
 		    "role", w->role, "pid", (json_int_t)w->pid, "state", phase_name(w),
 		    "restarts", (json_int_t)w->restart.restarts, "lastExit", w->last_exit,
-		    "counters", counters, "confinement", confinement(s, w, line, sizeof(line))));
+		    "counters", counters, "confinement", confinement(s, w, line, sizeof(line)));
+		measures(w, wo);
+		json_array_append_new(list, wo);
 	}
 	json_array_append_new(creds, credential("delivery", &s->creds));
 	for (int i = IPC_SYS_OBSERVER; i <= IPC_SYS_EVICTOR; i++)

@@ -407,6 +407,8 @@ route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets 
 struct post {
 	natsMsg *m;
 	uint64_t seq;
+	int64_t ts_ns;         /* when CHAT stored it */
+	size_t copies;         /* entries published for it */
 	struct chat_subject cs;
 	json_t *msg;           /* NULL: dropped */
 	enum delivery_class class;
@@ -599,8 +601,10 @@ fanout_batch(natsMsgList *list)
 		struct post *p = &posts[i];
 		struct js_ack_meta md;
 		p->m = list->Msgs[i];
-		if (js_ack_meta(natsMsg_GetReply(p->m), &md))
+		if (js_ack_meta(natsMsg_GetReply(p->m), &md)) {
 			p->seq = md.sseq;
+			p->ts_ns = md.ts_ns;
+		}
 		if (chat_subject_parse(natsMsg_GetSubject(p->m), F.prefix, &p->cs, why,
 		    sizeof(why)) != 0) {
 			log_drop(DROP_SUBJECT, p->seq, why);
@@ -663,8 +667,10 @@ fanout_batch(natsMsgList *list)
 			json_decref(p->msg);
 			p->msg = NULL; /* acked below as dropped */
 		}
+		p->copies = t.n;
 	}
 	pubbatch_wait(&F.pub);
+	int64_t copied_ms = wall_ms();
 
 	/* Ack: a post only once every entry is stored; a failed one is
 	 * redelivered, never acked. */
@@ -676,6 +682,10 @@ fanout_batch(natsMsgList *list)
 		}
 		pull_ack(&F.pull, posts[i].m);
 		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
+		/* The copy latency: the post stored in CHAT to its last copy
+		 * stored in INBOX. */
+		if (posts[i].msg != NULL && posts[i].copies > 0 && posts[i].ts_ns > 0)
+			worker_latency_ms(copied_ms - posts[i].ts_ns / 1000000);
 	}
 	if (F.pub.error[0] != '\0')
 		log_warnx("a publish failed, its posts will be redelivered: %s", F.pub.error);

@@ -187,6 +187,7 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 struct item {
 	natsMsg *m;
 	uint64_t seq, delivered;
+	int64_t ts_ns;           /* when INBOX stored it */
 	struct lifecycle who;
 	char lc[LIFECYCLE_MAX + 1];
 	struct entry e;          /* e.msg NULL on the fast path */
@@ -261,6 +262,7 @@ reader_batch(natsMsgList *list)
 		if (js_ack_meta(natsMsg_GetReply(it->m), &md)) {
 			it->seq = md.sseq;
 			it->delivered = md.delivered;
+			it->ts_ns = md.ts_ns;
 		}
 		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
 		    sizeof(why)) != 0 || item_parse(it, why, sizeof(why)) != 0) {
@@ -333,6 +335,7 @@ reader_batch(natsMsgList *list)
 		free(body);
 	}
 	pubbatch_wait(&R.pub);
+	int64_t handed_ms = wall_ms();
 
 	/* Ack. */
 	int unanswered = 0;
@@ -362,6 +365,10 @@ reader_batch(natsMsgList *list)
 			}
 			pull_ack(&R.pull, it->m);
 			worker_count(C_DELIVERED, 1);
+			/* The hand-off latency: the copy stored in INBOX to its
+			 * frame stored in DLV. */
+			if (it->ts_ns > 0)
+				worker_latency_ms(handed_ms - it->ts_ns / 1000000);
 			break;
 		case V_DROP:
 			pull_ack(&R.pull, it->m);

@@ -168,6 +168,15 @@ queue_push(enum reg_queue q, struct request *r, size_t bytes)
 	return v;
 }
 
+int
+queue_waiting(enum reg_queue q)
+{
+	pthread_mutex_lock(&queues[q].mu);
+	int n = q == Q_CTL ? queues[q].fair.n : queues[q].fifo.n;
+	pthread_mutex_unlock(&queues[q].mu);
+	return n;
+}
+
 static bool
 queue_empty(enum reg_queue q)
 {

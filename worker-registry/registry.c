@@ -579,6 +579,9 @@ registry_run(void)
 	while (worker_serving()) {
 		worker_nap(200);
 		rails_count_drops();
+		/* The gauges in ipc.c's order: waiting_ctl, _admin, _inventory. */
+		for (int q = Q_CTL; q < Q_COUNT; q++)
+			worker_gauge(q, (uint64_t)queue_waiting((enum reg_queue)q));
 	}
 	rails_count_drops();
 	/* No new requests; those waiting are answered on the next connection

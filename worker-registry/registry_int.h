@@ -130,6 +130,8 @@ const char *queue_refusal(enum fairq_verdict v, size_t *len);
  * A Q_CTL request's caller has no other served until queue_done(r). */
 struct request *queue_pop(enum reg_queue q, int ms);
 void queue_done(struct request *r);
+/* Requests waiting in q now (in service not counted). */
+int queue_waiting(enum reg_queue q);
 /* Serving threads run while true; false wakes every waiting pop. */
 void queues_run(bool run);
 bool queues_running(void);

@@ -66,7 +66,11 @@ pull_loop_run(const struct pull_loop *l)
 			continue;
 		}
 		if (list.Count > 0) {
+			/* The consumer's lag, from the batch's own metadata, for
+			 * the metrics (gauges.c); held while the batch is. */
+			worker_batch_begin(&list);
 			l->batch(&list);
+			worker_batch_done();
 		} else if (mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS) {
 			/* Idle, holding nothing: whatever the consumer still counts
 			 * as delivered to us was lost on the way (a leader change

@@ -73,6 +73,11 @@ send_status(void)
 
 	for (int i = 0; i < IPC_COUNTERS; i++)
 		st.counters[i] = atomic_load(&W.counters[i]);
+	for (int i = 0; i < IPC_GAUGES; i++)
+		st.gauges[i] = atomic_load(&W.gauges[i]);
+	for (int i = 0; i <= IPC_LATENCY_BUCKETS; i++)
+		st.latency[i] = atomic_load(&W.latency[i]);
+	st.latency_sum_us = atomic_load(&W.latency_sum_us);
 	if (ipc_send(WORKER_FD_MAIN, IPC_STATUS, &st, sizeof(st)) != 0 && errno != EAGAIN)
 		fatal("ipc: send STATUS");
 }

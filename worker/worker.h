@@ -57,6 +57,9 @@ struct worker {
 	struct fence fence;
 	_Atomic uint32_t state;  /* enum ipc_worker_state */
 	_Atomic uint64_t counters[IPC_COUNTERS];
+	_Atomic uint64_t gauges[IPC_GAUGES];     /* gauges.c */
+	_Atomic uint64_t latency[IPC_LATENCY_BUCKETS + 1];
+	_Atomic uint64_t latency_sum_us;
 };
 
 /* Run the worker of the given role (one of roles, NULL-ended); returns the
@@ -77,6 +80,20 @@ bool worker_wait_open(void);
 void worker_bound(void);
 /* Count an event of the role (ipc_counter_name(role, i)). */
 void worker_count(int i, uint64_t n);
+
+/* gauges.c: what the role measures now, sent with its counters. */
+/* Set gauge i of the role (ipc_gauge_name(role, i)). */
+void worker_gauge(int i, uint64_t v);
+/* One observation of the role's latency (ipc_latency_name(role)), ms. */
+void worker_latency_ms(int64_t ms);
+/* A pull consumer's lag, the gauges the fan-out and the reader share. */
+enum { WORKER_G_PENDING, WORKER_G_OLDEST_AT };
+/* A batch fetched: pending becomes what the consumer still has to deliver
+ * after it plus the batch (its messages' metadata say), oldest_at the
+ * wall-clock ms when the batch's oldest message was stored. */
+void worker_batch_begin(natsMsgList *list);
+/* The batch answered: oldest_at 0 (nothing held), pending what is to come. */
+void worker_batch_done(void);
 /* Sleep up to ms, returning early when the loop must return. */
 void worker_nap(int ms);
 /* Send a message to the supervisor on the main channel (any thread). */

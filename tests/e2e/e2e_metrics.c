@@ -234,6 +234,23 @@ test_prometheus_counts_n_times_m_copies(void **state)
 	printf("• %d posts to %d members: Prometheus reads %.0f copies\n", POSTS, MEMBERS, v);
 	assert_true(v == POSTS * MEMBERS);
 	assert_int_equal(h_daemon_counter(&dmn, "fanout", "copies"), POSTS * MEMBERS);
+	/* "the copy latency ... as a histogram": one observation a post (its
+	 * last copy), one a hand-off to a member's DLV. */
+	v = query_until("cotal_delivery_copy_latency_seconds_count{space=\"" SPACE "\"}", POSTS,
+	    10000);
+	assert_true(v == POSTS);
+	v = query_until("cotal_delivery_handoff_latency_seconds_count{space=\"" SPACE "\"}",
+	    POSTS * MEMBERS, 10000);
+	assert_true(v == POSTS * MEMBERS);
+	double p50, at;
+	assert_int_equal(query("histogram_quantile(0.5, cotal_delivery_copy_latency_seconds_bucket{"
+	    "space=\"" SPACE "\"})", &p50, &at), 1);
+	printf("• copy latency p50 %.3f s (Prometheus' estimate from the buckets)\n", p50);
+	/* "the data path's lag": nothing pending once it is all delivered. */
+	assert_true(query_until("sum(cotal_delivery_consumer_pending_messages{space=\"" SPACE
+	    "\"})", 0, 10000) == 0);
+	assert_true(query_until("max(cotal_delivery_consumer_oldest_unacked_age_seconds{space=\""
+	    SPACE "\"})", 0, 10000) == 0);
 	for (int i = 0; i < MEMBERS; i++)
 		h_close(&m[i].c);
 	h_close(&poster.c);

@@ -70,10 +70,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memset(why, 0xff, sizeof(why));
 	v = http_parse(buf, size, &req, why, sizeof(why));
+	/* Empty lines before the request line are skipped (RFC 9112 2.2). */
+	size_t lead = 0;
+	while (lead < size && lead < HTTP_HEAD_MAX && (buf[lead] == '\r' || buf[lead] == '\n'))
+		lead++;
+	const char *line = buf + lead;
+	size_t rest = size - lead;
 	switch (v) {
 	case HTTP_MORE:
 		/* Nothing refused before the bound, nothing read before its end. */
-		if (size > HTTP_HEAD_MAX || has_empty_line(buf, size))
+		if (size > HTTP_HEAD_MAX || (rest > 0 && has_empty_line(line, rest)))
 			abort();
 		break;
 	case HTTP_BAD:
@@ -92,11 +98,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (req.status != 0 || !has_empty_line(buf, size < HTTP_HEAD_MAX ? size :
 		    HTTP_HEAD_MAX))
 			abort();
-		if (req.head ? size < 5 || memcmp(buf, "HEAD ", 5) != 0 :
-		    size < 4 || memcmp(buf, "GET ", 4) != 0)
+		if (req.head ? rest < 5 || memcmp(line, "HEAD ", 5) != 0 :
+		    rest < 4 || memcmp(line, "GET ", 4) != 0)
 			abort();
 		/* The path as sent, its query dropped. */
-		const char *target = buf + (req.head ? 5 : 4);
+		const char *target = line + (req.head ? 5 : 4);
 		size_t room = size - (size_t)(target - buf);
 		if (req.path != HTTP_PATH_OTHER &&
 		    (room < 9 || memcmp(target, req.path == HTTP_PATH_METRICS ? "/metrics" :
