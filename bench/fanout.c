@@ -643,11 +643,109 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 	free(v);
 }
 
+/* ---- --metrics-compare (issue 29): the daemon's CPU per copy with
+ * --metrics on, scraped every second, beside off, in one run ---- */
+
+static int metrics_port;
+static _Atomic bool scraping;
+
+static void *
+scraper(void *arg)
+{
+	static char body[H_HTTP_BODY_MAX];
+
+	(void)arg;
+	while (atomic_load(&scraping)) {
+		h_http_get(metrics_port, "/metrics", NULL, body, sizeof(body), NULL, 0);
+		sleep(1);
+	}
+	return NULL;
+}
+
+/* The metrics server's pid, from the daemon's last line naming it. */
+static pid_t
+metrics_server_pid(void)
+{
+	char line[1024];
+	long pid = 0;
+	FILE *f = fopen(dmn.log, "r");
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		const char *at = strstr(line, "metrics server (pid ");
+		if (at != NULL)
+			pid = atol(at + strlen("metrics server (pid "));
+	}
+	fclose(f);
+	return (pid_t)pid;
+}
+
+static void
+daemon_restart(bool metrics)
+{
+	char addr[32];
+
+	h_daemon_stop(&dmn, 10000);
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", metrics_port);
+	int rc = metrics ? h_daemon_start(&mesh, &dmn, "--metrics", addr, NULL) :
+	    h_daemon_start(&mesh, &dmn, NULL);
+	if (rc != 0 || h_daemon_wait_connected(&dmn, 20000) != 0 ||
+	    !h_log_has(dmn.log, "fan-out bound", 20000) || !h_log_has(dmn.log, "reader bound", 20000))
+		die("daemon", "did not bind its durables after a restart");
+}
+
+/* Rounds of M=100 alternating off and on (the machine drifts: each pair
+ * is measured minutes apart at most); the metrics server's own CPU is
+ * counted with the daemon's. */
+static void
+metrics_compare(int copies, int rounds, int lat_posts)
+{
+	double on_us = 0, off_us = 0, on_srv = 0, on_cs = 0, off_cs = 0;
+	pthread_t th;
+
+	metrics_port = h_free_port();
+	printf("| round | --metrics | copies/s | daemon CPU µs/copy | of it, the metrics server |\n"
+	    "|---:|---|---:|---:|---:|\n");
+	for (int i = 0; i < 2 * rounds; i++) {
+		bool on = i % 2 == 1;
+		struct result r;
+		daemon_restart(on);
+		pid_t srv = on ? metrics_server_pid() : 0;
+		uint64_t s0 = srv > 0 ? cpu_ticks(srv) : 0;
+		if (on) {
+			atomic_store(&scraping, true);
+			if (pthread_create(&th, NULL, scraper, NULL) != 0)
+				die("scraper", "cannot start its thread");
+		}
+		fprintf(stderr, "• M=100, --metrics %s ...\n", on ? "on, scraped every second" : "off");
+		run_round(100, copies, 0, lat_posts, &r);
+		double srv_us = 0;
+		if (on) {
+			uint64_t s1 = srv > 0 ? cpu_ticks(srv) : 0;
+			srv_us = (double)(s1 - s0) / (double)sysconf(_SC_CLK_TCK) * 1e6 /
+			    ((double)r.posts * r.members);
+			atomic_store(&scraping, false);
+			pthread_join(th, NULL);
+		}
+		double total = r.daemon_us + srv_us;
+		printf("| %d | %s | %.0f | %.2f | %.2f |\n", i / 2 + 1, on ? "on" : "off", r.copies_s,
+		    total, srv_us);
+		fflush(stdout);
+		*(on ? &on_us : &off_us) += total / rounds;
+		*(on ? &on_cs : &off_cs) += r.copies_s / rounds;
+		on_srv += on ? srv_us / rounds : 0;
+	}
+	printf("\nmean of %d rounds each: off %.2f µs/copy (%.0f copies/s), on %.2f µs/copy "
+	    "(%.0f copies/s; the metrics server %.3f); on ÷ off %.3f\n", rounds, off_us, off_cs,
+	    on_us, on_cs, on_srv, on_us / off_us);
+}
+
 int
 main(int argc, char **argv)
 {
 	int members[MAX_ROUNDS] = { 1, 10, 100, 1000 }, nm = 4, copies = 100000;
-	int other_rows = 10000, lat_posts = 200, rss_rows = 0;
+	int other_rows = 10000, lat_posts = 200, rss_rows = 0, compare_rounds = 0;
 	const char *sync = "always";
 	char err[1024];
 	struct result res[MAX_ROUNDS + 1];
@@ -665,6 +763,8 @@ main(int argc, char **argv)
 			sync = argv[++i];
 		else if (strcmp(argv[i], "--cluster") == 0)
 			on_cluster = true;
+		else if (strcmp(argv[i], "--metrics-compare") == 0 && i + 1 < argc)
+			compare_rounds = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--rows-rss") == 0 && i + 1 < argc)
 			rss_rows = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--latency-at") == 0 && i + 1 < argc) {
@@ -680,7 +780,7 @@ main(int argc, char **argv)
 		} else {
 			fprintf(stderr, "usage: bench_fanout [--copies N] [--members 1,10,100,1000] "
 			    "[--other-rows R] [--latency-posts K] [--latency-at 0.1,0.5] [--sync always|default] "
-			    "[--cluster] [--rows-rss N]\n");
+			    "[--cluster] [--rows-rss N] [--metrics-compare ROUNDS]\n");
 			return 2;
 		}
 	}
@@ -701,6 +801,11 @@ main(int argc, char **argv)
 	    !h_log_has(dmn.log, "fan-out bound", 20000) || !h_log_has(dmn.log, "reader bound", 20000))
 		die("daemon", "did not bind its durables");
 
+	if (compare_rounds > 0) {
+		metrics_compare(copies, compare_rounds, lat_posts);
+		nm = 0;
+		other_rows = 0;
+	}
 	for (int i = 0; i < nm; i++) {
 		fprintf(stderr, "• M=%d ...\n", members[i]);
 		run_round(members[i], copies, 0, lat_posts, &res[nres++]);
@@ -711,6 +816,8 @@ main(int argc, char **argv)
 		run_round(100, copies, other_rows, lat_posts, &res[nres++]);
 	}
 
+	if (compare_rounds > 0)
+		goto done;
 	if (on_cluster)
 		printf("broker: a 3-node cluster on loopback, every stream with 3 replicas "
 		    "(the raw stream too)\n");
@@ -741,6 +848,7 @@ main(int argc, char **argv)
 		    r->broker_us / r->raw_broker_us, r->raw_consume_us, r->broker_us / floor,
 		    r->posts_per_batch, r->entries_per_batch, r->api_per_kcopy);
 	}
+done:
 	if (rss_rows > 0)
 		rows_rss(rss_rows);
 	h_daemon_kill(&dmn);
