@@ -54,6 +54,7 @@ static int check_reload_rep(const struct ipc_type_info *, const uint8_t *, size_
 static int check_tls_ca(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 static int check_metrics_begin(const struct ipc_type_info *, const uint8_t *, size_t, char *,
     size_t);
+static int check_refusals(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 
 #define IPC_EMPTY(t, d) [IPC_##t] = { { #t, d, 0, 0 }, LEN_RANGE, NULL }
 
@@ -91,6 +92,8 @@ static const struct ipc_rule catalogue[IPC_TYPE_END] = {
 	[IPC_METRICS_PART] = { { "METRICS_PART", IPC_TO_WORKER, 1, IPC_MAX_PAYLOAD }, LEN_RANGE,
 	    NULL },
 	IPC_EMPTY(METRICS_END, IPC_TO_WORKER),
+	[IPC_REFUSALS] = { { "REFUSALS", IPC_TO_SUPERVISOR, sizeof(struct ipc_refusals),
+	    sizeof(struct ipc_refusals) }, LEN_RANGE, check_refusals },
 };
 
 /* The worker roles and the names of their STATUS counters. */
@@ -340,6 +343,40 @@ check_metrics_begin(const struct ipc_type_info *t, const uint8_t *p, size_t len,
 		if (*c < ' ' || *c > '~')
 			return refuse(err, errlen, "ipc: METRICS_BEGIN reason has a byte 0x%02x that "
 			    "is not printable ASCII", (unsigned)(unsigned char)*c);
+	return 0;
+}
+
+static int
+check_refusals(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_refusals r;
+
+	(void)t, (void)len;
+	memcpy(&r, p, sizeof(r));
+	if (r.n > IPC_REFUSALS_TOP)
+		return refuse(err, errlen, "ipc: REFUSALS of %" PRIu32 " callers, at most %d", r.n,
+		    IPC_REFUSALS_TOP);
+	if (r.reserved != 0)
+		return refuse(err, errlen, "ipc: REFUSALS reserved word is not zero");
+	for (uint32_t i = 0; i < IPC_REFUSALS_TOP; i++) {
+		const char *pr = r.top[i].principal;
+		if (!FIELD_TERMINATED(r.top[i], principal))
+			return refuse(err, errlen, "ipc: REFUSALS caller %" PRIu32 " is not "
+			    "NUL-terminated", i);
+		if (i >= r.n) {
+			if (pr[0] != '\0' || r.top[i].count != 0)
+				return refuse(err, errlen, "ipc: REFUSALS entry %" PRIu32 " past n is not "
+				    "zero", i);
+			continue;
+		}
+		if (pr[0] == '\0')
+			return refuse(err, errlen, "ipc: REFUSALS caller %" PRIu32 " is empty", i);
+		for (const char *c = pr; *c != '\0'; c++)
+			if (*c <= ' ' || *c > '~' || *c == '"' || *c == '\\')
+				return refuse(err, errlen, "ipc: REFUSALS caller %" PRIu32 " has a byte "
+				    "0x%02x", i, (unsigned)(unsigned char)*c);
+	}
 	return 0;
 }
 

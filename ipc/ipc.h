@@ -57,6 +57,7 @@ enum ipc_type {
 	IPC_METRICS_BEGIN = 18, /* -> metrics: struct ipc_metrics_begin */
 	IPC_METRICS_PART = 19,  /* -> metrics: the snapshot's next bytes, 1..IPC_MAX_PAYLOAD */
 	IPC_METRICS_END = 20,   /* -> metrics: the snapshot is whole; empty */
+	IPC_REFUSALS = 21,      /* -> supervisor (registry): struct ipc_refusals */
 	IPC_TYPE_END
 };
 
@@ -215,6 +216,25 @@ struct ipc_metrics_begin {
 	uint32_t reserved;                     /* zero */
 	uint64_t text_len, openmetrics_len;    /* their sum within the bound */
 	char reason[IPC_METRICS_REASON_MAX];   /* printable ASCII, NUL-terminated */
+};
+
+/*
+ * REFUSALS: the callers the registry refused most on the agents' rail past
+ * their share (answered or shed), since it started, most first: at most
+ * IPC_REFUSALS_TOP, each "<owner>.<actor>" (identity tokens: printable
+ * ASCII, no space, no dot but the one) with its count; a caller beyond the
+ * registry's bound on those it tracks is counted as "other". Entries from
+ * n on are all zero.
+ */
+#define IPC_REFUSALS_TOP 10
+#define IPC_PRINCIPAL_MAX 136 /* two identity tokens, a dot, NUL, rounded */
+struct ipc_refusals {
+	uint32_t n;
+	uint32_t reserved;                /* zero */
+	struct {
+		char principal[IPC_PRINCIPAL_MAX];
+		uint64_t count;
+	} top[IPC_REFUSALS_TOP];
 };
 
 /* A decoded message; payload points into the caller's buffer. */

@@ -414,6 +414,19 @@ lag(struct out *o, json_t *const *docs, size_t n, int64_t now_ms)
 				    str(docs[d], "space"), v > 0 && now_ms > (int64_t)v ?
 				    (double)(now_ms - (int64_t)v) / 1000.0 : 0, false, "consumer",
 				    consumers[c], NULL);
+	family(o, "cotal_delivery_registry_caller_refusals_total", COUNTER,
+	    "Requests of the callers refused most on the agents' rail past their share "
+	    "(answered or shed), since the registry started: its ten most refused.");
+	for (size_t d = 0; d < n; d++) {
+		json_t *e;
+		size_t i;
+		json_array_foreach(json_object_get(worker_of(docs[d], "registry"), "refusedBy"), i,
+		    e)
+			if (num(e, "count", &v))
+				sample(o, "cotal_delivery_registry_caller_refusals_total",
+				    str(docs[d], "space"), v, true, "principal", str(e, "principal"),
+				    NULL);
+	}
 	family(o, "cotal_delivery_registry_waiting_requests", GAUGE,
 	    "Requests waiting in the registry's queues (rail: ctl, admin, inventory).");
 	for (size_t d = 0; d < n; d++)

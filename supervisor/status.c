@@ -70,6 +70,14 @@ measures(const struct sup_worker *w, json_t *wo)
 		json_object_set_new(wo, "gauges", gauges);
 	else
 		json_decref(gauges);
+	if (w->have_refusals) {
+		json_t *by = json_array();
+		for (uint32_t i = 0; i < w->refusals.n && i < IPC_REFUSALS_TOP; i++)
+			json_array_append_new(by, json_pack("{s:s, s:I}", "principal",
+			    w->refusals.top[i].principal, "count",
+			    (json_int_t)w->refusals.top[i].count));
+		json_object_set_new(wo, "refusedBy", by);
+	}
 	if (lat[0] == '\0')
 		return;
 	buckets = json_array();

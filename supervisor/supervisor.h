@@ -62,6 +62,8 @@ struct sup_worker {
 	uint64_t signs_refused;       /* over the daemon's life, for the log */
 	struct ipc_status status;
 	bool have_status;
+	struct ipc_refusals refusals;  /* the registry's most refused callers (REFUSALS) */
+	bool have_refusals;
 	bool quiesced;                /* QUIESCED answered the last QUIESCE */
 	char last_exit[96];
 	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): each one's

@@ -206,6 +206,15 @@ on_main(evutil_socket_t fd, short what, void *arg)
 				shard_workers_bound(w->sup);
 		}
 		break;
+	case IPC_REFUSALS:
+		if (strcmp(w->role, "registry") != 0) {
+			worker_kill(w, "sent REFUSALS, which only the registry reports");
+			break;
+		}
+		memcpy(&w->refusals, m.payload, sizeof(w->refusals));
+		w->have_refusals = true;
+		w->sup->status_dirty = true;
+		break;
 	case IPC_STATUS:
 		memcpy(&w->status, m.payload, sizeof(w->status));
 		w->have_status = true;
@@ -432,6 +441,7 @@ worker_spawn(struct sup_worker *w)
 	w->sign = sgp[0];
 	w->phase = WP_STARTING;
 	w->have_status = false;
+	w->have_refusals = false;
 	restart_started(&w->restart, sup_now_ms());
 	evutil_make_socket_nonblocking(w->ch);
 	evutil_make_socket_nonblocking(w->sign);

@@ -291,6 +291,7 @@ ctl_arrive(const struct rail_caller *caller, const char *reply, natsMsg *msg)
 	}
 	if (v == FAIRQ_NOMEM)
 		fatalx("out of memory");
+	refused_note(caller);
 	if (queue_refusal_due(caller, v)) {
 		worker_count(C_REFUSED, 1);
 		const char *body = queue_refusal(v, &len);
@@ -582,6 +583,7 @@ registry_run(void)
 		/* The gauges in ipc.c's order: waiting_ctl, _admin, _inventory. */
 		for (int q = Q_CTL; q < Q_COUNT; q++)
 			worker_gauge(q, (uint64_t)queue_waiting((enum reg_queue)q));
+		refused_report();
 	}
 	rails_count_drops();
 	/* No new requests; those waiting are answered on the next connection
@@ -626,6 +628,7 @@ static void
 registry_exit(void)
 {
 	queues_drain();
+	refused_free();
 	gate_reset();
 }
 

@@ -132,6 +132,13 @@ struct request *queue_pop(enum reg_queue q, int ms);
 void queue_done(struct request *r);
 /* Requests waiting in q now (in service not counted). */
 int queue_waiting(enum reg_queue q);
+
+/* refused.c: who is refused most on the agents' rail, for the metrics. */
+#define REFUSED_TRACKED 1000     /* callers counted by name; the rest as "other" */
+#define REFUSED_REPORT_MS 5000   /* the top ten to the supervisor, when changed */
+void refused_note(const struct rail_caller *c);
+void refused_report(void);
+void refused_free(void);
 /* Serving threads run while true; false wakes every waiting pop. */
 void queues_run(bool run);
 bool queues_running(void);

@@ -113,6 +113,32 @@ timed_ok(struct ctl_client *cl, enum rail rail, const char *op, const char *args
 	return d;
 }
 
+/* Wait (the registry reports every 5 s) for the status file to name owner.actor
+ * first among the registry's refused callers with at least want refusals:
+ * its count then, -1 when it never does. */
+static long long
+most_refused(const char *owner, const char *actor, long want)
+{
+	char principal[160];
+	long long n = -1;
+
+	snprintf(principal, sizeof(principal), "%s.%s", owner, actor);
+	for (int64_t end = mono_ms() + 15000; mono_ms() < end; h_nap(250)) {
+		json_t *doc = h_daemon_status(&dmn), *w;
+		size_t i;
+		json_array_foreach(json_object_get(doc, "workers"), i, w) {
+			json_t *top = json_array_get(json_object_get(w, "refusedBy"), 0);
+			const char *who = json_string_value(json_object_get(top, "principal"));
+			if (who != NULL && strcmp(who, principal) == 0)
+				n = json_integer_value(json_object_get(top, "count"));
+		}
+		json_decref(doc);
+		if (n >= want)
+			break;
+	}
+	return n;
+}
+
 static void
 flood_while_others_are_served(size_t pad, const char *tag)
 {
@@ -206,6 +232,12 @@ flood_while_others_are_served(size_t pad, const char *tag)
 	if (peak_kb - before_kb > GROWTH_KB)
 		fail_msg("the daemon's memory grew by %ld kB during the flood (the bound: %d kB)",
 		    peak_kb - before_kb, GROWTH_KB);
+	/* Issue 29, "per-principal refusals": the flooder is the registry's
+	 * most refused caller, with at least the refusals it saw. */
+	long long most = most_refused(f.a.owner, f.a.actor, atomic_load(&fl.refused));
+	fprintf(stderr, "  the registry's most refused caller: %s.%s, %lld refusals\n", f.a.owner,
+	    f.a.actor, most);
+	assert_true(most >= (long long)atomic_load(&fl.refused));
 	h_peer_down(&f);
 	h_peer_down(&b);
 	h_peer_down(&gone);

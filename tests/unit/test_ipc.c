@@ -218,6 +218,16 @@ valid_payload(uint16_t type, uint8_t *p, size_t cap)
 	case IPC_METRICS_PART:
 		memcpy(p, "# EOF\n", 6);
 		return 6;
+	case IPC_REFUSALS: {
+		struct ipc_refusals r = { .n = 2 };
+		snprintf(r.top[0].principal, sizeof(r.top[0].principal), "local.flooder");
+		r.top[0].count = 1234;
+		snprintf(r.top[1].principal, sizeof(r.top[1].principal), "other");
+		r.top[1].count = 5;
+		assert_true(cap >= sizeof(r));
+		memcpy(p, &r, sizeof(r));
+		return sizeof(r);
+	}
 	default:
 		return 0;
 	}
@@ -775,6 +785,57 @@ test_counter_names_per_role(void **state)
 	assert_string_equal(ipc_counter_name(NULL, 0), "");
 }
 
+/* Issue 29's measures: gauges and a latency histogram named per role. */
+static void
+test_gauge_and_latency_names_per_role(void **state)
+{
+	(void)state;
+	assert_string_equal(ipc_gauge_name("fanout", 0), "pending");
+	assert_string_equal(ipc_gauge_name("reader", 1), "oldest_at");
+	assert_string_equal(ipc_gauge_name("registry", 2), "waiting_inventory");
+	assert_string_equal(ipc_gauge_name("registry", 3), "");
+	assert_string_equal(ipc_gauge_name("timer", 0), "");
+	assert_string_equal(ipc_gauge_name("fanout", IPC_GAUGES), "");
+	assert_string_equal(ipc_latency_name("fanout"), "copy");
+	assert_string_equal(ipc_latency_name("reader"), "handoff");
+	assert_string_equal(ipc_latency_name("registry"), "");
+	assert_string_equal(ipc_latency_name(NULL), "");
+	for (int b = 1; b < IPC_LATENCY_BUCKETS; b++)
+		assert_true(ipc_latency_bounds_ms[b] > ipc_latency_bounds_ms[b - 1]);
+}
+
+/* REFUSALS: what a registry gone wrong could send is refused, naming it. */
+static void
+test_refusals_are_checked(void **state)
+{
+	struct chan *c = *state;
+	struct ipc_refusals r;
+
+	memset(&r, 0, sizeof(r));
+	r.n = IPC_REFUSALS_TOP + 1;
+	assert_int_equal(ipc_send(c->wrk, IPC_REFUSALS, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "REFUSALS of 11 callers, at most 10");
+	memset(&r, 0, sizeof(r));
+	r.n = 1;
+	snprintf(r.top[0].principal, sizeof(r.top[0].principal), "local.a b");
+	assert_int_equal(ipc_send(c->wrk, IPC_REFUSALS, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "REFUSALS caller 0 has a byte 0x20");
+	memset(&r, 0, sizeof(r));
+	r.n = 1;
+	snprintf(r.top[0].principal, sizeof(r.top[0].principal), "local.a");
+	r.top[3].count = 1;
+	assert_int_equal(ipc_send(c->wrk, IPC_REFUSALS, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "REFUSALS entry 3 past n is not zero");
+	memset(&r, 0, sizeof(r));
+	r.n = 1;
+	assert_int_equal(ipc_send(c->wrk, IPC_REFUSALS, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "REFUSALS caller 0 is empty");
+	/* To a worker it is no message at all. */
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(ipc_send(c->sup, IPC_REFUSALS, &r, sizeof(r)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "REFUSALS");
+}
+
 int
 main(void)
 {
@@ -817,6 +878,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_oversized_payload_not_sent, chan_setup,
 		    chan_teardown),
 		cmocka_unit_test(test_counter_names_per_role),
+		cmocka_unit_test(test_gauge_and_latency_names_per_role),
+		cmocka_unit_test_setup_teardown(test_refusals_are_checked, chan_setup, chan_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
