@@ -588,7 +588,10 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 	int posts = copies / m > 0 ? copies / m : 1;
 	long hz = sysconf(_SC_CLK_TCK);
 
-	snprintf(channel, sizeof(channel), "bench-%d-%d", m, other_rows);
+	/* A channel of its own each round: a round that reused another's
+	 * would copy to both rounds' members and count only its own. */
+	static int round_no;
+	snprintf(channel, sizeof(channel), "bench-%d-%d-%d", m, other_rows, round_no++);
 	snprintf(dlv, sizeof(dlv), "DLV_%s", mesh.token);
 	if (h_chat_last_seq(&prov, &mesh, &join) != 0)
 		die("chat info", NULL);
@@ -695,9 +698,9 @@ daemon_restart(bool metrics)
 		die("daemon", "did not bind its durables after a restart");
 }
 
-/* Rounds of M=100 alternating off and on (the machine drifts: each pair
- * is measured minutes apart at most); the metrics server's own CPU is
- * counted with the daemon's. */
+/* Rounds of M=100, off and on in the order off, on, on, off, off, on, …
+ * (a drift of the machine or the stores over the run falls on both alike);
+ * the metrics server's own CPU is counted with the daemon's. */
 static void
 metrics_compare(int copies, int rounds, int lat_posts)
 {
@@ -708,7 +711,7 @@ metrics_compare(int copies, int rounds, int lat_posts)
 	printf("| round | --metrics | copies/s | daemon CPU µs/copy | of it, the metrics server |\n"
 	    "|---:|---|---:|---:|---:|\n");
 	for (int i = 0; i < 2 * rounds; i++) {
-		bool on = i % 2 == 1;
+		bool on = i % 4 == 1 || i % 4 == 2;
 		struct result r;
 		daemon_restart(on);
 		pid_t srv = on ? metrics_server_pid() : 0;
@@ -729,7 +732,7 @@ metrics_compare(int copies, int rounds, int lat_posts)
 			pthread_join(th, NULL);
 		}
 		double total = r.daemon_us + srv_us;
-		printf("| %d | %s | %.0f | %.2f | %.2f |\n", i / 2 + 1, on ? "on" : "off", r.copies_s,
+		printf("| %d | %s | %.0f | %.2f | %.2f |\n", i + 1, on ? "on" : "off", r.copies_s,
 		    total, srv_us);
 		fflush(stdout);
 		*(on ? &on_us : &off_us) += total / rounds;

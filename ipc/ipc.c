@@ -104,9 +104,9 @@ static const struct ipc_role {
 	const char *latency;
 } roles[] = {
 	{ "fanout", { "posts", "copies", "acked", "dropped", "retried", "batches",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "copy" },
+	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "fanout" },
 	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried", "batches",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "handoff" },
+	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "copy" },
 	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
 	    "evictions", "unanswered", "dropped_ctl", "dropped_admin", "dropped_live", "shed",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" },

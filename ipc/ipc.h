@@ -121,7 +121,8 @@ enum ipc_worker_state {
  * gauges named per role (ipc_gauge_name: the fan-out's and the reader's
  * consumer lag, the registry's waiting requests), and one latency
  * histogram per role that has one (ipc_latency_name: the fan-out's post to
- * copy, the reader's copy to hand-off): a count per bucket, not cumulative,
+ * its copies in INBOX, the reader's post to its frame in DLV, the copy
+ * latency): a count per bucket, not cumulative,
  * the bucket i holding observations up to ipc_latency_bounds_ms[i] and
  * above the one before, the last one everything above them all.
  */

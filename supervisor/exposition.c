@@ -239,12 +239,18 @@ worker_counters(struct out *o, json_t *const *docs, size_t n)
 /* ---- the families ---- */
 
 static void
-daemon_state(struct out *o, json_t *const *docs, size_t n)
+daemon_state(struct out *o, json_t *const *docs, size_t n, int64_t now_ms)
 {
 	family(o, "cotal_delivery_build_info", INFO, "The delivery daemon's version.");
 	for (size_t d = 0; d < n; d++)
 		sample(o, "cotal_delivery_build_info", str(docs[d], "space"), 1, true, "version",
 		    COTAL_VERSION, NULL);
+	family(o, "cotal_delivery_snapshot_timestamp_seconds", GAUGE,
+	    "When these figures were taken (Unix time): a scrape serves the last snapshot, so "
+	    "time() minus this says how stale they are.");
+	for (size_t d = 0; d < n; d++)
+		sample(o, "cotal_delivery_snapshot_timestamp_seconds", str(docs[d], "space"),
+		    (double)now_ms / 1000.0, false, NULL);
 	family(o, "cotal_delivery_serving", GAUGE,
 	    "1 while this daemon serves the space under a ready lease.");
 	for (size_t d = 0; d < n; d++)
@@ -512,16 +518,18 @@ exposition_render(json_t *const *docs, size_t n, int64_t now_ms, bool openmetric
 	if ((o.p = malloc(o.cap)) == NULL)
 		fatalx("out of memory");
 	o.p[0] = '\0';
-	daemon_state(&o, docs, n);
+	daemon_state(&o, docs, n, now_ms);
 	lease(&o, docs, n, now_ms);
 	broker(&o, docs, n);
 	credentials(&o, docs, n, now_ms);
 	workers(&o, docs, n);
 	lag(&o, docs, n, now_ms);
-	histogram(&o, docs, n, "fanout", "cotal_delivery_copy_latency_seconds",
-	    "From a post stored in CHAT to its last copy stored in a member's INBOX.");
-	histogram(&o, docs, n, "reader", "cotal_delivery_handoff_latency_seconds",
-	    "From a copy stored in INBOX to its frame stored in DLV for the member's consumer.");
+	histogram(&o, docs, n, "reader", "cotal_delivery_copy_latency_seconds",
+	    "From a post stored in CHAT to its frame stored in a member's DLV (one observation "
+	    "per frame).");
+	histogram(&o, docs, n, "fanout", "cotal_delivery_fanout_latency_seconds",
+	    "From a post stored in CHAT to its last copy stored in a member's INBOX (one "
+	    "observation per post with copies).");
 	processes(&o, docs, n);
 	if (openmetrics)
 		put(&o, "# EOF\n");

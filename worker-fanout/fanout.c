@@ -419,6 +419,7 @@ struct post {
 static bool
 publish_post(int i, struct post *p, const struct targets *t)
 {
+	char posted[24] = "";
 	char subj[SPACE_TOKEN_MAX + LIFECYCLE_MAX + 16], key[DEDUP_KEY_MAX];
 	size_t plen;
 	char *prefix = t->n == 0 ? NULL : entry_prefix(p->msg, p->cs.channel, p->seq,
@@ -444,6 +445,9 @@ publish_post(int i, struct post *p, const struct targets *t)
 		free(prefix);
 		return false;
 	}
+	/* When CHAT stored the post, for the reader's copy latency. */
+	if (p->ts_ns > 0)
+		snprintf(posted, sizeof(posted), "%" PRId64, p->ts_ns);
 	for (size_t k = 0; k < t->n; k++) {
 		const struct target *g = &t->v[k];
 		if (g->reason != reason) {
@@ -463,7 +467,8 @@ publish_post(int i, struct post *p, const struct targets *t)
 		snprintf(subj, sizeof(subj), "%s.dinbox.%s.%s.%s", F.prefix, g->who.owner,
 		    g->who.actor, g->who.uid);
 		bool has_key = dedup_key(post_id(p->msg), &g->who, g->generation, key, sizeof(key));
-		pubbatch_publish(&F.pub, i, subj, body, (size_t)bl, has_key ? key : NULL, NULL, NULL);
+		pubbatch_publish(&F.pub, i, subj, body, (size_t)bl, has_key ? key : NULL,
+		    posted[0] != '\0' ? POSTED_AT_HEADER : NULL, posted);
 		worker_count(C_COPIES, 1);
 	}
 	free(body);
@@ -682,8 +687,8 @@ fanout_batch(natsMsgList *list)
 		}
 		pull_ack(&F.pull, posts[i].m);
 		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
-		/* The copy latency: the post stored in CHAT to its last copy
-		 * stored in INBOX. */
+		/* The fan-out's latency: the post stored in CHAT to its last
+		 * copy stored in INBOX. */
 		if (posts[i].msg != NULL && posts[i].copies > 0 && posts[i].ts_ns > 0)
 			worker_latency_ms(copied_ms - posts[i].ts_ns / 1000000);
 	}

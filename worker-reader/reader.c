@@ -13,6 +13,7 @@
  */
 #include "worker-reader/reader.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,7 +188,6 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 struct item {
 	natsMsg *m;
 	uint64_t seq, delivered;
-	int64_t ts_ns;           /* when INBOX stored it */
 	struct lifecycle who;
 	char lc[LIFECYCLE_MAX + 1];
 	struct entry e;          /* e.msg NULL on the fast path */
@@ -243,6 +243,24 @@ item_parse(struct item *it, char *why, size_t whylen)
 	return entry_parse(data, len, &it->e, why, whylen);
 }
 
+/* One observation of the copy latency, from the entry's POSTED_AT_HEADER;
+ * none for an entry without it, or with a value that is no time. */
+static void
+observe_copy(natsMsg *m, int64_t now_ms)
+{
+	const char *v = NULL;
+	char *end;
+
+	if (natsMsgHeader_Get(m, POSTED_AT_HEADER, &v) != NATS_OK || v == NULL || *v < '0' ||
+	    *v > '9')
+		return;
+	errno = 0;
+	long long ns = strtoll(v, &end, 10);
+	if (errno != 0 || *end != '\0' || ns <= 0)
+		return;
+	worker_latency_ms(now_ms - ns / 1000000);
+}
+
 static void
 reader_batch(natsMsgList *list)
 {
@@ -262,7 +280,6 @@ reader_batch(natsMsgList *list)
 		if (js_ack_meta(natsMsg_GetReply(it->m), &md)) {
 			it->seq = md.sseq;
 			it->delivered = md.delivered;
-			it->ts_ns = md.ts_ns;
 		}
 		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
 		    sizeof(why)) != 0 || item_parse(it, why, sizeof(why)) != 0) {
@@ -365,10 +382,9 @@ reader_batch(natsMsgList *list)
 			}
 			pull_ack(&R.pull, it->m);
 			worker_count(C_DELIVERED, 1);
-			/* The hand-off latency: the copy stored in INBOX to its
-			 * frame stored in DLV. */
-			if (it->ts_ns > 0)
-				worker_latency_ms(handed_ms - it->ts_ns / 1000000);
+			/* The copy latency: the post stored in CHAT (the fan-out's
+			 * header says when) to its frame stored in DLV. */
+			observe_copy(it->m, handed_ms);
 			break;
 		case V_DROP:
 			pull_ack(&R.pull, it->m);

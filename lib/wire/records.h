@@ -210,5 +210,10 @@ char *frame_build_raw(const char *msg, size_t msglen, const char *channel, size_
  * malloc'd, or NULL. */
 char *frame_build(json_t *msg, const char *channel, size_t *len);
 #define FRAME_HEADER "Cotal-Delivery-Frame"
+/* On a fan-out entry: when CHAT stored its post, Unix nanoseconds, in
+ * decimal. This daemon's own (WIRE.md names none): the entry's body is
+ * WIRE.md's, and only its reader reads the header, for the copy latency
+ * (post to DLV). An entry without it is delivered the same. */
+#define POSTED_AT_HEADER "Cotal-Posted-At"
 
 #endif

@@ -70,8 +70,11 @@ h_http_get(int port, const char *path, const char *accept, char *body, size_t bo
 	   char *head, size_t headlen)
 {
 	char req[2048];
-	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%s%s\r\n",
-	    path, accept ? "Accept: " : "", accept ? accept : "", accept ? "\r\n" : "");
+	/* The answer is read until the peer closes: it must not keep the
+	 * connection open for another request (Prometheus would). */
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	    "Connection: close\r\n%s%s%s\r\n", path, accept ? "Accept: " : "",
+	    accept ? accept : "", accept ? "\r\n" : "");
 
 	if (n < 0 || (size_t)n >= sizeof(req))
 		return 0;

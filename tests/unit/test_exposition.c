@@ -480,14 +480,15 @@ test_a_missing_field_leaves_its_series_out(void **state)
 	free(text);
 	json_decref(doc);
 
-	/* A document with only a space and its shard: the daemon's state, no
-	 * more. */
+	/* A document with only a space and its shard: the daemon's state and
+	 * when it was taken, no more. */
 	bare = json_pack("{s:s, s:s}", "space", "s", "shard", "claiming");
 	text = render(&bare, 1, false);
 	assert_well_formed(text, false);
 	samples = samples_of(text);
 	assert_string_equal(samples,
 	    "cotal_delivery_build_info{space=\"s\",version=\"" COTAL_VERSION "\"} 1\n"
+	    "cotal_delivery_snapshot_timestamp_seconds{space=\"s\"} 1700000000.000\n"
 	    "cotal_delivery_serving{space=\"s\"} 0\n"
 	    "cotal_delivery_standby{space=\"s\"} 0\n");
 	free(samples);

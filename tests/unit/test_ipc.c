@@ -796,8 +796,8 @@ test_gauge_and_latency_names_per_role(void **state)
 	assert_string_equal(ipc_gauge_name("registry", 3), "");
 	assert_string_equal(ipc_gauge_name("timer", 0), "");
 	assert_string_equal(ipc_gauge_name("fanout", IPC_GAUGES), "");
-	assert_string_equal(ipc_latency_name("fanout"), "copy");
-	assert_string_equal(ipc_latency_name("reader"), "handoff");
+	assert_string_equal(ipc_latency_name("fanout"), "fanout");
+	assert_string_equal(ipc_latency_name("reader"), "copy");
 	assert_string_equal(ipc_latency_name("registry"), "");
 	assert_string_equal(ipc_latency_name(NULL), "");
 	for (int b = 1; b < IPC_LATENCY_BUCKETS; b++)
