@@ -649,6 +649,7 @@ run_round(int m, int copies, int other_rows, int lat_posts, struct result *r)
 /* ---- --metrics-compare (issue 29): the daemon's CPU per copy with
  * --metrics on, scraped every second, beside off, in one run ---- */
 
+#define IDLE_S 20 /* the idle measure of each round */
 static int metrics_port;
 static _Atomic bool scraping;
 
@@ -708,8 +709,8 @@ metrics_compare(int copies, int rounds, int lat_posts)
 	pthread_t th;
 
 	metrics_port = h_free_port();
-	printf("| round | --metrics | copies/s | daemon CPU µs/copy | of it, the metrics server |\n"
-	    "|---:|---|---:|---:|---:|\n");
+	printf("| round | --metrics | idle: daemon CPU ms/s | copies/s | daemon CPU µs/copy | "
+	    "of it, the metrics server |\n|---:|---|---:|---:|---:|---:|\n");
 	for (int i = 0; i < 2 * rounds; i++) {
 		bool on = i % 4 == 1 || i % 4 == 2;
 		struct result r;
@@ -721,6 +722,13 @@ metrics_compare(int copies, int rounds, int lat_posts)
 			if (pthread_create(&th, NULL, scraper, NULL) != 0)
 				die("scraper", "cannot start its thread");
 		}
+		/* Idle first: what the daemon (and the metrics server) cost a
+		 * second with no post at all, the fixed price of --metrics. */
+		sleep(3);
+		uint64_t unused[2], i0 = daemon_ticks(unused) + (srv > 0 ? cpu_ticks(srv) : 0);
+		sleep(IDLE_S);
+		uint64_t i1 = daemon_ticks(unused) + (srv > 0 ? cpu_ticks(srv) : 0);
+		double idle_ms = (double)(i1 - i0) / (double)sysconf(_SC_CLK_TCK) * 1000 / IDLE_S;
 		fprintf(stderr, "• M=100, --metrics %s ...\n", on ? "on, scraped every second" : "off");
 		run_round(100, copies, 0, lat_posts, &r);
 		double srv_us = 0;
@@ -732,8 +740,8 @@ metrics_compare(int copies, int rounds, int lat_posts)
 			pthread_join(th, NULL);
 		}
 		double total = r.daemon_us + srv_us;
-		printf("| %d | %s | %.0f | %.2f | %.2f |\n", i + 1, on ? "on" : "off", r.copies_s,
-		    total, srv_us);
+		printf("| %d | %s | %.1f | %.0f | %.2f | %.2f |\n", i + 1, on ? "on" : "off", idle_ms,
+		    r.copies_s, total, srv_us);
 		fflush(stdout);
 		*(on ? &on_us : &off_us) += total / rounds;
 		*(on ? &on_cs : &off_cs) += r.copies_s / rounds;
