@@ -108,6 +108,19 @@ allow_if(struct policy *p, int nr, const char *name, struct scmp_arg_cmp cmp)
 	allow(p, nr, name, 1, &cmp);
 }
 
+/* Memory: malloc arenas, buffers, (a worker's) thread stacks and their
+ * guard pages. Never executable: nothing is loaded after confinement. */
+static void
+memory(struct policy *p)
+{
+	ALLOW(p, brk);
+	ALLOW_IF(p, mmap, arg_masked_eq(2, PROT_EXEC, 0));
+	ALLOW_IF(p, mprotect, arg_masked_eq(2, PROT_EXEC, 0));
+	ALLOW(p, munmap);
+	ALLOW(p, mremap);
+	ALLOW(p, madvise);
+}
+
 /*
  * What every worker needs: worker/worker.c's IPC and log, nats.c's broker
  * connection and threads, OpenSSL and glibc underneath.
@@ -115,14 +128,7 @@ allow_if(struct policy *p, int nr, const char *name, struct scmp_arg_cmp cmp)
 static void
 worker_base(struct policy *p)
 {
-	/* Memory: malloc arenas, nats.c buffers, thread stacks and their
-	 * guard pages. Never executable: nothing is loaded after confinement. */
-	ALLOW(p, brk);
-	ALLOW_IF(p, mmap, arg_masked_eq(2, PROT_EXEC, 0));
-	ALLOW_IF(p, mprotect, arg_masked_eq(2, PROT_EXEC, 0));
-	ALLOW(p, munmap);
-	ALLOW(p, mremap);
-	ALLOW(p, madvise);
+	memory(p);
 
 	/* Threads: nats.c runs its reader, flusher, timers and message
 	 * delivery on threads of its own. glibc tries clone3 first; ENOSYS
@@ -322,13 +328,8 @@ policy_test(struct policy *p)
 static void
 policy_metrics(struct policy *p)
 {
-	/* Memory: snapshots and answers. Never executable. */
-	ALLOW(p, brk);
-	ALLOW_IF(p, mmap, arg_masked_eq(2, PROT_EXEC, 0));
-	ALLOW_IF(p, mprotect, arg_masked_eq(2, PROT_EXEC, 0));
-	ALLOW(p, munmap);
-	ALLOW(p, mremap);
-	ALLOW(p, madvise);
+	/* Memory: snapshots and answers. */
+	memory(p);
 
 	/* Serving: the channel (recv), the listening socket (accept4), each
 	 * connection (read, write, shutdown, close), one poll over them all,

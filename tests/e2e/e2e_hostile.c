@@ -114,8 +114,9 @@ timed_ok(struct ctl_client *cl, enum rail rail, const char *op, const char *args
 }
 
 /* Wait (the registry reports every 5 s) for the status file to name owner.actor
- * first among the registry's refused callers with at least want refusals:
- * its count then, -1 when it never does. */
+ * among the registry's ten most refused callers with at least want
+ * refusals: its count then, -1 when it never does. (An earlier case's
+ * flooder may stand before it: counts run from the registry's start.) */
 static long long
 most_refused(const char *owner, const char *actor, long want)
 {
@@ -127,10 +128,13 @@ most_refused(const char *owner, const char *actor, long want)
 		json_t *doc = h_daemon_status(&dmn), *w;
 		size_t i;
 		json_array_foreach(json_object_get(doc, "workers"), i, w) {
-			json_t *top = json_array_get(json_object_get(w, "refusedBy"), 0);
-			const char *who = json_string_value(json_object_get(top, "principal"));
-			if (who != NULL && strcmp(who, principal) == 0)
-				n = json_integer_value(json_object_get(top, "count"));
+			json_t *e;
+			size_t k;
+			json_array_foreach(json_object_get(w, "refusedBy"), k, e) {
+				const char *who = json_string_value(json_object_get(e, "principal"));
+				if (who != NULL && strcmp(who, principal) == 0)
+					n = json_integer_value(json_object_get(e, "count"));
+			}
 		}
 		json_decref(doc);
 		if (n >= want)
@@ -232,11 +236,11 @@ flood_while_others_are_served(size_t pad, const char *tag)
 	if (peak_kb - before_kb > GROWTH_KB)
 		fail_msg("the daemon's memory grew by %ld kB during the flood (the bound: %d kB)",
 		    peak_kb - before_kb, GROWTH_KB);
-	/* Issue 29, "per-principal refusals": the flooder is the registry's
-	 * most refused caller, with at least the refusals it saw. */
+	/* Issue 29, "per-principal refusals": the flooder is among the
+	 * registry's most refused callers, with at least the refusals it saw. */
 	long long most = most_refused(f.a.owner, f.a.actor, atomic_load(&fl.refused));
-	fprintf(stderr, "  the registry's most refused caller: %s.%s, %lld refusals\n", f.a.owner,
-	    f.a.actor, most);
+	fprintf(stderr, "  refusals of the flooder %s.%s in the registry's report: %lld\n",
+	    f.a.owner, f.a.actor, most);
 	assert_true(most >= (long long)atomic_load(&fl.refused));
 	h_peer_down(&f);
 	h_peer_down(&b);
