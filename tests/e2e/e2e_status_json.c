@@ -77,7 +77,9 @@ setup(void **state)
 	char out[H_OUT_MAX], err[1024], key[512], cmd[PATH_MAX + 64];
 
 	*state = &fx;
-	python = getenv("COTAL_TEST_PYTHON") ? getenv("COTAL_TEST_PYTHON") : "python3";
+	/* Debian's own Python, where make deps installs python3-jsonschema: a
+	 * python3 earlier on the PATH (pyenv's) may not have it. */
+	python = getenv("COTAL_TEST_PYTHON") ? getenv("COTAL_TEST_PYTHON") : "/usr/bin/python3";
 	snprintf(cmd, sizeof(cmd), "%s -c 'import jsonschema' 2>/dev/null", python);
 	if (system(cmd) != 0) {
 		fprintf(stderr, "✗ %s cannot import jsonschema: install python3-jsonschema "
