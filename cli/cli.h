@@ -28,13 +28,9 @@ int cmd_status_host(int argc, char **argv);
 /* A daemon status file's workers, one line each (status.c). */
 void status_print_workers(json_t *doc, const char *indent);
 /* `cotal status --json` (status.c, docs/status-json.md): the schema the
- * document names, what process pid costs now ({"rssBytes", "cpuSeconds"},
- * JSON null when it runs no more), the same added to each worker of a
- * daemon's status document, and the document on stdout (0, or 1 having
- * said why). */
+ * document names, and the document on stdout (0, or 1 having said why).
+ * What each process costs comes from lib/procstat.h. */
 #define STATUS_SCHEMA "cotal-delivery-status/1"
-json_t *status_process(json_int_t pid);
-void status_add_processes(json_t *doc);
 int status_json_print(json_t *doc);
 
 /* The control rails (rails.c): as the agent itself ... */

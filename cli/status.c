@@ -60,28 +60,6 @@ status_print_workers(json_t *doc, const char *indent)
 
 /* ---- the JSON form ---- */
 
-json_t *
-status_process(json_int_t pid)
-{
-	struct procstat ps;
-
-	if (pid <= 1 || pid > INT_MAX || procstat_read((pid_t)pid, &ps) != 0)
-		return json_null();
-	return json_pack("{s:I, s:f}", "rssBytes", (json_int_t)ps.rss_bytes, "cpuSeconds",
-	    ps.cpu_seconds);
-}
-
-void
-status_add_processes(json_t *doc)
-{
-	json_t *w;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		json_object_set_new(w, "process",
-		    status_process(json_integer_value(json_object_get(w, "pid"))));
-}
-
 int
 status_json_print(json_t *doc)
 {
@@ -235,7 +213,7 @@ space_json(const struct launch_files *f, struct space_view *sv)
 		break;
 	case SV_RUNNING:
 		pid = sv->pid;
-		status_add_processes(sv->doc);
+		procstat_annotate_workers(sv->doc);
 		break;
 	}
 	const char *shard = json_string_value(json_object_get(sv->doc, "shard"));
@@ -247,7 +225,7 @@ space_json(const struct launch_files *f, struct space_view *sv)
 	    "pid", pid > 0 ? json_integer(pid) : json_null(),
 	    "pidRecord", "path", f->pid, "pid", (json_int_t)sv->rpid,
 	    "statusFile", f->status,
-	    "process", running ? status_process(pid) : json_null(),
+	    "process", running ? procstat_json(pid) : json_null(),
 	    "status", sv->doc != NULL ? sv->doc : json_null());
 	int rc = status_json_print(doc);
 	json_decref(doc);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/procstat.h"
 #include "lib/manifest.h"
 #include "lib/wire/tokens.h"
 #include "supervisor/pidfile.h"
@@ -166,7 +167,7 @@ lane_json(struct lane_view *lv)
 	else
 		snprintf(reason, sizeof(reason), "%s", lv->note);
 	if (lv->doc != NULL)
-		status_add_processes(lv->doc);
+		procstat_annotate_workers(lv->doc);
 	return json_pack("{s:s, s:s, s:b, s:o, s:o, s:n, s:o, s:o, s:O, s:O}",
 	    "space", lv->m->space, "state", lv->pid > 0 ? "running" : "not running",
 	    "serving", lv->serving,
@@ -174,7 +175,7 @@ lane_json(struct lane_view *lv)
 	    "pid", lv->pid > 0 ? json_integer(lv->pid) : json_null(),
 	    "pidRecord",
 	    "statusFile", lv->path[0] != '\0' ? json_string(lv->path) : json_null(),
-	    "process", status_process(lv->pid),
+	    "process", procstat_json(lv->pid),
 	    "status", lv->doc != NULL ? lv->doc : json_null(),
 	    "lane", lv->hl != NULL ? lv->hl : json_null());
 }
@@ -193,7 +194,7 @@ host_json(const char *manifest, const char *state, const char *reason, pid_t pid
 	    "pid", running ? json_integer(pid) : json_null(),
 	    "pidRecord", "path", pidp, "pid", (json_int_t)pid,
 	    "statusFile", statp,
-	    "process", running ? status_process(pid) : json_null(),
+	    "process", running ? procstat_json(pid) : json_null(),
 	    "status", host != NULL ? host : json_null(),
 	    "lanesServing", (json_int_t)serving, "lanesTotal", (json_int_t)lanes,
 	    "spaces", entries != NULL ? entries : json_array());

@@ -266,8 +266,8 @@ run(struct host *h, int sfd)
 		/* The metrics server's lines and its channel wake the loop too;
 		 * libevent then runs what is ready, and its due tick. */
 		nfds_t lanes_end = n;
-		if (h->metrics.log_rd >= 0)
-			pfd[n++] = (struct pollfd){ .fd = h->metrics.log_rd, .events = POLLIN };
+		if (h->metrics.relay.rd >= 0)
+			pfd[n++] = (struct pollfd){ .fd = h->metrics.relay.rd, .events = POLLIN };
 		if (h->metrics.ch >= 0 && h->metrics.out != NULL)
 			pfd[n++] = (struct pollfd){ .fd = h->metrics.ch, .events = POLLOUT };
 		if (poll(pfd, n, next_timeout(h)) < 0 && errno != EINTR)

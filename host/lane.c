@@ -13,6 +13,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/procstat.h"
 #include "lib/names.h"
 #include "lib/workspace.h"
 #include "supervisor/metrics.h"
@@ -265,8 +266,7 @@ lane_status_doc(const struct lane *l)
 {
 	char err[WS_FILE_MAX + 256], key[SPACE_KEY_MAX + 1], path[WS_FILE_MAX + 64];
 	struct workspace ws;
-	json_t *doc = NULL, *w;
-	size_t i;
+	json_t *doc = NULL;
 
 	space_key(l->m.space, key, sizeof(key));
 	if (l->pid > 0 && l->state == LANE_RUNNING &&
@@ -282,8 +282,7 @@ lane_status_doc(const struct lane *l)
 	if (doc == NULL)
 		return json_pack("{s:s, s:s}", "space", l->m.space, "shard",
 		    l->state == LANE_RUNNING ? "starting" : lane_state_name(l));
-	metrics_add_process(doc, l->pid);
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		metrics_add_process(w, (pid_t)json_integer_value(json_object_get(w, "pid")));
+	json_object_set_new(doc, "process", procstat_json(l->pid));
+	procstat_annotate_workers(doc);
 	return doc;
 }

@@ -4,6 +4,7 @@
 #include "lib/procstat.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,4 +59,26 @@ procstat_read(pid_t pid, struct procstat *ps)
 	if (n <= 0)
 		return -1;
 	return procstat_parse(text, (size_t)n, sysconf(_SC_PAGESIZE), sysconf(_SC_CLK_TCK), ps);
+}
+
+json_t *
+procstat_json(long long pid)
+{
+	struct procstat ps;
+
+	if (pid <= 1 || pid > INT_MAX || procstat_read((pid_t)pid, &ps) != 0)
+		return json_null();
+	return json_pack("{s:I, s:f}", "rssBytes", (json_int_t)ps.rss_bytes, "cpuSeconds",
+	    ps.cpu_seconds);
+}
+
+void
+procstat_annotate_workers(json_t *doc)
+{
+	json_t *w;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w)
+		json_object_set_new(w, "process",
+		    procstat_json(json_integer_value(json_object_get(w, "pid"))));
 }

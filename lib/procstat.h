@@ -7,6 +7,7 @@
 #ifndef COTAL_PROCSTAT_H
 #define COTAL_PROCSTAT_H
 
+#include <jansson.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,6 +18,14 @@ struct procstat {
 
 /* 0, or -1 when pid runs no more (or its /proc files cannot be read). */
 int procstat_read(pid_t pid, struct procstat *ps);
+
+/* What pid costs, as the status documents say it (`cotal status --json`,
+ * the metrics): {"rssBytes", "cpuSeconds"}, or null when it runs no more
+ * or is no pid. New reference. */
+json_t *procstat_json(long long pid);
+/* Each worker of a status document gets its "process", procstat_json of
+ * its "pid". */
+void procstat_annotate_workers(json_t *doc);
 
 /* The fields of a /proc/<pid>/stat text (bounded by len, need not end in
  * NUL): 0, or -1 when it does not have their shape. Pure, for the tests. */

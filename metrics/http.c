@@ -136,8 +136,11 @@ http_parse(const char *buf, size_t len, struct http_request *req, char *why, siz
 			    "8192 bytes");
 		return HTTP_MORE;
 	}
-	if (!next_line(&p, end, &line, &n) || n == 0)
-		return bad(req, 400, why, whylen, "the request line is empty");
+	/* The empty lines before it skipped, the request line is the first
+	 * line up to end, and not empty. */
+	line = p;
+	n = 0;
+	next_line(&p, end, &line, &n);
 	if (request_line(line, n, req, why, whylen) != HTTP_OK)
 		return HTTP_BAD;
 	while (next_line(&p, end, &line, &n) && n > 0) {

@@ -35,6 +35,7 @@
 
 #include "lib/creds/jwt.h"
 #include "lib/log.h"
+#include "lib/procstat.h"
 #include "lib/servers.h"
 #include "lib/creds/tlsca.h"
 #include "lib/wire/tokens.h"
@@ -182,12 +183,10 @@ static void
 metrics_tick(struct metrics_srv *m, void *arg)
 {
 	struct sup *s = arg;
-	json_t *doc = status_doc(s), *w;
-	size_t i;
+	json_t *doc = status_doc(s);
 
-	metrics_add_process(doc, getpid());
-	json_array_foreach(json_object_get(doc, "workers"), i, w)
-		metrics_add_process(w, (pid_t)json_integer_value(json_object_get(w, "pid")));
+	json_object_set_new(doc, "process", procstat_json(getpid()));
+	procstat_annotate_workers(doc);
 	metrics_send(m, &doc, 1);
 	json_decref(doc);
 }

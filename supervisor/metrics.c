@@ -18,26 +18,16 @@
 
 #include "ipc/ipc.h"
 #include "lib/clock.h"
-#include "lib/procstat.h"
 #include "metrics/metrics.h"
 #include "supervisor/exposition.h"
-
-/* The metrics server: 1 s doubling to 30 s, never fatal (delivery goes on
- * without it; its death is logged). */
-static const struct restart_policy restart_metrics = {
-	.initial_ms = 1000, .max_ms = 30000, .healthy_ms = 60000, .loop_window_ms = 300000,
-	.loop_fatal = false,
-};
-
-static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
-static char *child_env[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
+#include "supervisor/supervisor.h"
 
 void
 metrics_init(struct metrics_srv *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->listen_fd = m->ch = m->log_rd = m->log_fd = -1;
-	pthread_mutex_init(&m->relayed.mu, NULL);
+	m->listen_fd = m->ch = m->log_fd = -1;
+	m->relay.rd = -1;
 	pthread_mutex_init(&m->too_big.mu, NULL);
 }
 
@@ -99,68 +89,6 @@ metrics_listen(struct metrics_srv *m, const char *arg, char *err, size_t errlen)
 	return 0;
 }
 
-/* ---- the server's lines ---- */
-
-static void
-relay(struct metrics_srv *m, const char *line, size_t n)
-{
-	char out[LOG_STAMP_LEN + sizeof(m->logbuf) + 256];
-	uint64_t untold;
-	size_t st, k;
-
-	if (!log_limit_admit_n(&m->relayed, mono_ms(), log_limit_window_ms(), METRICS_RELAY_LINES,
-	    &untold))
-		return;
-	st = log_stamp_prefix(out, sizeof(out));
-	if (untold > 0) {
-		int w = snprintf(out + st, sizeof(out) - st, "! delivery metrics: … %llu more lines "
-		    "of the metrics server not written in the last %lld s\n",
-		    (unsigned long long)untold, (long long)(log_limit_window_ms() / 1000));
-		if (w > 0 && write(m->log_fd, out, st + (size_t)w) < 0)
-			return;
-	}
-	/* Its bytes as they are, escaped: it is a confined process, not
-	 * trusted to write the log's form. */
-	k = st + log_escape(line, n, out + st, sizeof(out) - st - 1);
-	out[k++] = '\n';
-	if (write(m->log_fd, out, k) < 0)
-		return;
-}
-
-static void
-on_log(evutil_socket_t fd, short what, void *arg)
-{
-	struct metrics_srv *m = arg;
-	ssize_t n = read(fd, m->logbuf + m->loglen, sizeof(m->logbuf) - m->loglen);
-	char *start, *nl;
-
-	(void)what;
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		if (m->loglen > 0)
-			relay(m, m->logbuf, m->loglen);
-		m->loglen = 0;
-		event_free(m->ev_log);
-		m->ev_log = NULL;
-		close(m->log_rd);
-		m->log_rd = -1;
-		return;
-	}
-	m->loglen += (size_t)n;
-	start = m->logbuf;
-	while ((nl = memchr(start, '\n', m->loglen - (size_t)(start - m->logbuf))) != NULL) {
-		relay(m, start, (size_t)(nl - start));
-		start = nl + 1;
-	}
-	m->loglen -= (size_t)(start - m->logbuf);
-	memmove(m->logbuf, start, m->loglen);
-	if (m->loglen == sizeof(m->logbuf)) {
-		relay(m, m->logbuf, m->loglen);
-		m->loglen = 0;
-	}
-}
-
 /* ---- the server's life ---- */
 
 static void on_writable(evutil_socket_t fd, short what, void *arg);
@@ -179,25 +107,6 @@ drop_channel(struct metrics_srv *m)
 }
 
 static void
-env_build(void)
-{
-	size_t n = 0;
-
-	if (child_env[0] != NULL)
-		return;
-	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
-		const char *v = getenv(env_pass[i]);
-		if (v == NULL)
-			continue;
-		size_t len = strlen(env_pass[i]) + strlen(v) + 2;
-		if ((child_env[n] = malloc(len)) == NULL)
-			fatalx("out of memory");
-		snprintf(child_env[n++], len, "%s=%s", env_pass[i], v);
-	}
-	child_env[n] = NULL;
-}
-
-static void
 spawn(struct metrics_srv *m)
 {
 	char uid[24], gid[24];
@@ -208,7 +117,7 @@ spawn(struct metrics_srv *m)
 
 	snprintf(uid, sizeof(uid), "%lu", (unsigned long)m->uid);
 	snprintf(gid, sizeof(gid), "%lu", (unsigned long)m->gid);
-	env_build();
+	char *const *env = sup_child_env();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chp) != 0 ||
 	    pipe2(logp, O_CLOEXEC) != 0)
 		fatal("delivery: socketpair for the metrics server");
@@ -227,7 +136,7 @@ spawn(struct metrics_srv *m)
 			_exit(126);
 		/* Nothing else crosses exec: not the broker socket, not a secret. */
 		closefrom(METRICS_FD_LISTEN + 1);
-		execve(m->self_exe, argv, child_env);
+		execve(m->self_exe, argv, env);
 		_exit(127);
 	}
 	close(chp[1]);
@@ -235,10 +144,7 @@ spawn(struct metrics_srv *m)
 	m->pid = pid;
 	m->ch = chp[0];
 	evutil_make_socket_nonblocking(m->ch);
-	m->log_rd = logp[0];
-	evutil_make_socket_nonblocking(m->log_rd);
-	m->ev_log = event_new(m->base, m->log_rd, EV_READ | EV_PERSIST, on_log, m);
-	event_add(m->ev_log, NULL);
+	relay_open(&m->relay, m->base, logp[0]);
 	m->ev_write = event_new(m->base, m->ch, EV_WRITE, on_writable, m);
 	restart_started(&m->restart, mono_ms());
 	log_info("delivery: metrics server (pid %ld) on http://%s/metrics and /healthz",
@@ -270,6 +176,7 @@ metrics_begin(struct metrics_srv *m, struct event_base *base)
 	if (m->listen_fd < 0)
 		return;
 	m->base = base;
+	relay_init(&m->relay, "metrics", "the metrics server", METRICS_RELAY_LINES, m->log_fd);
 	restart_init(&m->restart, &restart_metrics);
 	m->ev_restart = evtimer_new(base, on_restart, m);
 	m->ev_tick = event_new(base, -1, EV_PERSIST, on_tick, m);
@@ -387,16 +294,6 @@ metrics_send(struct metrics_srv *m, json_t *const *docs, size_t n)
 }
 
 void
-metrics_add_process(json_t *obj, pid_t pid)
-{
-	struct procstat ps;
-
-	if (pid > 0 && procstat_read(pid, &ps) == 0)
-		json_object_set_new(obj, "process", json_pack("{s:I, s:f}", "rssBytes",
-		    (json_int_t)ps.rss_bytes, "cpuSeconds", ps.cpu_seconds));
-}
-
-void
 metrics_end(struct metrics_srv *m)
 {
 	if (m->pid > 0) {
@@ -404,20 +301,13 @@ metrics_end(struct metrics_srv *m)
 		m->pid = 0;
 	}
 	drop_channel(m);
-	if (m->log_rd >= 0)
-		close(m->log_rd);
+	relay_close(&m->relay);
 	if (m->listen_fd >= 0)
 		close(m->listen_fd);
-	m->log_rd = m->listen_fd = -1;
-	if (m->ev_log != NULL)
-		event_free(m->ev_log);
+	m->listen_fd = -1;
 	if (m->ev_tick != NULL)
 		event_free(m->ev_tick);
 	if (m->ev_restart != NULL)
 		event_free(m->ev_restart);
-	m->ev_log = m->ev_tick = m->ev_restart = NULL;
-	for (size_t i = 0; child_env[i] != NULL; i++) {
-		free(child_env[i]);
-		child_env[i] = NULL;
-	}
+	m->ev_tick = m->ev_restart = NULL;
 }

@@ -16,6 +16,7 @@
 
 #include "ipc/ipc.h"
 #include "lib/log.h"
+#include "supervisor/relay.h"
 #include "supervisor/restart.h"
 
 #define METRICS_DEFAULT_ADDR "127.0.0.1"
@@ -25,15 +26,16 @@
 struct metrics_srv {
 	char addr[96];              /* what --metrics named, for log lines */
 	int listen_fd;              /* -1: --metrics not given */
-	int ch, log_rd;             /* our ends; -1 while no server runs */
+	int ch;                     /* our end; -1 while no server runs */
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
 	bool drop, seccomp_log;
 	const char *self_exe;
 	int log_fd;                 /* where the server's lines are relayed */
+	struct relay relay;         /* its stderr */
 	struct event_base *base;
-	struct event *ev_tick, *ev_restart, *ev_log, *ev_write;
+	struct event *ev_tick, *ev_restart, *ev_write;
 	/* The snapshot on its way to the server (metrics.c's pump). */
 	char *out;
 	size_t out_len, out_off;
@@ -41,9 +43,6 @@ struct metrics_srv {
 	struct ipc_metrics_begin out_begin;
 	struct log_limit too_big;
 	struct restart_state restart;
-	char logbuf[1024];
-	size_t loglen;
-	struct log_limit relayed;
 	/* Called every METRICS_TICK_MS: builds the documents and calls
 	 * metrics_send. */
 	void (*tick)(struct metrics_srv *m, void *arg);
@@ -71,10 +70,6 @@ bool metrics_reaped(struct metrics_srv *m, pid_t pid, int wstatus, bool stopping
 
 /* Render the documents and hand them to the server. */
 void metrics_send(struct metrics_srv *m, json_t *const *docs, size_t n);
-
-/* Add "process": {"rssBytes", "cpuSeconds"} of pid to obj (nothing when it
- * runs no more). */
-void metrics_add_process(json_t *obj, pid_t pid);
 
 /* Stop the server (SIGKILL: it holds nothing to save) and free. */
 void metrics_end(struct metrics_srv *m);

@@ -21,6 +21,11 @@ const struct restart_policy restart_lane = {
 	.loop_window_ms = 5 * 60 * 1000, .loop_fatal = false,
 };
 
+const struct restart_policy restart_metrics = {
+	.initial_ms = 1000, .max_ms = 30 * 1000, .healthy_ms = 60 * 1000,
+	.loop_window_ms = 5 * 60 * 1000, .loop_fatal = false,
+};
+
 void
 restart_init(struct restart_state *s, const struct restart_policy *p)
 {

@@ -31,6 +31,9 @@ extern const struct restart_policy restart_timer;
  * outlives its holder by up to its 30 s TTL), reset after 60 s; a lane
  * that keeps closing is reopened for as long as the host runs. */
 extern const struct restart_policy restart_lane;
+/* The metrics server (--metrics): the same pacing as a lane; it never
+ * takes delivery down with it, however often it dies. */
+extern const struct restart_policy restart_metrics;
 
 struct restart_state {
 	int64_t started_ms;                    /* when the current run began */

@@ -20,6 +20,7 @@
 #include "supervisor/creds.h"
 #include "supervisor/lease.h"
 #include "supervisor/metrics.h"
+#include "supervisor/relay.h"
 #include "supervisor/restart.h"
 #include "supervisor/watchdog.h"
 #include "lib/nats/kvmirror.h"
@@ -27,7 +28,6 @@
 #define SUP_WORKERS 4
 #define SUP_STOP_GRACE_MS 1500   /* STOP, then SIGKILL: the daemon exits within 2 s */
 #define SUP_READY_TIMEOUT_MS 30000
-#define SUP_LOG_LINE_MAX 4096     /* a relayed worker line is cut there */
 /* A worker's relayed lines a log window (lib/log.h: 60 s), past which they
  * are counted and not written (issue 28: a relayed worker's volume is
  * capped; what one worker says never fills the state directory). */
@@ -68,11 +68,7 @@ struct sup_worker {
 	char last_exit[96];
 	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): each one's
 	 * stderr is a pipe the supervisor relays into the log. */
-	int log_rd;
-	struct event *ev_log;
-	char logbuf[SUP_LOG_LINE_MAX];
-	struct log_limit relayed;     /* SUP_RELAY_LINES a window, across respawns */
-	size_t loglen;
+	struct relay relay;
 	uint8_t buf[IPC_MAX_FRAME];
 };
 
@@ -240,6 +236,10 @@ bool workers_all_down(struct sup *s);
 bool workers_all_running(struct sup *s);
 void workers_kill_all(struct sup *s);
 void workers_free(struct sup *s);
+/* The environment a confined child gets (fork + exec of this binary):
+ * only the sanitizers' options and the test hooks it reads, built once
+ * before any fork. */
+char *const *sup_child_env(void);
 /* QUIESCE / RESUME every running worker; all quiesced? */
 void workers_quiesce(struct sup *s);
 void workers_resume(struct sup *s);

@@ -37,106 +37,6 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 
 static void worker_spawn(struct sup_worker *w);
 
-/*
- * A worker's log line, relayed. A worker is not trusted to format: it may
- * only speak as itself ("<mark> delivery <role>: "), control bytes are
- * escaped (lib/log.c log_escape), and an overlong line is cut. The timer worker's own voice is
- * "timer writer" (WIRE.md §8's lines): "<mark> delivery timer: timer
- * writer …" is relayed as "<mark> timer writer …". Worker lines go to the
- * log file only; stderr carries the supervisor's own lines.
- */
-static void
-relay_line(struct sup_worker *w, const char *line, size_t n)
-{
-	static const char *const marks[] = { "✓ ", "! ", "✗ ", "• " };
-	static const char voice[] = "timer writer";
-	char out[LOG_STAMP_LEN + SUP_LOG_LINE_MAX + 128], who[64];
-	size_t off = 0, wl, ml = 0, from = 0, st;
-	bool own = false;
-
-	uint64_t untold;
-	int64_t window = log_limit_window_ms();
-	if (!log_limit_admit_n(&w->relayed, sup_now_ms(), window, SUP_RELAY_LINES, &untold))
-		return;
-	/* Stamped as the supervisor's own lines in the file (lib/log.h). */
-	st = log_stamp_prefix(out, sizeof(out));
-	if (untold > 0) {
-		int k = snprintf(out + st, sizeof(out) - st, "! delivery %s: … %llu more lines of "
-		    "this worker not written in the last %lld s (its cap: %d lines a window)\n",
-		    w->role, (unsigned long long)untold, (long long)(window / 1000),
-		    SUP_RELAY_LINES);
-		if (k > 0 && write(w->sup->log_fd, out, st + (size_t)k) < 0)
-			return;
-	}
-	off = st;
-	wl = (size_t)snprintf(who, sizeof(who), "delivery %s: ", w->role);
-	for (size_t k = 0; k < sizeof(marks) / sizeof(marks[0]) && !own; k++) {
-		ml = strlen(marks[k]);
-		own = n >= ml + wl && memcmp(line, marks[k], ml) == 0 &&
-		    memcmp(line + ml, who, wl) == 0;
-	}
-	if (!own)
-		off += (size_t)snprintf(out + off, sizeof(out) - off, "! delivery %s (unformatted): ",
-		    w->role);
-	else if (w->policy == &restart_timer && n >= ml + wl + sizeof(voice) - 1 &&
-	    memcmp(line + ml + wl, voice, sizeof(voice) - 1) == 0) {
-		memcpy(out + off, line, ml);
-		off += ml;
-		from = ml + wl;
-	}
-	/* The worker's log escaped its own lines; anything else it wrote
-	 * (a library's words on stderr) is escaped the same way here. */
-	off += log_escape(line + from, n - from, out + off, sizeof(out) - off - 1);
-	out[off++] = '\n';
-	if (write(w->sup->log_fd, out, off) < 0)
-		return;
-}
-
-static void
-relay_close(struct sup_worker *w)
-{
-	if (w->loglen > 0)
-		relay_line(w, w->logbuf, w->loglen);
-	w->loglen = 0;
-	if (w->ev_log != NULL) {
-		event_free(w->ev_log);
-		w->ev_log = NULL;
-	}
-	if (w->log_rd >= 0)
-		close(w->log_rd);
-	w->log_rd = -1;
-}
-
-/* One read per wake-up: a chatty worker cannot starve the event loop. */
-static void
-on_log(evutil_socket_t fd, short what, void *arg)
-{
-	struct sup_worker *w = arg;
-	ssize_t n;
-	char *start, *nl;
-
-	(void)what;
-	n = read(fd, w->logbuf + w->loglen, sizeof(w->logbuf) - w->loglen);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n <= 0) {
-		relay_close(w);
-		return;
-	}
-	w->loglen += (size_t)n;
-	start = w->logbuf;
-	while ((nl = memchr(start, '\n', w->loglen - (size_t)(start - w->logbuf))) != NULL) {
-		relay_line(w, start, (size_t)(nl - start));
-		start = nl + 1;
-	}
-	w->loglen -= (size_t)(start - w->logbuf);
-	memmove(w->logbuf, start, w->loglen);
-	if (w->loglen == sizeof(w->logbuf)) {
-		relay_line(w, w->logbuf, w->loglen);
-		w->loglen = 0;
-	}
-}
-
 static void
 worker_kill(struct sup_worker *w, const char *why)
 {
@@ -318,11 +218,16 @@ on_restart(evutil_socket_t fd, short what, void *arg)
  * call nothing but async-signal-safe functions before it execs.
  */
 static char *worker_env[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
+static bool worker_env_built;
 
 static void
 worker_env_build(void)
 {
 	size_t n = 0;
+
+	if (worker_env_built)
+		return;
+	worker_env_built = true;
 
 	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
 		const char *v = getenv(env_pass[i]);
@@ -334,6 +239,13 @@ worker_env_build(void)
 		snprintf(worker_env[n++], len, "%s=%s", env_pass[i], v);
 	}
 	worker_env[n] = NULL;
+}
+
+char *const *
+sup_child_env(void)
+{
+	worker_env_build();
+	return worker_env;
 }
 
 /* In the child between fork and exec: async-signal-safe calls only. */
@@ -431,11 +343,7 @@ worker_spawn(struct sup_worker *w)
 	close(chp[1]);
 	close(sgp[1]);
 	close(logp[1]);
-	relay_close(w);
-	w->log_rd = logp[0];
-	evutil_make_socket_nonblocking(w->log_rd);
-	w->ev_log = event_new(s->base, w->log_rd, EV_READ | EV_PERSIST, on_log, w);
-	event_add(w->ev_log, NULL);
+	relay_open(&w->relay, s->base, logp[0]);
 	w->pid = pid;
 	w->ch = chp[0];
 	w->sign = sgp[0];
@@ -495,8 +403,12 @@ workers_init(struct sup *s)
 		/* Once per role, not per process: a worker that crashes and
 		 * is respawned spends from the same budget. */
 		sign_budget_init(&w->budget, sup_now_ms());
-		pthread_mutex_init(&w->relayed.mu, NULL);
-		w->ch = w->sign = w->log_rd = -1;
+		/* Workers may not write files: each one's stderr is a pipe
+		 * relayed into the log, SUP_RELAY_LINES a window across its
+		 * respawns. */
+		relay_init(&w->relay, w->role, "this worker", SUP_RELAY_LINES, s->log_fd);
+		w->relay.timer_voice = w->policy == &restart_timer;
+		w->ch = w->sign = -1;
 		w->ev_restart = evtimer_new(s->base, on_restart, w);
 	}
 }
@@ -647,9 +559,10 @@ workers_free(struct sup *s)
 	for (char **e = worker_env; *e != NULL; e++)
 		free(*e);
 	worker_env[0] = NULL;
+	worker_env_built = false;
 	for (int i = 0; i < SUP_WORKERS; i++) {
 		close_channels(&s->workers[i]);
-		relay_close(&s->workers[i]);
+		relay_close(&s->workers[i].relay);
 		if (s->workers[i].ev_restart)
 			event_free(s->workers[i].ev_restart);
 	}

@@ -459,11 +459,14 @@ test_no_daemon_without_seccomp(void **state)
 	int status;
 
 	(void)state;
+	/* The parent filter answers seccomp(2) with ENOSYS, as a kernel
+	 * without seccomp filters does: the refusal quotes that answer. */
+	char want[512];
+	snprintf(want, sizeof(want), "✗ delivery: the kernel cannot confine the workers: seccomp "
+	    "(SECCOMP_GET_ACTION_AVAIL for SECCOMP_RET_KILL_PROCESS): %s; refusing",
+	    strerror(ENOSYS));
 	status = daemon_run(true, out, sizeof(out));
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 ||
-	    strstr(out, "✗ delivery: the kernel cannot confine the workers: seccomp "
-	    "(SECCOMP_GET_ACTION_AVAIL for SECCOMP_RET_KILL_PROCESS): Function not implemented; "
-	    "refusing") == NULL)
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || strstr(out, want) == NULL)
 		fail_msg("without seccomp: status 0x%x, output:\n%s", status, out);
 	status = daemon_run(false, out, sizeof(out));
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 || strstr(out, "seccomp") != NULL ||
