@@ -103,7 +103,7 @@ static const struct ipc_role {
 	const char *gauges[IPC_GAUGES];
 	const char *latency;
 } roles[] = {
-	{ "fanout", { "posts", "copies", "acked", "dropped", "retried", "batches",
+	{ "fanout", { "posts", "copies", "acked", "dropped", "retried", "batches", "replayed",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "fanout" },
 	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried", "batches",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "copy" },

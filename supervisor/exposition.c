@@ -154,6 +154,9 @@ static const struct counter_row {
 	    "Posts the fan-out left to be delivered again after a failure.", NULL, NULL },
 	{ "fanout", "batches", "cotal_delivery_fanout_batches_total",
 	    "Fetches of the fan-out's durable consumer that returned posts.", NULL, NULL },
+	{ "fanout", "replayed", "cotal_delivery_fanout_replayed_total",
+	    "Posts handed over again after they were acked (the broker lost the acks), acked "
+	    "again without a second copy.", NULL, NULL },
 	{ "reader", "entries", "cotal_delivery_reader_entries_total",
 	    "INBOX entries the reader fetched.", NULL, NULL },
 	{ "reader", "delivered", "cotal_delivery_reader_delivered_total",

@@ -5,10 +5,13 @@
  * each into the private store (INBOX_<s>) of every eligible member: one
  * entry per membership row of a durable channel, and for an @mention on a
  * live channel one per mentioned peer whose read ACL covers the channel.
- * A post is acked only after every one of its entries got its PubAck.
+ * A post is acked only after every one of its entries got its PubAck; one
+ * handed over again after that is acked again without a copy (progress.c:
+ * how far ahead of the reader it is, what it copied).
  *
  * May: read CHAT through `fanout`, read the members, channels, presence and
- * acl buckets, publish P.dinbox.*.*.*. Routing only: authorization stays
+ * acl buckets and the state of INBOX and its `reader`, publish
+ * P.dinbox.*.*.*. Routing only: authorization stays
  * with the trusted reader and the broker.
  */
 #include "worker-fanout/fanout.h"
@@ -29,6 +32,7 @@
 #include "lib/nats/pubbatch.h"
 #include "lib/nats/pull.h"
 #include "worker/pullloop.h"
+#include "worker-fanout/progress.h"
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
 #include "lib/wire/tokens.h"
@@ -39,23 +43,10 @@
 #define DROP_LOG_EVERY_MS 10000   /* one line per cause per this long */
 #define RETRY_NAK_MS 1000         /* a post whose routing or publish failed */
 #define CHANNEL_DEFAULTS "=defaults"
-/*
- * INBOX_<s> keeps at most 1000 entries per member (WIRE.md §3, discard
- * old): a member whose store receives more than that before the reader has
- * handled them would lose the oldest. Every post adds at most one entry per
- * member, so the fan-out stays at most FANOUT_MAX_LEAD posts ahead of the
- * reader's ack floor; with a batch on top that is below 1000. The floor, not
- * what the reader has fetched: a reader killed with a batch in hand leaves
- * it unacked until the ack wait runs out, and the store must still hold it
- * then.
- */
-#define FANOUT_MAX_LEAD 640
 #define FANOUT_BATCH 256          /* posts per batch (issue 4: up to 256) */
-#define LEAD_RING 64              /* batches remembered for the lead */
-#define LEAD_POLL_MS 20           /* the reader's progress, asked this often */
 
 /* Counters (ipc.c names them). */
-enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED, C_BATCHES };
+enum { C_POSTS, C_COPIES, C_ACKED, C_DROPPED, C_RETRIED, C_BATCHES, C_REPLAYED };
 
 /* The membership rows of one channel. */
 struct roster {
@@ -81,10 +72,6 @@ struct fanout {
 	struct strmap configs;     /* channel -> char * value (channels) */
 	struct strmap roster_live; /* <o>.<a> -> struct presence (presence) */
 
-	/* Batches copied that the reader may not have acked yet: their
-	 * highest INBOX sequence and post count. */
-	struct { uint64_t seq; int posts; } lead[LEAD_RING];
-	int lead_head, lead_n, lead_posts;
 	char inbox[SPACE_TOKEN_MAX + 8];
 	char bound[SPACE_TOKEN_MAX + 32];
 };
@@ -412,6 +399,7 @@ struct post {
 	struct chat_subject cs;
 	json_t *msg;           /* NULL: dropped */
 	enum delivery_class class;
+	bool again;            /* acked before: acked again, not copied (progress.c) */
 };
 
 /* Publish every entry of post i; false when the post cannot be copied at
@@ -476,96 +464,6 @@ publish_post(int i, struct post *p, const struct targets *t)
 	return true;
 }
 
-/* ---- the lead over the reader ---- */
-
-static void
-lead_record(uint64_t seq, int posts)
-{
-	if (seq == 0)
-		return; /* nothing copied */
-	if (F.lead_n == LEAD_RING) {
-		/* Fold the oldest into its successor: the bound stays safe. */
-		int i = F.lead_head, j = (i + 1) % LEAD_RING;
-		F.lead[j].posts += F.lead[i].posts;
-		F.lead_head = j;
-		F.lead_n--;
-	}
-	int k = (F.lead_head + F.lead_n) % LEAD_RING;
-	F.lead[k].seq = seq;
-	F.lead[k].posts = posts;
-	F.lead_n++;
-	F.lead_posts += posts;
-}
-
-/* Forget the batches below the reader's ack floor. */
-static void
-lead_settle(uint64_t delivered)
-{
-	while (F.lead_n > 0 && F.lead[F.lead_head].seq <= delivered) {
-		F.lead_posts -= F.lead[F.lead_head].posts;
-		F.lead_head = (F.lead_head + 1) % LEAD_RING;
-		F.lead_n--;
-	}
-}
-
-/*
- * A fan-out that starts does not know what its predecessor copied beyond
- * the reader's ack floor: it counts everything INBOX_<s> holds past the
- * floor as a full lead, so it first waits for the reader to handle it.
- */
-static void
-lead_seed(void)
-{
-	jsStreamInfo *si = NULL;
-	jsConsumerInfo *ci = NULL;
-	jsErrCode jerr = 0;
-	uint64_t last = 0, floor = 0;
-
-	if (js_GetStreamInfo(&si, F.pub.js, F.inbox, NULL, &jerr) == NATS_OK) {
-		last = si->State.LastSeq;
-		jsStreamInfo_Destroy(si);
-	}
-	jerr = 0;
-	if (js_GetConsumerInfo(&ci, F.pub.js, F.inbox, "reader", NULL, &jerr) == NATS_OK) {
-		floor = ci->AckFloor.Stream;
-		jsConsumerInfo_Destroy(ci);
-	}
-	if (last > floor)
-		lead_record(last, FANOUT_MAX_LEAD + 1);
-}
-
-/* Wait while the reader is too far behind; false when the loop must stop. */
-static bool
-lead_wait(void)
-{
-	static int64_t last_log;
-	int64_t since = 0;
-	uint64_t floor = 0;
-
-	while (F.lead_posts > FANOUT_MAX_LEAD) {
-		jsConsumerInfo *ci = NULL;
-		jsErrCode jerr = 0;
-		if (!worker_serving())
-			return false;
-		if (js_GetConsumerInfo(&ci, F.pub.js, F.inbox, "reader", NULL, &jerr) == NATS_OK) {
-			floor = ci->AckFloor.Stream;
-			lead_settle(floor);
-			jsConsumerInfo_Destroy(ci);
-			if (F.lead_posts <= FANOUT_MAX_LEAD)
-				break;
-		}
-		if (since == 0)
-			since = mono_ms();
-		if (mono_ms() - since > 5000 && mono_ms() - last_log > DROP_LOG_EVERY_MS) {
-			log_warnx("the reader is %d posts behind on %s; copying waits for it (its "
-			    "ack floor is at %" PRIu64 ")", F.lead_posts, F.inbox, floor);
-			last_log = mono_ms();
-		}
-		worker_nap(LEAD_POLL_MS);
-	}
-	return true;
-}
-
 static bool
 batch_has_mentions(const struct post *posts, int n)
 {
@@ -574,6 +472,42 @@ batch_has_mentions(const struct post *posts, int n)
 		    json_array_size(json_object_get(posts[i].msg, "mentions")) > 0)
 			return true;
 	return false;
+}
+
+/*
+ * Mark the posts acked before (progress.c) when INBOX still holds what
+ * their copies got, and say so: a few after a lost ack, a whole stream
+ * after a broker that forgot the consumer's state.
+ */
+static void
+mark_again(struct post *posts, int n)
+{
+	static int64_t last_log;
+	static uint64_t unsaid;
+	uint64_t lo = 0, hi = 0;
+	int again = 0;
+
+	for (int i = 0; i < n; i++)
+		if (progress_acked_before(posts[i].seq))
+			again++;
+	if (again == 0 || !progress_store_intact())
+		return;
+	for (int i = 0; i < n; i++)
+		if (progress_acked_before(posts[i].seq)) {
+			posts[i].again = true;
+			if (lo == 0 || posts[i].seq < lo)
+				lo = posts[i].seq;
+			if (posts[i].seq > hi)
+				hi = posts[i].seq;
+		}
+	unsaid += (uint64_t)again;
+	if (mono_ms() - last_log < DROP_LOG_EVERY_MS)
+		return;
+	log_warnx("%" PRIu64 " posts came again that were acked before (CHAT seq %" PRIu64
+	    "..%" PRIu64 " in the last batch): the broker's `fanout` consumer lost their acks; "
+	    "their copies are stored, they are acked again without copying", unsaid, lo, hi);
+	unsaid = 0;
+	last_log = mono_ms();
 }
 
 static void
@@ -628,6 +562,10 @@ fanout_batch(natsMsgList *list)
 		}
 	}
 
+	/* Posts this fan-out (or one before it) acked already, handed over
+	 * again: their copies are stored, they are acked again without one. */
+	mark_again(posts, list->Count);
+
 	/* The barrier: a join or a class flip committed before this batch was
 	 * fetched is seen by it. */
 	struct kvmirror *mirrors[] = { &F.members, &F.channels, &F.presence, &F.acl.mirror };
@@ -654,7 +592,7 @@ fanout_batch(natsMsgList *list)
 		fatalx("out of memory");
 	for (int i = 0; i < list->Count; i++) {
 		struct post *p = &posts[i];
-		if (p->msg == NULL)
+		if (p->msg == NULL || p->again)
 			continue;
 		t.n = 0;
 		if (p->class == CLASS_DURABLE) {
@@ -680,12 +618,18 @@ fanout_batch(natsMsgList *list)
 	/* Ack: a post only once every entry is stored; a failed one is
 	 * redelivered, never acked. */
 	for (int i = 0; i < list->Count; i++) {
+		if (posts[i].again) {
+			pull_ack(&F.pull, posts[i].m);
+			worker_count(C_REPLAYED, 1);
+			continue;
+		}
 		if (posts[i].msg != NULL && pubbatch_failed(&F.pub, i)) {
 			pull_nak(&F.pull, posts[i].m, RETRY_NAK_MS);
 			worker_count(C_RETRIED, 1);
 			continue;
 		}
 		pull_ack(&F.pull, posts[i].m);
+		progress_acked(posts[i].seq);
 		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
 		/* The fan-out's latency: the post stored in CHAT to its last
 		 * copy stored in INBOX. */
@@ -695,7 +639,7 @@ fanout_batch(natsMsgList *list)
 	if (F.pub.error[0] != '\0')
 		log_warnx("a publish failed, its posts will be redelivered: %s", F.pub.error);
 	fence_done(&W.fence);
-	lead_record(F.pub.max_seq, list->Count);
+	progress_copied(F.pub.max_seq, list->Count);
 out:
 	for (int i = 0; i < list->Count; i++)
 		json_decref(posts[i].msg);
@@ -716,6 +660,7 @@ teardown(void)
 	configs_reset(NULL);
 	presence_reset(NULL);
 	pull_close(&F.pull);
+	progress_close();
 	pubbatch_destroy(&F.pub);
 }
 
@@ -729,7 +674,6 @@ setup(char *err, size_t errlen)
 	snprintf(F.prefix, sizeof(F.prefix), "cotal.%s", token);
 	snprintf(F.stream, sizeof(F.stream), "CHAT_%s", token);
 	snprintf(F.inbox, sizeof(F.inbox), "INBOX_%s", token);
-	F.lead_head = F.lead_n = F.lead_posts = 0;
 	snprintf(filter, sizeof(filter), "cotal.%s.chat.>", token);
 	if (pubbatch_init(&F.pub, W.nc, W.cfg.inbox_prefix) != 0) {
 		snprintf(err, errlen, "cannot make a JetStream context or subscribe for PubAcks");
@@ -760,7 +704,7 @@ setup(char *err, size_t errlen)
 	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, err, errlen) != 0)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
-	lead_seed();
+	progress_open(F.pub.js, F.stream, F.inbox);
 	return 0;
 }
 
@@ -768,7 +712,7 @@ static void
 fanout_run(void)
 {
 	const struct pull_loop loop = {
-		.what = "fan-out", .setup = setup, .teardown = teardown, .may_fetch = lead_wait,
+		.what = "fan-out", .setup = setup, .teardown = teardown, .may_fetch = progress_may_fetch,
 		.batch = fanout_batch, .pull = &F.pull, .batch_max = FANOUT_BATCH, .bound = F.bound,
 	};
 

@@ -10,7 +10,10 @@
  * own principal gets no copy), and since every post has an id, every frame
  * is unique: the dedup key (WIRE.md §2) on INBOX and DLV, 2 h windows,
  * absorbs every redelivery (seed, "The three pieces": duplicates are
- * allowed only for id-less posts).
+ * allowed only for id-less posts), and a post the broker hands the fan-out
+ * again after it lost the acks is acked without a copy (worker-fanout/
+ * progress.c: a 2.10 broker killed while it wrote `fanout`'s state came
+ * back at CHAT's first post here once, and 16,265 frames surfaced twice).
  *
  * Real broker, real daemon. Members are agents with their own connections
  * draining their own dlv_ durables all along, as a live agent does (DLV
@@ -96,6 +99,10 @@ struct peer {
 	uint64_t *dseq;      /* per post: the DLV sequence of its first frame */
 	atomic_int distinct, dups, redelivered, own, foreign, bad_header, bad_channel,
 	    fetch_errors;
+	/* Its duplicates, for the report: the posts' range, and the first few
+	 * with both DLV sequences and when the second frame was stored. */
+	int dup_lo, dup_hi;
+	struct { int n; uint64_t seq1, seq2; int64_t ts2_ms; } dup_ex[4];
 };
 
 /* One run. */
@@ -121,6 +128,18 @@ now_ms(void)
 
 	gettimeofday(&tv, NULL);
 	return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* ms since the epoch as the daemon's log writes time (UTC, to the ms). */
+static void
+utc_ms(int64_t ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, len, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    (int)(ms % 1000));
 }
 
 static void
@@ -281,12 +300,14 @@ record(struct peer *p, natsMsg *m)
 	const char *h = NULL;
 	jsMsgMetaData *md = NULL;
 	uint64_t seq = 0;
+	int64_t ts_ms = 0;
 	json_t *v, *msg;
 
 	if (natsMsgHeader_Get(m, "Cotal-Delivery-Frame", &h) != NATS_OK || strcmp(h, "1") != 0)
 		atomic_fetch_add(&p->bad_header, 1);
 	if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
 		seq = md->Sequence.Stream;
+		ts_ms = md->Timestamp / 1000000;
 		jsMsgMetaData_Destroy(md);
 	}
 	v = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
@@ -306,8 +327,19 @@ record(struct peer *p, natsMsg *m)
 		atomic_fetch_add(&p->distinct, 1);
 	} else if (p->dseq[n] == seq)
 		atomic_fetch_add(&p->redelivered, 1);
-	else
-		atomic_fetch_add(&p->dups, 1);
+	else {
+		int k = atomic_fetch_add(&p->dups, 1);
+		if (k == 0 || n < p->dup_lo)
+			p->dup_lo = n;
+		if (k == 0 || n > p->dup_hi)
+			p->dup_hi = n;
+		if (k < (int)(sizeof(p->dup_ex) / sizeof(p->dup_ex[0]))) {
+			p->dup_ex[k].n = n;
+			p->dup_ex[k].seq1 = p->dseq[n];
+			p->dup_ex[k].seq2 = seq;
+			p->dup_ex[k].ts2_ms = ts_ms;
+		}
+	}
 	json_decref(v);
 }
 
@@ -660,6 +692,22 @@ settle_and_check(int64_t t_disrupt_end)
 	print_stream("CHAT");
 	print_stream("INBOX");
 	print_stream("DLV");
+	for (int i = 0; i < MEMBERS && dups > 0; i++) {
+		struct peer *p = &R.peers[i];
+		int d = atomic_load(&p->dups);
+		if (d == 0)
+			continue;
+		fprintf(stderr, "  ✗ member %s: %d duplicates, of posts %s-%d..%s-%d; first:", p->a.name,
+		    d, R.tag, p->dup_lo, R.tag, p->dup_hi);
+		for (int k = 0; k < d && k < (int)(sizeof(p->dup_ex) / sizeof(p->dup_ex[0])); k++)
+		{
+			char when[32];
+			utc_ms(p->dup_ex[k].ts2_ms, when, sizeof(when));
+			fprintf(stderr, " %s-%d (DLV %" PRIu64 ", again %" PRIu64 " stored %s)", R.tag,
+			    p->dup_ex[k].n, p->dup_ex[k].seq1, p->dup_ex[k].seq2, when);
+		}
+		fprintf(stderr, "\n");
+	}
 	quiescent(true);
 	h_daemon_print(&dmn);
 	if (short_members > 0 || dups > 0 || verbose())
@@ -809,8 +857,10 @@ test_broker_restarted(void **state)
 		int acked = atomic_load(&R.nacked);
 		int64_t got = surfaced();
 		assert_int_equal(h_broker_kill(&mesh), 0);
-		fprintf(stderr, "• +%.1fs broker killed: %d/%d posts acked by CHAT, %lld/%lld "
-		    "surfaced\n", (double)(now_ms() - t0) / 1000.0, acked, POSTS, (long long)got,
+		char when[32];
+		utc_ms(now_ms(), when, sizeof(when));
+		fprintf(stderr, "• +%.1fs (%s) broker killed: %d/%d posts acked by CHAT, %lld/%lld "
+		    "surfaced\n", (double)(now_ms() - t0) / 1000.0, when, acked, POSTS, (long long)got,
 		    (long long)EXPECTED_ALL);
 		assert_true(acked < POSTS); /* in the middle of the stream */
 		nap(BROKER_DOWN_MS);

@@ -6,6 +6,7 @@
  * Agents bind their own dlv_ consumers with their own credentials. What
  * is re-authorized, retried, given up or removed: e2e_datapath_retry.c.
  */
+#include <glob.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "tests/harness/harness.h"
 
 #define WAIT_MS 8000   /* for a frame that should come */
@@ -387,6 +389,171 @@ test_poison_posts_never_stop_the_loop(void **state)
 	h_close(&b.c);
 }
 
+/* ---- a broker that forgot the fan-out's acks ---- */
+
+/* `fanout`'s ack floor on CHAT, asked until the broker answers (after its
+ * restart the provisioner's connection comes back on its own). */
+static uint64_t
+fanout_ack_floor(int ms)
+{
+	char stream[256];
+	int64_t until = mono_ms() + ms;
+
+	snprintf(stream, sizeof(stream), "CHAT_%s", mesh.token);
+	for (;;) {
+		jsConsumerInfo *ci = NULL;
+		jsErrCode jerr = 0;
+		natsStatus st = js_GetConsumerInfo(&ci, prov.js, stream, "fanout", NULL, &jerr);
+		if (st == NATS_OK) {
+			uint64_t floor = ci->AckFloor.Stream;
+			jsConsumerInfo_Destroy(ci);
+			return floor;
+		}
+		if (mono_ms() > until)
+			fail_msg("no answer about %s's fanout consumer within %d ms: %s (%d, %s)", stream,
+			    ms, natsStatus_GetText(st), (int)jerr, nats_GetLastError(NULL));
+		usleep(100 * 1000);
+	}
+}
+
+/* Empty `fanout`'s state file in the broker's store (the broker is down):
+ * what a broker killed between truncating and writing it leaves. */
+static void
+empty_fanout_state(void)
+{
+	char line[1024], store[512] = "", pattern[1024];
+	FILE *f = fopen(mesh.conf, "r");
+	glob_t g;
+
+	assert_non_null(f);
+	while (store[0] == '\0' && fgets(line, sizeof(line), f) != NULL) {
+		char *k = strstr(line, "store_dir:"), *q, *e;
+		if (k != NULL && (q = strchr(k, '"')) != NULL && (e = strchr(q + 1, '"')) != NULL)
+			snprintf(store, sizeof(store), "%.*s", (int)(e - q - 1), q + 1);
+	}
+	fclose(f);
+	assert_true(store[0] != '\0');
+	snprintf(pattern, sizeof(pattern), "%s/jetstream/*/streams/CHAT_%s/obs/fanout/o.dat", store,
+	    mesh.token);
+	assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+	assert_int_equal(g.gl_pathc, 1);
+	assert_int_equal(truncate(g.gl_pathv[0], 0), 0);
+	globfree(&g);
+}
+
+/* Wait until `fanout`'s ack floor reaches seq. */
+static void
+wait_fanout_floor(uint64_t seq, int ms)
+{
+	int64_t until = mono_ms() + ms;
+	uint64_t floor;
+
+	while ((floor = fanout_ack_floor(ms)) < seq) {
+		if (mono_ms() > until)
+			fail_msg("the fan-out's ack floor stays at %llu, below %llu",
+			    (unsigned long long)floor, (unsigned long long)seq);
+		usleep(100 * 1000);
+	}
+}
+
+/*
+ * "at least once, losing nothing", and a post with an id surfaces once
+ * (seed, "The three pieces": only an id-less post's redelivery may surface
+ * twice), even from a broker that forgets the fan-out's acks. nats-server
+ * up to 2.13 writes a consumer's state file in place: killed between the
+ * truncate and the write, it comes back with `fanout` at CHAT's first post
+ * and hands every post over again (seen in CI: 1,946 posts copied twice).
+ * Made here by emptying the file while the broker is down. Three senders
+ * post 400 each; CHAT keeps them all (1,000 per sender's subject), the
+ * fourth member's INBOX keeps the last 1,000 of its 1,200 copies (WIRE.md
+ * §3), and after a restart the broker's dedup knows only what it stores:
+ * copied again, the 200 oldest would surface twice. The fan-out acks what
+ * it acked before without a copy, and goes on copying new posts.
+ */
+#define FORGOT_SENDERS 3
+#define FORGOT_EACH 400
+#define FORGOT_CHUNK 300
+static void
+test_a_broker_that_forgot_the_fanouts_acks_surfaces_nothing_twice(void **state)
+{
+	struct member s[FORGOT_SENDERS], r;
+	char id[32], text[32], err[1024], chat[256];
+	bool hdr = false;
+
+	(void)state;
+	for (int k = 0; k < FORGOT_SENDERS; k++) {
+		snprintf(text, sizeof(text), "fgs%d", k);
+		member_add(&s[k], text, "forgot");
+		member_join(&s[k], "forgot", 1);
+	}
+	member_add(&r, "fgr", "forgot");
+	member_join(&r, "forgot", 1);
+	/* In chunks that the member drains as it goes: its DLV keeps 1,000
+	 * frames too. */
+	for (int n = 0; n < FORGOT_SENDERS * FORGOT_EACH; n += FORGOT_CHUNK) {
+		for (int k = n; k < n + FORGOT_CHUNK; k++) {
+			snprintf(id, sizeof(id), "fg-%d", k);
+			snprintf(text, sizeof(text), "%d", k);
+			post(&s[k % FORGOT_SENDERS], "forgot", id, text);
+		}
+		size_t total = 0;
+		for (int64_t until = mono_ms() + 60000; total < FORGOT_CHUNK && mono_ms() < until;) {
+			json_t *got = h_dlv_drain(&r.c, &mesh, &r.a, 5000, QUIET_MS, &hdr, err,
+			    sizeof(err));
+			if (got == NULL)
+				fail_msg("%s", err);
+			total += json_array_size(got);
+			json_decref(got);
+		}
+		assert_int_equal(total, FORGOT_CHUNK);
+	}
+	uint64_t last = chat_last();
+	wait_fanout_floor(last, 20000);
+	snprintf(chat, sizeof(chat), "CHAT_%s", mesh.token);
+	int64_t stored = h_stream_msgs(&prov, chat);
+	assert_true(stored >= FORGOT_SENDERS * FORGOT_EACH);
+	uint64_t inbox_before = inbox_last();
+	uint64_t posts = worker_counter("fanout", "posts");
+	uint64_t replayed = worker_counter("fanout", "replayed");
+
+	assert_int_equal(h_broker_kill(&mesh), 0);
+	empty_fanout_state();
+	assert_int_equal(h_broker_restart(&mesh), 0);
+	assert_int_equal(h_daemon_wait_connected(&dmn, 20000), 0);
+	/* The harness's connections do not reconnect: new ones. */
+	h_close(&prov);
+	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	for (int k = 0; k < FORGOT_SENDERS; k++)
+		h_close(&s[k].c);
+	h_close(&r.c);
+	for (int k = 0; k <= FORGOT_SENDERS; k++) {
+		struct member *mb = k < FORGOT_SENDERS ? &s[k] : &r;
+		if (h_connect(&mesh, mb->a.creds, &mb->c, err, sizeof(err)) != 0)
+			fail_msg("%s: %s", mb->a.name, err);
+	}
+
+	/* The broker forgot: the fan-out is handed every stored post again
+	 * (its own count of posts fetched), and acks each without a copy. */
+	assert_true(h_daemon_counter_reaches(&dmn, "fanout", "posts", (int64_t)posts + stored,
+	    60000) >= (int64_t)posts + stored);
+	wait_fanout_floor(last, 30000);
+	uint64_t inbox_after = inbox_last();
+	if (inbox_after != inbox_before)
+		fail_msg("INBOX took %llu copies again (posts acked before, copied twice)",
+		    (unsigned long long)(inbox_after - inbox_before));
+	expect_texts(&r, QUIET_MS, "");
+	assert_true(h_daemon_counter_reaches(&dmn, "fanout", "replayed",
+	    (int64_t)replayed + stored, 30000) >= (int64_t)replayed + stored);
+	assert_true(h_log_has(dmn.log, "came again that were acked before", 1000));
+	/* New posts are copied as before. */
+	post(&s[0], "forgot", "fg-after", "after");
+	expect_texts(&r, WAIT_MS, "after");
+	for (int k = 0; k < FORGOT_SENDERS; k++)
+		h_close(&s[k].c);
+	h_close(&r.c);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -396,6 +563,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_idless_posts_both_surface_and_one_id_surfaces_once),
 		cmocka_unit_test(test_live_mention_reaches_the_unique_authorized_peer),
 		cmocka_unit_test(test_poison_posts_never_stop_the_loop),
+		cmocka_unit_test(test_a_broker_that_forgot_the_fanouts_acks_surfaces_nothing_twice),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));

@@ -776,7 +776,8 @@ test_counter_names_per_role(void **state)
 	assert_string_equal(ipc_counter_name("reader", 3), "gaveup");
 	assert_string_equal(ipc_counter_name("fanout", 5), "batches");
 	assert_string_equal(ipc_counter_name("reader", 6), "batches");
-	assert_string_equal(ipc_counter_name("fanout", 6), "");
+	assert_string_equal(ipc_counter_name("fanout", 6), "replayed");
+	assert_string_equal(ipc_counter_name("fanout", 7), "");
 	assert_string_equal(ipc_counter_name("registry", 2), "leaves");
 	assert_string_equal(ipc_counter_name("timer", 2), "fired");
 	assert_string_equal(ipc_counter_name("timer", 4), "");
