@@ -106,7 +106,7 @@ static const struct ipc_role {
 	{ "fanout", { "posts", "copies", "acked", "dropped", "retried", "batches", "replayed",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "fanout" },
 	{ "reader", { "entries", "delivered", "denied", "gaveup", "removed", "retried", "batches",
-	    [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "copy" },
+	    "replayed", [IPC_COUNTER_VIOLATIONS] = "violations" }, { "pending", "oldest_at" }, "copy" },
 	{ "registry", { "requests", "joins", "leaves", "refused", "inventories", "member_reads",
 	    "evictions", "unanswered", "dropped_ctl", "dropped_admin", "dropped_live", "shed",
 	    [IPC_COUNTER_VIOLATIONS] = "violations" },
@@ -240,7 +240,7 @@ check_config(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *
 		if (c.broker_ports[i] > IPC_PORT_MAX)
 			return refuse(err, errlen, "ipc: CONFIG broker_ports[%zu] %" PRIu32 " is not "
 			    "a TCP port", i, c.broker_ports[i]);
-	if ((c.features_off & ~IPC_OFF_REGISTER) != 0)
+	if ((c.features_off & ~(IPC_OFF_REGISTER | IPC_OFF_READER_MEMORY)) != 0)
 		return refuse(err, errlen, "ipc: CONFIG features_off 0x%" PRIx32 " names an unknown "
 		    "feature", c.features_off);
 	/* Dropping to id -1 would keep root and look like success. */

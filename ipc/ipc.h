@@ -104,6 +104,7 @@ struct ipc_config {
 #define IPC_CHANNELS_MAX 100000
 /* registerChannel: the credential may not write channel config rows. */
 #define IPC_OFF_REGISTER 1u
+#define IPC_OFF_READER_MEMORY 2u   /* no DLV stream info: the reader forgets what it acked */
 
 /* STATUS payload: a worker's state and counters. */
 #define IPC_COUNTERS 13

@@ -172,6 +172,9 @@ static const struct counter_row {
 	    "Entries left to be read again after a failure.", NULL, NULL },
 	{ "reader", "batches", "cotal_delivery_reader_batches_total",
 	    "Fetches of the reader's durable consumer that returned entries.", NULL, NULL },
+	{ "reader", "replayed", "cotal_delivery_reader_replayed_total",
+	    "Entries handed over again after they were acked (the broker lost the acks), acked "
+	    "again without a second frame.", NULL, NULL },
 	{ "registry", "requests", "cotal_delivery_registry_requests_total",
 	    "Requests on the delivery rails.", NULL, NULL },
 	{ "registry", "joins", "cotal_delivery_registry_joins_total",

@@ -72,7 +72,7 @@ preflight(struct sup *s)
 	const struct need *t;
 	size_t n;
 	int missing_required = 0;
-	bool off_register = false, off_evictor = false;
+	bool off_register = false, off_evictor = false, off_reader_memory = false;
 
 	t = needs_table(&n);
 	for (int c = NEED_DELIVERY; c <= NEED_SYS_EVICTOR; c++) {
@@ -131,6 +131,12 @@ preflight(struct sup *s)
 				    "is off (deny-new-only posture)", cred,
 				    t[i].dir == PERMS_PUB ? "publish" : "subscribe to", subj, denied, feats);
 				off_evictor = true;
+			} else if (!required && strcmp(t[i].feature, NEED_F_READER_MEMORY) == 0) {
+				log_warnx("delivery: the %s may not %s \"%s\"%s (%s needs it); it is "
+				    "off: an entry the broker hands over again after it lost the "
+				    "reader's acks is framed again", cred,
+				    t[i].dir == PERMS_PUB ? "publish" : "subscribe to", subj, denied, feats);
+				off_reader_memory = true;
 			} else if (!required) {
 				log_warnx("delivery: the %s may not %s \"%s\"%s (%s needs it); %s is "
 				    "off: refused on the rail", cred,
@@ -153,5 +159,6 @@ preflight(struct sup *s)
 		s->have_sys[IPC_SYS_EVICTOR] = false;
 	}
 	s->register_off = off_register;
+	s->reader_memory_off = off_reader_memory;
 	return 0;
 }

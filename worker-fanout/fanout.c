@@ -6,8 +6,8 @@
  * entry per membership row of a durable channel, and for an @mention on a
  * live channel one per mentioned peer whose read ACL covers the channel.
  * A post is acked only after every one of its entries got its PubAck; one
- * handed over again after that is acked again without a copy (progress.c:
- * how far ahead of the reader it is, what it copied).
+ * handed over again after that is acked again without a copy (worker/
+ * acked.h). It stays at most a bound ahead of the reader (lead.c).
  *
  * May: read CHAT through `fanout`, read the members, channels, presence and
  * acl buckets and the state of INBOX and its `reader`, publish
@@ -31,8 +31,9 @@
 #include "lib/log.h"
 #include "lib/nats/pubbatch.h"
 #include "lib/nats/pull.h"
+#include "worker/acked.h"
 #include "worker/pullloop.h"
-#include "worker-fanout/progress.h"
+#include "worker-fanout/lead.h"
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
 #include "lib/wire/tokens.h"
@@ -73,6 +74,7 @@ struct fanout {
 	struct strmap roster_live; /* <o>.<a> -> struct presence (presence) */
 
 	char inbox[SPACE_TOKEN_MAX + 8];
+	struct acked acked;        /* posts acked, by CHAT sequence */
 	char bound[SPACE_TOKEN_MAX + 32];
 };
 
@@ -399,7 +401,7 @@ struct post {
 	struct chat_subject cs;
 	json_t *msg;           /* NULL: dropped */
 	enum delivery_class class;
-	bool again;            /* acked before: acked again, not copied (progress.c) */
+	bool again;            /* acked before: acked again, not copied (worker/acked.h) */
 };
 
 /* Publish every entry of post i; false when the post cannot be copied at
@@ -475,39 +477,30 @@ batch_has_mentions(const struct post *posts, int n)
 }
 
 /*
- * Mark the posts acked before (progress.c) when INBOX still holds what
- * their copies got, and say so: a few after a lost ack, a whole stream
- * after a broker that forgot the consumer's state.
+ * Mark the posts acked before, when INBOX still holds what their copies
+ * got, and say so: a few after a lost ack, a whole stream after a broker
+ * that forgot the consumer's state.
  */
 static void
 mark_again(struct post *posts, int n)
 {
-	static int64_t last_log;
-	static uint64_t unsaid;
 	uint64_t lo = 0, hi = 0;
 	int again = 0;
 
 	for (int i = 0; i < n; i++)
-		if (progress_acked_before(posts[i].seq))
+		if (acked_before(&F.acked, posts[i].seq))
 			again++;
-	if (again == 0 || !progress_store_intact())
+	if (again == 0 || !acked_target_intact(&F.acked))
 		return;
 	for (int i = 0; i < n; i++)
-		if (progress_acked_before(posts[i].seq)) {
+		if (acked_before(&F.acked, posts[i].seq)) {
 			posts[i].again = true;
 			if (lo == 0 || posts[i].seq < lo)
 				lo = posts[i].seq;
 			if (posts[i].seq > hi)
 				hi = posts[i].seq;
 		}
-	unsaid += (uint64_t)again;
-	if (mono_ms() - last_log < DROP_LOG_EVERY_MS)
-		return;
-	log_warnx("%" PRIu64 " posts came again that were acked before (CHAT seq %" PRIu64
-	    "..%" PRIu64 " in the last batch): the broker's `fanout` consumer lost their acks; "
-	    "their copies are stored, they are acked again without copying", unsaid, lo, hi);
-	unsaid = 0;
-	last_log = mono_ms();
+	acked_say(&F.acked, "posts", again, lo, hi);
 }
 
 static void
@@ -629,7 +622,7 @@ fanout_batch(natsMsgList *list)
 			continue;
 		}
 		pull_ack(&F.pull, posts[i].m);
-		progress_acked(posts[i].seq);
+		acked_put(&F.acked, posts[i].seq);
 		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
 		/* The fan-out's latency: the post stored in CHAT to its last
 		 * copy stored in INBOX. */
@@ -639,7 +632,8 @@ fanout_batch(natsMsgList *list)
 	if (F.pub.error[0] != '\0')
 		log_warnx("a publish failed, its posts will be redelivered: %s", F.pub.error);
 	fence_done(&W.fence);
-	progress_copied(F.pub.max_seq, list->Count);
+	acked_stored(&F.acked, F.pub.max_seq);
+	lead_copied(F.pub.max_seq, list->Count);
 out:
 	for (int i = 0; i < list->Count; i++)
 		json_decref(posts[i].msg);
@@ -660,7 +654,8 @@ teardown(void)
 	configs_reset(NULL);
 	presence_reset(NULL);
 	pull_close(&F.pull);
-	progress_close();
+	acked_close(&F.acked);
+	lead_close();
 	pubbatch_destroy(&F.pub);
 }
 
@@ -704,15 +699,23 @@ setup(char *err, size_t errlen)
 	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, err, errlen) != 0)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
-	progress_open(F.pub.js, F.stream, F.inbox);
+	lead_open(F.pub.js, F.inbox);
+	acked_open(&F.acked, F.pub.js, F.stream, "fanout", F.inbox);
 	return 0;
+}
+
+static bool
+may_fetch(void)
+{
+	acked_tick(&F.acked);
+	return lead_wait();
 }
 
 static void
 fanout_run(void)
 {
 	const struct pull_loop loop = {
-		.what = "fan-out", .setup = setup, .teardown = teardown, .may_fetch = progress_may_fetch,
+		.what = "fan-out", .setup = setup, .teardown = teardown, .may_fetch = may_fetch,
 		.batch = fanout_batch, .pull = &F.pull, .batch_max = FANOUT_BATCH, .bound = F.bound,
 	};
 

@@ -5,7 +5,9 @@
  * re-checks it against the member's read ACL and membership interval as
  * they are now, and hands an authorized copy to the member's own dlv_
  * durable on DLV_<s> as a handoff frame. An entry is acked only after its
- * frame got its PubAck, so a crash in between redelivers it.
+ * frame got its PubAck, so a crash in between redelivers it; one handed
+ * over again after its ack is acked again without a second frame
+ * (worker/acked.h).
  *
  * May: read INBOX through `reader`, delete INBOX messages by sequence, read
  * the acl and members buckets, delete a retired lifecycle's member rows,
@@ -29,6 +31,7 @@
 #include "lib/nats/natsconn.h"
 #include "lib/nats/pubbatch.h"
 #include "lib/nats/pull.h"
+#include "worker/acked.h"
 #include "worker/pullloop.h"
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
@@ -45,7 +48,7 @@
 #define BAD_LOG_EVERY_MS 10000
 
 /* Counters (ipc.c names them). */
-enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED, C_BATCHES };
+enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED, C_BATCHES, C_REPLAYED };
 
 struct reader {
 	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
@@ -55,6 +58,8 @@ struct reader {
 	struct aclindex acl;
 	struct kvmirror members;
 	struct strmap rows;     /* member key -> struct member_row */
+	struct acked acked;     /* entries acked or terminated, by INBOX sequence */
+	char dlv[SPACE_TOKEN_MAX + 8];      /* DLV_<s> */
 	char bound[SPACE_TOKEN_MAX + 32];
 };
 
@@ -125,6 +130,7 @@ retry_or_give_up(natsMsg *m, uint64_t seq, uint64_t delivered, const char *lc, c
 {
 	if (reader_after_failure(delivered) == V_GIVE_UP) {
 		pull_term(&R.pull, m);
+		acked_put(&R.acked, seq);
 		worker_count(C_GAVEUP, 1);
 		log_warnx("gave up on entry %" PRIu64 " for %s after %" PRIu64
 		    " deliveries (kept): %s", seq, lc, delivered, why);
@@ -167,6 +173,7 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 	if (!fence_begin(&W.fence, ticket))
 		return;
 	pull_ack(&R.pull, m);
+	acked_put(&R.acked, seq);
 	worker_count(C_REMOVED, 1);
 	log_warnx("removed entry %" PRIu64 " of retired lifecycle %s", seq, lc);
 	if (has_row) {
@@ -194,6 +201,7 @@ struct item {
 	struct entry_view view;  /* the fast path: the message as stored */
 	const char *key;         /* the entry's Nats-Msg-Id (fast path) */
 	bool parsed;
+	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
 	enum verdict v;
 };
 
@@ -261,6 +269,40 @@ observe_copy(natsMsg *m, int64_t now_ms)
 	worker_latency_ms(now_ms - ns / 1000000);
 }
 
+/*
+ * Mark the entries acked before, when DLV still holds what their frames
+ * got, and say so (a whole store's worth after a broker that forgot the
+ * consumer's state).
+ */
+static void
+mark_again(struct item *items, int n)
+{
+	uint64_t lo = 0, hi = 0;
+	int again = 0;
+
+	for (int i = 0; i < n; i++)
+		if (acked_before(&R.acked, items[i].seq))
+			again++;
+	if (again == 0 || !acked_target_intact(&R.acked))
+		return;
+	for (int i = 0; i < n; i++)
+		if (acked_before(&R.acked, items[i].seq)) {
+			items[i].again = true;
+			if (lo == 0 || items[i].seq < lo)
+				lo = items[i].seq;
+			if (items[i].seq > hi)
+				hi = items[i].seq;
+		}
+	acked_say(&R.acked, "entries", again, lo, hi);
+}
+
+static bool
+may_fetch(void)
+{
+	acked_tick(&R.acked);
+	return true;
+}
+
 static void
 reader_batch(natsMsgList *list)
 {
@@ -290,6 +332,10 @@ reader_batch(natsMsgList *list)
 		it->parsed = true;
 	}
 
+	/* Entries this reader (or one before it) acked already, handed over
+	 * again: their frames are stored, they are acked again without one. */
+	mark_again(items, list->Count);
+
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
 	struct kvmirror *mirrors[] = { &R.acl.mirror, &R.members };
@@ -313,7 +359,7 @@ reader_batch(natsMsgList *list)
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		struct acl_row none = { 0 };
-		if (!it->parsed)
+		if (!it->parsed || it->again)
 			continue;
 		const struct acl_row *acl = aclindex_get(&R.acl, it->lc);
 		const struct member_row *row = NULL;
@@ -333,7 +379,7 @@ reader_batch(natsMsgList *list)
 		struct item *it = &items[i];
 		char subj[SPACE_TOKEN_MAX + LIFECYCLE_MAX + 16], dkey[DEDUP_KEY_MAX];
 		size_t len;
-		if (!it->parsed || it->v != V_DELIVER)
+		if (!it->parsed || it->again || it->v != V_DELIVER)
 			continue;
 		char *body = it->view.msg != NULL ?
 		    frame_build_raw(it->view.msg, it->view.msglen, it->e.channel, &len) :
@@ -352,14 +398,21 @@ reader_batch(natsMsgList *list)
 		free(body);
 	}
 	pubbatch_wait(&R.pub);
+	acked_stored(&R.acked, R.pub.max_seq);
 	int64_t handed_ms = wall_ms();
 
 	/* Ack. */
 	int unanswered = 0;
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
+		if (it->again) {
+			pull_ack(&R.pull, it->m);
+			worker_count(C_REPLAYED, 1);
+			continue;
+		}
 		if (!it->parsed) {
 			pull_term(&R.pull, it->m);
+			acked_put(&R.acked, it->seq);
 			worker_count(C_DENIED, 1);
 			continue;
 		}
@@ -381,6 +434,7 @@ reader_batch(natsMsgList *list)
 				break;
 			}
 			pull_ack(&R.pull, it->m);
+			acked_put(&R.acked, it->seq);
 			worker_count(C_DELIVERED, 1);
 			/* The copy latency: the post stored in CHAT (the fan-out's
 			 * header says when) to its frame stored in DLV. */
@@ -388,6 +442,7 @@ reader_batch(natsMsgList *list)
 			break;
 		case V_DROP:
 			pull_ack(&R.pull, it->m);
+			acked_put(&R.acked, it->seq);
 			worker_count(C_DENIED, 1);
 			break;
 		case V_RETRY:
@@ -396,6 +451,7 @@ reader_batch(natsMsgList *list)
 			break;
 		case V_GIVE_UP:
 			pull_term(&R.pull, it->m);
+			acked_put(&R.acked, it->seq);
 			worker_count(C_GAVEUP, 1);
 			log_warnx("gave up on entry %" PRIu64 " for unknown owner %s after %" PRIu64
 			    " deliveries (kept)", it->seq, it->lc, it->delivered);
@@ -408,7 +464,7 @@ reader_batch(natsMsgList *list)
 	if (unanswered > 0)
 		log_unanswered(unanswered, R.pub.error);
 	for (int i = 0; i < list->Count; i++)
-		if (items[i].parsed && items[i].v == V_RETIRED)
+		if (items[i].parsed && !items[i].again && items[i].v == V_RETIRED)
 			remove_retired(items[i].m, items[i].seq, items[i].delivered, &items[i].e,
 			    &items[i].who, items[i].lc, ticket);
 out:
@@ -422,6 +478,7 @@ out:
 static void
 teardown(void)
 {
+	acked_close(&R.acked);
 	kvmirror_close(&R.members);
 	aclindex_close(&R.acl);
 	members_reset(NULL);
@@ -461,6 +518,12 @@ setup(char *err, size_t errlen)
 	if (kvmirror_open(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,
 	    members_reset, NULL, err, errlen) != 0)
 		return -1;
+	snprintf(R.dlv, sizeof(R.dlv), "DLV_%s", token);
+	/* Without DLV's stream info (an optional grant) it cannot tell that
+	 * DLV still holds its frames: it remembers nothing, the preflight
+	 * said so. */
+	if (!(W.cfg.features_off & IPC_OFF_READER_MEMORY))
+		acked_open(&R.acked, R.pub.js, R.stream, "reader", R.dlv);
 	snprintf(R.bound, sizeof(R.bound), "%s durable reader", R.stream);
 	return 0;
 }
@@ -469,7 +532,8 @@ static void
 reader_run(void)
 {
 	const struct pull_loop loop = {
-		.what = "reader", .setup = setup, .teardown = teardown, .batch = reader_batch,
+		.what = "reader", .setup = setup, .teardown = teardown, .may_fetch = may_fetch,
+		.batch = reader_batch,
 		.pull = &R.pull, .batch_max = READER_BATCH, .bound = R.bound,
 	};
 

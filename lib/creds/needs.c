@@ -14,7 +14,8 @@
 #define F_READER "the trusted reader"
 #define F_RAILS "the rails"
 #define F_CATCHUP "join catch-up and history"
-#define F_REGISTER "registerChannel"
+#define F_REGISTER NEED_F_REGISTER
+#define F_READER_MEMORY NEED_F_READER_MEMORY
 #define F_TIMER "the timer writer"
 #define F_OBSERVER "eviction (the $SYS observer)"
 #define F_EVICTOR "eviction (the $SYS evictor)"
@@ -57,6 +58,9 @@ static const struct need table[] = {
 	{ D, F_READER, false, PUB, "$KV.cotal_members_<s>.>" },
 	KV_WATCH(F_READER, "cotal_members"),
 	KV_WATCH(F_READER, "cotal_acl"),
+	/* An entry handed over again after its ack is acked without a second
+	 * frame while DLV still reaches the frames' sequences (worker/acked.h). */
+	{ D, F_READER_MEMORY, true, PUB, "$JS.API.STREAM.INFO.DLV_<s>" },
 
 	{ D, F_RAILS, false, SUB, "cotal.<s>.ctl.delivery.*.*" },
 	{ D, F_RAILS, false, SUB, "cotal.<s>.ctl.delivery-admin.*.*" },

@@ -26,6 +26,11 @@ enum need_cred {
 	NEED_SYS_EVICTOR,
 };
 
+/* The optional features of the delivery credential, as the table names
+ * them (the supervisor turns each off on its own). */
+#define NEED_F_REGISTER "registerChannel"
+#define NEED_F_READER_MEMORY "the reader's check of what it framed"
+
 struct need {
 	enum need_cred cred;
 	const char *feature;   /* as a log line names it: "the trusted reader" */

@@ -391,35 +391,50 @@ test_poison_posts_never_stop_the_loop(void **state)
 
 /* ---- a broker that forgot the fan-out's acks ---- */
 
-/* `fanout`'s ack floor on CHAT, asked until the broker answers (after its
- * restart the provisioner's connection comes back on its own). */
+/* A consumer's ack floor (`fanout` on CHAT, `reader` on INBOX), asked
+ * until the broker answers. */
 static uint64_t
-fanout_ack_floor(int ms)
+ack_floor(const char *kind, const char *consumer, int ms)
 {
 	char stream[256];
 	int64_t until = mono_ms() + ms;
 
-	snprintf(stream, sizeof(stream), "CHAT_%s", mesh.token);
+	snprintf(stream, sizeof(stream), "%s_%s", kind, mesh.token);
 	for (;;) {
 		jsConsumerInfo *ci = NULL;
 		jsErrCode jerr = 0;
-		natsStatus st = js_GetConsumerInfo(&ci, prov.js, stream, "fanout", NULL, &jerr);
+		natsStatus st = js_GetConsumerInfo(&ci, prov.js, stream, consumer, NULL, &jerr);
 		if (st == NATS_OK) {
 			uint64_t floor = ci->AckFloor.Stream;
 			jsConsumerInfo_Destroy(ci);
 			return floor;
 		}
 		if (mono_ms() > until)
-			fail_msg("no answer about %s's fanout consumer within %d ms: %s (%d, %s)", stream,
-			    ms, natsStatus_GetText(st), (int)jerr, nats_GetLastError(NULL));
+			fail_msg("no answer about %s's %s consumer within %d ms: %s (%d, %s)", stream,
+			    consumer, ms, natsStatus_GetText(st), (int)jerr, nats_GetLastError(NULL));
 		usleep(100 * 1000);
 	}
 }
 
-/* Empty `fanout`'s state file in the broker's store (the broker is down):
- * what a broker killed between truncating and writing it leaves. */
+/* Wait until a consumer's ack floor reaches seq. */
 static void
-empty_fanout_state(void)
+wait_ack_floor(const char *kind, const char *consumer, uint64_t seq, int ms)
+{
+	int64_t until = mono_ms() + ms;
+	uint64_t floor;
+
+	while ((floor = ack_floor(kind, consumer, ms)) < seq) {
+		if (mono_ms() > until)
+			fail_msg("%s's ack floor on %s stays at %llu, below %llu", consumer, kind,
+			    (unsigned long long)floor, (unsigned long long)seq);
+		usleep(100 * 1000);
+	}
+}
+
+/* Empty a consumer's state file in the broker's store (the broker is
+ * down): what a broker killed between truncating and writing it leaves. */
+static void
+empty_consumer_state(const char *kind, const char *consumer)
 {
 	char line[1024], store[512] = "", pattern[1024];
 	FILE *f = fopen(mesh.conf, "r");
@@ -433,52 +448,62 @@ empty_fanout_state(void)
 	}
 	fclose(f);
 	assert_true(store[0] != '\0');
-	snprintf(pattern, sizeof(pattern), "%s/jetstream/*/streams/CHAT_%s/obs/fanout/o.dat", store,
-	    mesh.token);
+	snprintf(pattern, sizeof(pattern), "%s/jetstream/*/streams/%s_%s/obs/%s/o.dat", store,
+	    kind, mesh.token, consumer);
 	assert_int_equal(glob(pattern, 0, NULL, &g), 0);
 	assert_int_equal(g.gl_pathc, 1);
 	assert_int_equal(truncate(g.gl_pathv[0], 0), 0);
 	globfree(&g);
 }
 
-/* Wait until `fanout`'s ack floor reaches seq. */
-static void
-wait_fanout_floor(uint64_t seq, int ms)
+/* Every frame that reaches mb within ms, counted until want came. */
+static size_t
+drain_count(struct member *mb, size_t want, int ms)
 {
-	int64_t until = mono_ms() + ms;
-	uint64_t floor;
+	char err[1024];
+	bool hdr = false;
+	size_t total = 0;
 
-	while ((floor = fanout_ack_floor(ms)) < seq) {
-		if (mono_ms() > until)
-			fail_msg("the fan-out's ack floor stays at %llu, below %llu",
-			    (unsigned long long)floor, (unsigned long long)seq);
-		usleep(100 * 1000);
+	for (int64_t until = mono_ms() + ms; total < want && mono_ms() < until;) {
+		json_t *got = h_dlv_drain(&mb->c, &mesh, &mb->a, 5000, QUIET_MS, &hdr, err,
+		    sizeof(err));
+		if (got == NULL)
+			fail_msg("%s", err);
+		total += json_array_size(got);
+		json_decref(got);
 	}
+	return total;
 }
 
 /*
  * "at least once, losing nothing", and a post with an id surfaces once
  * (seed, "The three pieces": only an id-less post's redelivery may surface
- * twice), even from a broker that forgets the fan-out's acks. nats-server
+ * twice), even from a broker that forgets its consumers' acks. nats-server
  * up to 2.13 writes a consumer's state file in place: killed between the
- * truncate and the write, it comes back with `fanout` at CHAT's first post
- * and hands every post over again (seen in CI: 1,946 posts copied twice).
- * Made here by emptying the file while the broker is down. Three senders
- * post 400 each; CHAT keeps them all (1,000 per sender's subject), the
- * fourth member's INBOX keeps the last 1,000 of its 1,200 copies (WIRE.md
- * §3), and after a restart the broker's dedup knows only what it stores:
- * copied again, the 200 oldest would surface twice. The fan-out acks what
- * it acked before without a copy, and goes on copying new posts.
+ * truncate and the write, it comes back with the consumer at its stream's
+ * first message and hands everything over again (seen in CI: `fanout` at
+ * CHAT's first post, 1,946 posts copied twice). Made here by emptying the
+ * files of `fanout` and `reader` while the broker is down.
+ *
+ * Three senders post 400 each, the last 30 without an id; CHAT keeps them
+ * all (1,000 per sender's subject), the fourth member's INBOX keeps the
+ * last 1,000 of its 1,200 copies (WIRE.md §3), and after a restart the
+ * broker's dedup knows only what it stores: copied again, the 200 oldest
+ * would be stored twice in INBOX; and an id-less entry framed again has no
+ * dedup key at all, so the 30 would surface twice. The fan-out and the
+ * reader ack what they acked before without doing it again, and go on with
+ * new posts.
  */
 #define FORGOT_SENDERS 3
 #define FORGOT_EACH 400
 #define FORGOT_CHUNK 300
+#define FORGOT_IDLESS 30
 static void
-test_a_broker_that_forgot_the_fanouts_acks_surfaces_nothing_twice(void **state)
+test_a_broker_that_forgot_its_consumers_acks_surfaces_nothing_twice(void **state)
 {
 	struct member s[FORGOT_SENDERS], r;
-	char id[32], text[32], err[1024], chat[256];
-	bool hdr = false;
+	char id[32], text[32], err[1024], chat[256], inbox[256];
+	const int all = FORGOT_SENDERS * FORGOT_EACH;
 
 	(void)state;
 	for (int k = 0; k < FORGOT_SENDERS; k++) {
@@ -490,63 +515,70 @@ test_a_broker_that_forgot_the_fanouts_acks_surfaces_nothing_twice(void **state)
 	member_join(&r, "forgot", 1);
 	/* In chunks that the member drains as it goes: its DLV keeps 1,000
 	 * frames too. */
-	for (int n = 0; n < FORGOT_SENDERS * FORGOT_EACH; n += FORGOT_CHUNK) {
+	for (int n = 0; n < all; n += FORGOT_CHUNK) {
 		for (int k = n; k < n + FORGOT_CHUNK; k++) {
 			snprintf(id, sizeof(id), "fg-%d", k);
 			snprintf(text, sizeof(text), "%d", k);
-			post(&s[k % FORGOT_SENDERS], "forgot", id, text);
+			post(&s[k % FORGOT_SENDERS], "forgot", k < all - FORGOT_IDLESS ? id : "", text);
 		}
-		size_t total = 0;
-		for (int64_t until = mono_ms() + 60000; total < FORGOT_CHUNK && mono_ms() < until;) {
-			json_t *got = h_dlv_drain(&r.c, &mesh, &r.a, 5000, QUIET_MS, &hdr, err,
-			    sizeof(err));
-			if (got == NULL)
-				fail_msg("%s", err);
-			total += json_array_size(got);
-			json_decref(got);
-		}
-		assert_int_equal(total, FORGOT_CHUNK);
+		assert_int_equal(drain_count(&r, FORGOT_CHUNK, 60000), FORGOT_CHUNK);
 	}
-	uint64_t last = chat_last();
-	wait_fanout_floor(last, 20000);
+	uint64_t chat_end = chat_last(), inbox_end = inbox_last();
+	wait_ack_floor("CHAT", "fanout", chat_end, 20000);
+	wait_ack_floor("INBOX", "reader", inbox_end, 20000);
 	snprintf(chat, sizeof(chat), "CHAT_%s", mesh.token);
-	int64_t stored = h_stream_msgs(&prov, chat);
-	assert_true(stored >= FORGOT_SENDERS * FORGOT_EACH);
-	uint64_t inbox_before = inbox_last();
-	uint64_t posts = worker_counter("fanout", "posts");
-	uint64_t replayed = worker_counter("fanout", "replayed");
+	snprintf(inbox, sizeof(inbox), "INBOX_%s", mesh.token);
+	int64_t posts_stored = h_stream_msgs(&prov, chat), entries_stored = h_stream_msgs(&prov, inbox);
+	assert_true(posts_stored >= all);
+	assert_true(entries_stored >= 1000);
+	uint64_t dlv_end = 0;
+	assert_int_equal(h_stream_last_seq(&prov, &mesh, "DLV", &dlv_end), 0);
+	uint64_t posts = worker_counter("fanout", "posts"), entries = worker_counter("reader", "entries");
+	uint64_t replayed_posts = worker_counter("fanout", "replayed");
+	uint64_t replayed_entries = worker_counter("reader", "replayed");
 
 	assert_int_equal(h_broker_kill(&mesh), 0);
-	empty_fanout_state();
+	empty_consumer_state("CHAT", "fanout");
+	empty_consumer_state("INBOX", "reader");
 	assert_int_equal(h_broker_restart(&mesh), 0);
 	assert_int_equal(h_daemon_wait_connected(&dmn, 20000), 0);
 	/* The harness's connections do not reconnect: new ones. */
 	h_close(&prov);
 	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
-	for (int k = 0; k < FORGOT_SENDERS; k++)
-		h_close(&s[k].c);
-	h_close(&r.c);
 	for (int k = 0; k <= FORGOT_SENDERS; k++) {
 		struct member *mb = k < FORGOT_SENDERS ? &s[k] : &r;
+		h_close(&mb->c);
 		if (h_connect(&mesh, mb->a.creds, &mb->c, err, sizeof(err)) != 0)
 			fail_msg("%s: %s", mb->a.name, err);
 	}
 
-	/* The broker forgot: the fan-out is handed every stored post again
-	 * (its own count of posts fetched), and acks each without a copy. */
-	assert_true(h_daemon_counter_reaches(&dmn, "fanout", "posts", (int64_t)posts + stored,
-	    60000) >= (int64_t)posts + stored);
-	wait_fanout_floor(last, 30000);
-	uint64_t inbox_after = inbox_last();
-	if (inbox_after != inbox_before)
+	/* The broker forgot: each worker is handed everything stored again
+	 * (its own count of what it fetched). */
+	assert_true(h_daemon_counter_reaches(&dmn, "fanout", "posts", (int64_t)(posts +
+	    (uint64_t)posts_stored), 60000) >= (int64_t)(posts + (uint64_t)posts_stored));
+	assert_true(h_daemon_counter_reaches(&dmn, "reader", "entries", (int64_t)(entries +
+	    (uint64_t)entries_stored), 60000) >= (int64_t)(entries + (uint64_t)entries_stored));
+	wait_ack_floor("CHAT", "fanout", chat_end, 30000);
+	wait_ack_floor("INBOX", "reader", inbox_end, 30000);
+	/* Nothing stored twice, nothing surfaced twice. */
+	uint64_t inbox_now = inbox_last(), dlv_now = 0;
+	if (inbox_now != inbox_end)
 		fail_msg("INBOX took %llu copies again (posts acked before, copied twice)",
-		    (unsigned long long)(inbox_after - inbox_before));
-	expect_texts(&r, QUIET_MS, "");
-	assert_true(h_daemon_counter_reaches(&dmn, "fanout", "replayed",
-	    (int64_t)replayed + stored, 30000) >= (int64_t)replayed + stored);
-	assert_true(h_log_has(dmn.log, "came again that were acked before", 1000));
-	/* New posts are copied as before. */
+		    (unsigned long long)(inbox_now - inbox_end));
+	assert_int_equal(h_stream_last_seq(&prov, &mesh, "DLV", &dlv_now), 0);
+	if (dlv_now != dlv_end)
+		fail_msg("DLV took %llu frames again (entries acked before, framed twice)",
+		    (unsigned long long)(dlv_now - dlv_end));
+	assert_int_equal(drain_count(&r, 1, QUIET_MS * 2), 0);
+	assert_true(h_daemon_counter_reaches(&dmn, "fanout", "replayed", (int64_t)(replayed_posts +
+	    (uint64_t)posts_stored), 30000) >= (int64_t)(replayed_posts + (uint64_t)posts_stored));
+	assert_true(h_daemon_counter_reaches(&dmn, "reader", "replayed",
+	    (int64_t)(replayed_entries + (uint64_t)entries_stored), 30000) >=
+	    (int64_t)(replayed_entries + (uint64_t)entries_stored));
+	assert_true(h_log_has(dmn.log, "posts came again that were acked before", 1000));
+	assert_true(h_log_has(dmn.log, "entries came again that were acked before", 1000));
+	/* New posts are copied and framed as before. */
 	post(&s[0], "forgot", "fg-after", "after");
 	expect_texts(&r, WAIT_MS, "after");
 	for (int k = 0; k < FORGOT_SENDERS; k++)
@@ -563,7 +595,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_idless_posts_both_surface_and_one_id_surfaces_once),
 		cmocka_unit_test(test_live_mention_reaches_the_unique_authorized_peer),
 		cmocka_unit_test(test_poison_posts_never_stop_the_loop),
-		cmocka_unit_test(test_a_broker_that_forgot_the_fanouts_acks_surfaces_nothing_twice),
+		cmocka_unit_test(test_a_broker_that_forgot_its_consumers_acks_surfaces_nothing_twice),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));

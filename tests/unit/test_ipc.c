@@ -776,6 +776,8 @@ test_counter_names_per_role(void **state)
 	assert_string_equal(ipc_counter_name("reader", 3), "gaveup");
 	assert_string_equal(ipc_counter_name("fanout", 5), "batches");
 	assert_string_equal(ipc_counter_name("reader", 6), "batches");
+	assert_string_equal(ipc_counter_name("reader", 7), "replayed");
+	assert_string_equal(ipc_counter_name("reader", 8), "");
 	assert_string_equal(ipc_counter_name("fanout", 6), "replayed");
 	assert_string_equal(ipc_counter_name("fanout", 7), "");
 	assert_string_equal(ipc_counter_name("registry", 2), "leaves");
