@@ -477,9 +477,9 @@ batch_has_mentions(const struct post *posts, int n)
 }
 
 /*
- * Mark the posts acked before, when INBOX still holds what their copies
- * got, and say so: a few after a lost ack, a whole stream after a broker
- * that forgot the consumer's state.
+ * Mark the posts acked before (worker/acked.h: never while the connection
+ * came back and INBOX is not checked yet), and say so: a few after a lost
+ * ack, a whole stream after a broker that forgot the consumer's state.
  */
 static void
 mark_again(struct post *posts, int n)
@@ -487,20 +487,19 @@ mark_again(struct post *posts, int n)
 	uint64_t lo = 0, hi = 0;
 	int again = 0;
 
-	for (int i = 0; i < n; i++)
-		if (acked_before(&F.acked, posts[i].seq))
-			again++;
-	if (again == 0 || !acked_target_intact(&F.acked))
+	if (!acked_check(&F.acked))
 		return;
 	for (int i = 0; i < n; i++)
-		if (acked_before(&F.acked, posts[i].seq)) {
+		if (acked_before(&F.acked, posts[i].seq, posts[i].ts_ns)) {
 			posts[i].again = true;
+			again++;
 			if (lo == 0 || posts[i].seq < lo)
 				lo = posts[i].seq;
 			if (posts[i].seq > hi)
 				hi = posts[i].seq;
 		}
-	acked_say(&F.acked, "posts", again, lo, hi);
+	if (again > 0)
+		acked_say(&F.acked, "posts", again, lo, hi);
 }
 
 static void
@@ -611,6 +610,13 @@ fanout_batch(natsMsgList *list)
 	/* Ack: a post only once every entry is stored; a failed one is
 	 * redelivered, never acked. */
 	for (int i = 0; i < list->Count; i++) {
+		if (posts[i].again && !acked_unchanged(&F.acked)) {
+			/* The connection was lost meanwhile: handed back, to be
+			 * checked again on the next one. */
+			pull_nak(&F.pull, posts[i].m, RETRY_NAK_MS);
+			worker_count(C_RETRIED, 1);
+			continue;
+		}
 		if (posts[i].again) {
 			pull_ack(&F.pull, posts[i].m);
 			worker_count(C_REPLAYED, 1);
@@ -622,7 +628,7 @@ fanout_batch(natsMsgList *list)
 			continue;
 		}
 		pull_ack(&F.pull, posts[i].m);
-		acked_put(&F.acked, posts[i].seq);
+		acked_put(&F.acked, posts[i].seq, posts[i].ts_ns);
 		worker_count(posts[i].msg != NULL ? C_ACKED : C_DROPPED, 1);
 		/* The fan-out's latency: the post stored in CHAT to its last
 		 * copy stored in INBOX. */
@@ -700,7 +706,7 @@ setup(char *err, size_t errlen)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
 	lead_open(F.pub.js, F.inbox);
-	acked_open(&F.acked, F.pub.js, F.stream, "fanout", F.inbox);
+	acked_open(&F.acked, W.nc, F.pub.js, F.stream, "fanout", F.inbox);
 	return 0;
 }
 

@@ -57,9 +57,9 @@ lead_record(uint64_t seq, int posts)
 
 /* Forget the batches below the reader's ack floor. */
 static void
-lead_settle(uint64_t delivered)
+lead_settle(uint64_t floor)
 {
-	while (P.lead_n > 0 && P.lead[P.lead_head].seq <= delivered) {
+	while (P.lead_n > 0 && P.lead[P.lead_head].seq <= floor) {
 		P.lead_posts -= P.lead[P.lead_head].posts;
 		P.lead_head = (P.lead_head + 1) % LEAD_RING;
 		P.lead_n--;

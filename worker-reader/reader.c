@@ -11,6 +11,7 @@
  *
  * May: read INBOX through `reader`, delete INBOX messages by sequence, read
  * the acl and members buckets, delete a retired lifecycle's member rows,
+ * read DLV's stream info (an optional grant: the check of worker/acked.h),
  * publish P.dlv.*.*.*.
  */
 #include "worker-reader/reader.h"
@@ -126,11 +127,12 @@ log_unanswered(int n, const char *why)
 
 /* Retry later, or give up at the limit (the entry stays in the store). */
 static void
-retry_or_give_up(natsMsg *m, uint64_t seq, uint64_t delivered, const char *lc, const char *why)
+retry_or_give_up(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered, const char *lc,
+		 const char *why)
 {
 	if (reader_after_failure(delivered) == V_GIVE_UP) {
 		pull_term(&R.pull, m);
-		acked_put(&R.acked, seq);
+		acked_put(&R.acked, seq, ts_ns);
 		worker_count(C_GAVEUP, 1);
 		log_warnx("gave up on entry %" PRIu64 " for %s after %" PRIu64
 		    " deliveries (kept): %s", seq, lc, delivered, why);
@@ -147,8 +149,9 @@ retry_or_give_up(natsMsg *m, uint64_t seq, uint64_t delivered, const char *lc, c
  * effort. A worker that stops serving meanwhile neither acks nor gives up.
  */
 static void
-remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry *e,
-	       const struct lifecycle *who, const char *lc, uint64_t ticket)
+remove_retired(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered,
+	       const struct entry *e, const struct lifecycle *who, const char *lc,
+	       uint64_t ticket)
 {
 	char key[MEMBER_KEY_MAX + 1], why[512], txt[1024];
 	jsErrCode jerr = 0;
@@ -161,7 +164,7 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 		snprintf(txt, sizeof(txt), "delete from %s failed: %s", R.stream, why);
 		if (!fence_begin(&W.fence, ticket))
 			return;
-		retry_or_give_up(m, seq, delivered, lc, txt);
+		retry_or_give_up(m, seq, ts_ns, delivered, lc, txt);
 		fence_done(&W.fence);
 		return;
 	}
@@ -173,7 +176,7 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 	if (!fence_begin(&W.fence, ticket))
 		return;
 	pull_ack(&R.pull, m);
-	acked_put(&R.acked, seq);
+	acked_put(&R.acked, seq, ts_ns);
 	worker_count(C_REMOVED, 1);
 	log_warnx("removed entry %" PRIu64 " of retired lifecycle %s", seq, lc);
 	if (has_row) {
@@ -195,6 +198,7 @@ remove_retired(natsMsg *m, uint64_t seq, uint64_t delivered, const struct entry 
 struct item {
 	natsMsg *m;
 	uint64_t seq, delivered;
+	int64_t ts_ns;           /* when INBOX stored it */
 	struct lifecycle who;
 	char lc[LIFECYCLE_MAX + 1];
 	struct entry e;          /* e.msg NULL on the fast path */
@@ -270,9 +274,8 @@ observe_copy(natsMsg *m, int64_t now_ms)
 }
 
 /*
- * Mark the entries acked before, when DLV still holds what their frames
- * got, and say so (a whole store's worth after a broker that forgot the
- * consumer's state).
+ * Mark the entries acked before (worker/acked.h: never while the
+ * connection came back and DLV is not checked yet), and say so.
  */
 static void
 mark_again(struct item *items, int n)
@@ -280,20 +283,19 @@ mark_again(struct item *items, int n)
 	uint64_t lo = 0, hi = 0;
 	int again = 0;
 
-	for (int i = 0; i < n; i++)
-		if (acked_before(&R.acked, items[i].seq))
-			again++;
-	if (again == 0 || !acked_target_intact(&R.acked))
+	if (!acked_check(&R.acked))
 		return;
 	for (int i = 0; i < n; i++)
-		if (acked_before(&R.acked, items[i].seq)) {
+		if (acked_before(&R.acked, items[i].seq, items[i].ts_ns)) {
 			items[i].again = true;
+			again++;
 			if (lo == 0 || items[i].seq < lo)
 				lo = items[i].seq;
 			if (items[i].seq > hi)
 				hi = items[i].seq;
 		}
-	acked_say(&R.acked, "entries", again, lo, hi);
+	if (again > 0)
+		acked_say(&R.acked, "entries", again, lo, hi);
 }
 
 static bool
@@ -322,6 +324,7 @@ reader_batch(natsMsgList *list)
 		if (js_ack_meta(natsMsg_GetReply(it->m), &md)) {
 			it->seq = md.sseq;
 			it->delivered = md.delivered;
+			it->ts_ns = md.ts_ns;
 		}
 		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
 		    sizeof(why)) != 0 || item_parse(it, why, sizeof(why)) != 0) {
@@ -405,6 +408,13 @@ reader_batch(natsMsgList *list)
 	int unanswered = 0;
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
+		if (it->again && !acked_unchanged(&R.acked)) {
+			/* The connection was lost meanwhile: handed back, to be
+			 * checked again on the next one. */
+			pull_nak(&R.pull, it->m, READER_RETRY_MS);
+			worker_count(C_RETRIED, 1);
+			continue;
+		}
 		if (it->again) {
 			pull_ack(&R.pull, it->m);
 			worker_count(C_REPLAYED, 1);
@@ -412,7 +422,7 @@ reader_batch(natsMsgList *list)
 		}
 		if (!it->parsed) {
 			pull_term(&R.pull, it->m);
-			acked_put(&R.acked, it->seq);
+			acked_put(&R.acked, it->seq, it->ts_ns);
 			worker_count(C_DENIED, 1);
 			continue;
 		}
@@ -420,7 +430,8 @@ reader_batch(natsMsgList *list)
 		case V_DELIVER:
 			if (pubbatch_refused(&R.pub, i)) {
 				/* The stream refuses this frame: it would forever. */
-				retry_or_give_up(it->m, it->seq, it->delivered, it->lc, R.pub.error);
+				retry_or_give_up(it->m, it->seq, it->ts_ns, it->delivered, it->lc,
+				    R.pub.error);
 				break;
 			}
 			if (pubbatch_failed(&R.pub, i)) {
@@ -434,7 +445,7 @@ reader_batch(natsMsgList *list)
 				break;
 			}
 			pull_ack(&R.pull, it->m);
-			acked_put(&R.acked, it->seq);
+			acked_put(&R.acked, it->seq, it->ts_ns);
 			worker_count(C_DELIVERED, 1);
 			/* The copy latency: the post stored in CHAT (the fan-out's
 			 * header says when) to its frame stored in DLV. */
@@ -442,7 +453,7 @@ reader_batch(natsMsgList *list)
 			break;
 		case V_DROP:
 			pull_ack(&R.pull, it->m);
-			acked_put(&R.acked, it->seq);
+			acked_put(&R.acked, it->seq, it->ts_ns);
 			worker_count(C_DENIED, 1);
 			break;
 		case V_RETRY:
@@ -451,7 +462,7 @@ reader_batch(natsMsgList *list)
 			break;
 		case V_GIVE_UP:
 			pull_term(&R.pull, it->m);
-			acked_put(&R.acked, it->seq);
+			acked_put(&R.acked, it->seq, it->ts_ns);
 			worker_count(C_GAVEUP, 1);
 			log_warnx("gave up on entry %" PRIu64 " for unknown owner %s after %" PRIu64
 			    " deliveries (kept)", it->seq, it->lc, it->delivered);
@@ -465,8 +476,8 @@ reader_batch(natsMsgList *list)
 		log_unanswered(unanswered, R.pub.error);
 	for (int i = 0; i < list->Count; i++)
 		if (items[i].parsed && !items[i].again && items[i].v == V_RETIRED)
-			remove_retired(items[i].m, items[i].seq, items[i].delivered, &items[i].e,
-			    &items[i].who, items[i].lc, ticket);
+			remove_retired(items[i].m, items[i].seq, items[i].ts_ns, items[i].delivered,
+			    &items[i].e, &items[i].who, items[i].lc, ticket);
 out:
 	for (int i = 0; i < list->Count; i++)
 		entry_free(&items[i].e);
@@ -523,7 +534,7 @@ setup(char *err, size_t errlen)
 	 * DLV still holds its frames: it remembers nothing, the preflight
 	 * said so. */
 	if (!(W.cfg.features_off & IPC_OFF_READER_MEMORY))
-		acked_open(&R.acked, R.pub.js, R.stream, "reader", R.dlv);
+		acked_open(&R.acked, W.nc, R.pub.js, R.stream, "reader", R.dlv);
 	snprintf(R.bound, sizeof(R.bound), "%s durable reader", R.stream);
 	return 0;
 }

@@ -7,20 +7,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
-
-static void
-floor_ask(struct acked *a)
-{
-	jsConsumerInfo *ci = NULL;
-	jsErrCode jerr = 0;
-
-	a->floor_asked_ms = mono_ms();
-	if (js_GetConsumerInfo(&ci, a->js, a->stream, a->consumer, NULL, &jerr) != NATS_OK)
-		return; /* asked again later */
-	/* A broker that forgot reports less: the set keeps the higher. */
-	seqset_raise(&a->seqs, ci->AckFloor.Stream);
-	jsConsumerInfo_Destroy(ci);
-}
+#include "lib/nats/natsconn.h"
 
 static bool
 target_last(struct acked *a, uint64_t *last)
@@ -35,21 +22,83 @@ target_last(struct acked *a, uint64_t *last)
 	return true;
 }
 
-void
-acked_open(struct acked *a, jsCtx *js, const char *stream, const char *consumer,
-	   const char *target)
+static void
+forget(struct acked *a)
+{
+	seqset_clear(&a->seqs);
+	a->ts_high = 0;
+}
+
+/*
+ * Does the target still reach what our work got there? When it ends below
+ * (a store that lost what it acknowledged, or was made anew), the memory is
+ * forgotten. False when the target cannot be asked.
+ */
+static bool
+target_check(struct acked *a)
 {
 	uint64_t last = 0;
 
+	if (!target_last(a, &last))
+		return false;
+	if (last < a->target_high) {
+		log_warnx("%s ends at sequence %" PRIu64 ", below the %" PRIu64 " our work got "
+		    "there: the store lost what it had acknowledged, or was made anew; what was "
+		    "acked on %s is done again when handed over again", a->target, last,
+		    a->target_high, a->stream);
+		forget(a);
+	}
+	a->target_high = last;
+	return true;
+}
+
+/*
+ * The consumer's ack floor as the broker has it, once the target is seen
+ * to reach at least as far as it did then. A broker that forgot reports
+ * less: the set keeps the higher. At open, the time of its last ack bounds
+ * when the messages below it were stored (acked by the workers before this
+ * one); later the floor follows our own acks, whose times we know, and a
+ * broker that restarted would report the time of acks made since.
+ */
+static void
+floor_ask(struct acked *a, bool at_open)
+{
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+
+	a->floor_asked_ms = mono_ms();
+	if (js_GetConsumerInfo(&ci, a->js, a->stream, a->consumer, NULL, &jerr) != NATS_OK)
+		return; /* asked again later */
+	uint64_t floor = ci->AckFloor.Stream;
+	int64_t last_ack = ci->AckFloor.Last;
+	jsConsumerInfo_Destroy(ci);
+	if (!target_check(a))
+		return;
+	seqset_raise(&a->seqs, floor);
+	if (at_open && last_ack > a->ts_high)
+		a->ts_high = last_ack;
+}
+
+void
+acked_open(struct acked *a, natsConnection *nc, jsCtx *js, const char *stream,
+	   const char *consumer, const char *target)
+{
 	memset(a, 0, sizeof(*a));
-	seqset_init(&a->seqs);
+	if ((size_t)snprintf(a->stream, sizeof(a->stream), "%s", stream) >= sizeof(a->stream) ||
+	    (size_t)snprintf(a->consumer, sizeof(a->consumer), "%s", consumer) >=
+	    sizeof(a->consumer) ||
+	    (size_t)snprintf(a->target, sizeof(a->target), "%s", target) >= sizeof(a->target)) {
+		log_warnx("%s: a name too long to remember what was acked; a message handed over "
+		    "again is handled again", stream);
+		memset(a, 0, sizeof(*a));
+		return;
+	}
+	a->nc = nc;
 	a->js = js;
-	snprintf(a->stream, sizeof(a->stream), "%s", stream);
-	snprintf(a->consumer, sizeof(a->consumer), "%s", consumer);
-	snprintf(a->target, sizeof(a->target), "%s", target);
-	if (target_last(a, &last))
-		a->target_high = last;
-	floor_ask(a);
+	a->reconnects = conn_reconnects(nc);
+	a->verified = target_check(a);
+	if (a->verified)
+		floor_ask(a, true);
 }
 
 void
@@ -59,15 +108,38 @@ acked_close(struct acked *a)
 	memset(a, 0, sizeof(*a));
 }
 
-void
-acked_tick(struct acked *a)
+bool
+acked_check(struct acked *a)
 {
-	if (a->js != NULL && mono_ms() - a->floor_asked_ms >= ACKED_FLOOR_EVERY_MS)
-		floor_ask(a);
+	if (a->js == NULL)
+		return false;
+	uint64_t now = conn_reconnects(a->nc);
+	if (now != a->reconnects) {
+		a->reconnects = now;
+		a->verified = false;
+	}
+	if (!a->verified)
+		a->verified = target_check(a);
+	return a->verified;
+}
+
+bool
+acked_unchanged(const struct acked *a)
+{
+	return a->js != NULL && a->verified && conn_reconnects(a->nc) == a->reconnects;
 }
 
 void
-acked_put(struct acked *a, uint64_t seq)
+acked_tick(struct acked *a)
+{
+	if (a->js == NULL || !acked_check(a))
+		return;
+	if (mono_ms() - a->floor_asked_ms >= ACKED_FLOOR_EVERY_MS)
+		floor_ask(a, false);
+}
+
+void
+acked_put(struct acked *a, uint64_t seq, int64_t ts_ns)
 {
 	if (a->js == NULL)
 		return; /* not opened: remembers nothing */
@@ -76,6 +148,8 @@ acked_put(struct acked *a, uint64_t seq)
 		    "is handled again", a->stream);
 		a->memory_short = true;
 	}
+	if (ts_ns > a->ts_high)
+		a->ts_high = ts_ns;
 }
 
 void
@@ -86,31 +160,24 @@ acked_stored(struct acked *a, uint64_t target_seq)
 }
 
 bool
-acked_before(const struct acked *a, uint64_t seq)
+acked_before(struct acked *a, uint64_t seq, int64_t ts_ns)
 {
-	return a->js != NULL && seqset_has(&a->seqs, seq);
-}
-
-bool
-acked_target_intact(struct acked *a)
-{
-	uint64_t last = 0;
-
-	if (!target_last(a, &last))
+	if (a->js == NULL || !a->verified || ts_ns <= 0 || !seqset_has(&a->seqs, seq))
 		return false;
-	if (last >= a->target_high)
+	if (ts_ns <= a->ts_high)
 		return true;
-	log_warnx("%s ends at sequence %" PRIu64 ", below the %" PRIu64 " our work got there: the "
-	    "store lost what it had acknowledged, or was made anew; what was acked on %s is "
-	    "handled again when handed over again", a->target, last, a->target_high, a->stream);
-	seqset_clear(&a->seqs);
-	a->target_high = last;
+	log_warnx("%s sequence %" PRIu64 " came back as another message (stored after anything "
+	    "acked): the stream lost its end and gives its sequences out again; what was acked "
+	    "on it is done again when handed over again", a->stream, seq);
+	forget(a);
 	return false;
 }
 
 void
 acked_say(struct acked *a, const char *what, int n, uint64_t lo, uint64_t hi)
 {
+	if (a->js == NULL)
+		return;
 	a->unsaid += (uint64_t)n;
 	if (a->said_ms != 0 && mono_ms() - a->said_ms < ACKED_LOG_EVERY_MS)
 		return;

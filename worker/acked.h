@@ -12,9 +12,17 @@
  *
  * The memory: the stream sequences acked (lib/seqset), raised to the
  * consumer's ack floor as the broker reports it (acks of the workers
- * before this one too), and trusted only while the target still reaches
- * the highest sequence this worker's work got there. It lives as long as
- * the worker process. Worker runtime.
+ * before this one too, and sequences never delivered: a consumer's start,
+ * messages rolled off), and the latest time a message acked was stored. It
+ * is trusted only while the target still reaches the highest sequence
+ * work got there: checked at open, after every reconnect before anything
+ * is done, and when the floor is asked. A message at a remembered sequence
+ * stored later than anything acked is another message (a source that lost
+ * its end gives its sequences out again): the memory is forgotten. What is
+ * forgotten is done again; nothing is skipped that was not done.
+ *
+ * Asks the broker the consumer's info and the target's stream info,
+ * nothing else. Lives as long as the worker process. Worker runtime.
  */
 #ifndef COTAL_ACKED_H
 #define COTAL_ACKED_H
@@ -23,16 +31,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/names.h"
 #include "lib/seqset.h"
 
 #define ACKED_FLOOR_EVERY_MS 5000 /* the consumer's ack floor, asked this often */
 #define ACKED_LOG_EVERY_MS 10000
+#define ACKED_STREAM_MAX (SPACE_TOKEN_MAX + 16)
 
 struct acked {
+	natsConnection *nc;
 	jsCtx *js;
-	char stream[128], consumer[64], target[128];
+	char stream[ACKED_STREAM_MAX], consumer[64], target[ACKED_STREAM_MAX];
 	struct seqset seqs;
-	uint64_t target_high;   /* the target's highest sequence our work got, or its last at open */
+	int64_t ts_high;        /* the latest store time (ns) of a message acked */
+	uint64_t target_high;   /* the target's highest sequence work got, or its last at a check */
+	uint64_t reconnects;    /* the connection's, when the target was last checked */
+	bool verified;          /* the target checked since the last reconnect */
 	int64_t floor_asked_ms;
 	int64_t said_ms;        /* the last line about messages handed over again */
 	uint64_t unsaid;
@@ -41,25 +55,28 @@ struct acked {
 
 /* Once the consumer is bound: its ack floor and the target's last sequence
  * seed the memory. One never opened (zeroed) remembers nothing. */
-void acked_open(struct acked *a, jsCtx *js, const char *stream, const char *consumer,
-		const char *target);
+void acked_open(struct acked *a, natsConnection *nc, jsCtx *js, const char *stream,
+		const char *consumer, const char *target);
 void acked_close(struct acked *a);
-/* Before a fetch: the consumer's ack floor, every ACKED_FLOOR_EVERY_MS. */
+/* Before a fetch: after a reconnect, the target checked; every
+ * ACKED_FLOOR_EVERY_MS, the consumer's ack floor. */
 void acked_tick(struct acked *a);
+/* At a batch's start, before any of its work: the target checked when the
+ * connection was lost since (false: nothing is trusted for this batch). */
+bool acked_check(struct acked *a);
+/* Still on the connection acked_check saw (false: what it marked is not
+ * acked again, it is handed back). */
+bool acked_unchanged(const struct acked *a);
 
-/* A message acked (or terminated), by its stream sequence. */
-void acked_put(struct acked *a, uint64_t seq);
+/* A message acked (or terminated): its stream sequence and store time. */
+void acked_put(struct acked *a, uint64_t seq, int64_t ts_ns);
 /* The target's sequence a piece of our work got. */
 void acked_stored(struct acked *a, uint64_t target_seq);
-/* Was the message at seq acked before? */
-bool acked_before(const struct acked *a, uint64_t seq);
 /*
- * Does the target still reach the highest sequence our work got there?
- * When it does not (a store that lost what it acknowledged, or was made
- * anew), the memory is forgotten, and said so. False too when the target
- * cannot be asked.
+ * Was the message at seq, stored at ts_ns, acked before? A remembered seq
+ * stored later than anything acked forgets the memory (and says so).
  */
-bool acked_target_intact(struct acked *a);
+bool acked_before(struct acked *a, uint64_t seq, int64_t ts_ns);
 /* Say (rate-limited) that n messages of `what` came again, seq lo..hi. */
 void acked_say(struct acked *a, const char *what, int n, uint64_t lo, uint64_t hi);
 

@@ -11,9 +11,9 @@
  * is unique: the dedup key (WIRE.md §2) on INBOX and DLV, 2 h windows,
  * absorbs every redelivery (seed, "The three pieces": duplicates are
  * allowed only for id-less posts), and a post the broker hands the fan-out
- * again after it lost the acks is acked without a copy (worker-fanout/
- * progress.c: a 2.10 broker killed while it wrote `fanout`'s state came
- * back at CHAT's first post here once, and 16,265 frames surfaced twice).
+ * again after it lost the acks is acked without a copy (worker/acked.h: a
+ * 2.10 broker killed while it wrote `fanout`'s state came back at CHAT's
+ * first post here once, and 16,265 frames surfaced twice).
  *
  * Real broker, real daemon. Members are agents with their own connections
  * draining their own dlv_ durables all along, as a live agent does (DLV
