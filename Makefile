@@ -19,12 +19,16 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps check check-systemd check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile
+.PHONY: all build asan deps deb check check-systemd check-systemd-loaded check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile
 
 all: build
 
 deps:
 	@COTAL_BROKER_DIR=$(BROKERS) sh cmake/deps.sh
+
+# The Debian package, checked by lintian (dist/deb.sh): build/deb/*.deb.
+deb: deps
+	@sh dist/deb.sh
 
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOTAL_TEST_HOOKS=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
@@ -35,7 +39,7 @@ asan:
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 
 # All tests: the release build, then the ASan+UBSan build (LeakSanitizer
-# on), each through ctest. The e2e tests run against nats-server 2.10, and
+# on), each through ctest; the fuzzers; the Debian package and lintian. The e2e tests run against nats-server 2.10, and
 # their core subset also against Debian 12's 2.9.10 (tests labelled
 # "nats29") and the npm registry's 2.14 ("nats214").
 check: deps build asan
@@ -47,12 +51,18 @@ check: deps build asan
 	    ctest --output-on-failure -j$(TEST_JOBS)
 	@$(MAKE) --no-print-directory fuzz-registry
 	@$(MAKE) --no-print-directory fuzz-http
+	@$(MAKE) --no-print-directory deb
 
 # The delivery service preset under a real systemd (root only): a Debian 12
 # root (cached in build/systemd/) booted with systemd-nspawn, the units and
 # the built daemon in it (tests/systemd/).
-check-systemd: deps build
+check-systemd: deps build deb
 	@BUILD=$(BUILD) bash tests/systemd/check-systemd.sh
+
+# The same under load (issue 30's test of the test): a busy loop on every
+# core for as long as it runs.
+check-systemd-loaded: deps build deb
+	@BUILD=$(BUILD) bash tests/systemd/loaded.sh
 
 # The whole of `make check`, N times over (N=5 by default): one line per
 # run, pass or fail, with its time; each run's output in build/repeat/.

