@@ -484,22 +484,13 @@ batch_has_mentions(const struct post *posts, int n)
 static void
 mark_again(struct post *posts, int n)
 {
-	uint64_t lo = 0, hi = 0;
-	int again = 0;
+	struct acked_batch b = { 0 };
 
 	if (!acked_check(&F.acked))
 		return;
 	for (int i = 0; i < n; i++)
-		if (acked_before(&F.acked, posts[i].seq, posts[i].ts_ns)) {
-			posts[i].again = true;
-			again++;
-			if (lo == 0 || posts[i].seq < lo)
-				lo = posts[i].seq;
-			if (posts[i].seq > hi)
-				hi = posts[i].seq;
-		}
-	if (again > 0)
-		acked_say(&F.acked, "posts", again, lo, hi);
+		posts[i].again = acked_again(&F.acked, &b, posts[i].seq, posts[i].ts_ns);
+	acked_say(&F.acked, "posts", &b);
 }
 
 static void

@@ -280,22 +280,13 @@ observe_copy(natsMsg *m, int64_t now_ms)
 static void
 mark_again(struct item *items, int n)
 {
-	uint64_t lo = 0, hi = 0;
-	int again = 0;
+	struct acked_batch b = { 0 };
 
 	if (!acked_check(&R.acked))
 		return;
 	for (int i = 0; i < n; i++)
-		if (acked_before(&R.acked, items[i].seq, items[i].ts_ns)) {
-			items[i].again = true;
-			again++;
-			if (lo == 0 || items[i].seq < lo)
-				lo = items[i].seq;
-			if (items[i].seq > hi)
-				hi = items[i].seq;
-		}
-	if (again > 0)
-		acked_say(&R.acked, "entries", again, lo, hi);
+		items[i].again = acked_again(&R.acked, &b, items[i].seq, items[i].ts_ns);
+	acked_say(&R.acked, "entries", &b);
 }
 
 static bool

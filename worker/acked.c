@@ -58,9 +58,10 @@ target_check(struct acked *a)
  * less: the set keeps the higher. At open, the time of its last ack bounds
  * when the messages below it were stored (acked by the workers before this
  * one); later the floor follows our own acks, whose times we know, and a
- * broker that restarted would report the time of acks made since.
+ * broker that restarted would report the time of acks made since. True
+ * when the target was checked.
  */
-static void
+static bool
 floor_ask(struct acked *a, bool at_open)
 {
 	jsConsumerInfo *ci = NULL;
@@ -68,15 +69,16 @@ floor_ask(struct acked *a, bool at_open)
 
 	a->floor_asked_ms = mono_ms();
 	if (js_GetConsumerInfo(&ci, a->js, a->stream, a->consumer, NULL, &jerr) != NATS_OK)
-		return; /* asked again later */
+		return false; /* asked again later */
 	uint64_t floor = ci->AckFloor.Stream;
 	int64_t last_ack = ci->AckFloor.Last;
 	jsConsumerInfo_Destroy(ci);
 	if (!target_check(a))
-		return;
+		return false;
 	seqset_raise(&a->seqs, floor);
 	if (at_open && last_ack > a->ts_high)
 		a->ts_high = last_ack;
+	return true;
 }
 
 void
@@ -96,9 +98,8 @@ acked_open(struct acked *a, natsConnection *nc, jsCtx *js, const char *stream,
 	a->nc = nc;
 	a->js = js;
 	a->reconnects = conn_reconnects(nc);
-	a->verified = target_check(a);
-	if (a->verified)
-		floor_ask(a, true);
+	/* Not checked when the floor cannot be asked: acked_check does it. */
+	a->verified = floor_ask(a, true);
 }
 
 void
@@ -159,7 +160,7 @@ acked_stored(struct acked *a, uint64_t target_seq)
 		a->target_high = target_seq;
 }
 
-bool
+static bool
 acked_before(struct acked *a, uint64_t seq, int64_t ts_ns)
 {
 	if (a->js == NULL || !a->verified || ts_ns <= 0 || !seqset_has(&a->seqs, seq))
@@ -173,18 +174,31 @@ acked_before(struct acked *a, uint64_t seq, int64_t ts_ns)
 	return false;
 }
 
-void
-acked_say(struct acked *a, const char *what, int n, uint64_t lo, uint64_t hi)
+bool
+acked_again(struct acked *a, struct acked_batch *b, uint64_t seq, int64_t ts_ns)
 {
-	if (a->js == NULL)
+	if (!acked_before(a, seq, ts_ns))
+		return false;
+	if (b->n == 0 || seq < b->lo)
+		b->lo = seq;
+	if (seq > b->hi)
+		b->hi = seq;
+	b->n++;
+	return true;
+}
+
+void
+acked_say(struct acked *a, const char *what, const struct acked_batch *b)
+{
+	if (a->js == NULL || b->n == 0)
 		return;
-	a->unsaid += (uint64_t)n;
+	a->unsaid += (uint64_t)b->n;
 	if (a->said_ms != 0 && mono_ms() - a->said_ms < ACKED_LOG_EVERY_MS)
 		return;
 	log_warnx("%" PRIu64 " %s came again that were acked before (%s seq %" PRIu64 "..%" PRIu64
 	    " in the last batch): the broker's `%s` consumer lost their acks; their work is "
 	    "stored, they are acked again without doing it twice", a->unsaid, what, a->stream,
-	    lo, hi, a->consumer);
+	    b->lo, b->hi, a->consumer);
 	a->unsaid = 0;
 	a->said_ms = mono_ms();
 }

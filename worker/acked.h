@@ -72,12 +72,19 @@ bool acked_unchanged(const struct acked *a);
 void acked_put(struct acked *a, uint64_t seq, int64_t ts_ns);
 /* The target's sequence a piece of our work got. */
 void acked_stored(struct acked *a, uint64_t target_seq);
+/* A batch's messages acked before: how many, their lowest and highest
+ * sequence. */
+struct acked_batch {
+	int n;
+	uint64_t lo, hi;
+};
 /*
- * Was the message at seq, stored at ts_ns, acked before? A remembered seq
- * stored later than anything acked forgets the memory (and says so).
+ * Was the batch's message at seq, stored at ts_ns, acked before? Counted in
+ * b. A remembered seq stored later than anything acked forgets the memory
+ * (and says so).
  */
-bool acked_before(struct acked *a, uint64_t seq, int64_t ts_ns);
-/* Say (rate-limited) that n messages of `what` came again, seq lo..hi. */
-void acked_say(struct acked *a, const char *what, int n, uint64_t lo, uint64_t hi);
+bool acked_again(struct acked *a, struct acked_batch *b, uint64_t seq, int64_t ts_ns);
+/* Say (rate-limited) that the batch's messages of `what` came again. */
+void acked_say(struct acked *a, const char *what, const struct acked_batch *b);
 
 #endif

@@ -436,18 +436,10 @@ wait_ack_floor(const char *kind, const char *consumer, uint64_t seq, int ms)
 static void
 empty_consumer_state(const char *kind, const char *consumer)
 {
-	char line[1024], store[512] = "", pattern[1024];
-	FILE *f = fopen(mesh.conf, "r");
+	char store[512], pattern[1024];
 	glob_t g;
 
-	assert_non_null(f);
-	while (store[0] == '\0' && fgets(line, sizeof(line), f) != NULL) {
-		char *k = strstr(line, "store_dir:"), *q, *e;
-		if (k != NULL && (q = strchr(k, '"')) != NULL && (e = strchr(q + 1, '"')) != NULL)
-			snprintf(store, sizeof(store), "%.*s", (int)(e - q - 1), q + 1);
-	}
-	fclose(f);
-	assert_true(store[0] != '\0');
+	assert_true(h_conf_value(mesh.conf, "store_dir", store, sizeof(store)));
 	snprintf(pattern, sizeof(pattern), "%s/jetstream/*/streams/%s_%s/obs/%s/o.dat", store,
 	    kind, mesh.token, consumer);
 	assert_int_equal(glob(pattern, 0, NULL, &g), 0);

@@ -46,30 +46,7 @@ free_ports(int *ports, int n)
 static bool
 node_conf_value(struct mesh *m, int i, const char *key, char *out, size_t outlen)
 {
-	char line[H_PATH_MAX + 64];
-	size_t kl = strlen(key);
-	bool found = false;
-	FILE *f = fopen(m->nodes[i].conf, "r");
-
-	while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
-		char *p = line;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (strncmp(p, key, kl) != 0 || p[kl] != ':')
-			continue;
-		p += kl + 1;
-		while (*p == ' ' || *p == '"')
-			p++;
-		size_t n = strcspn(p, "\"\r\n");
-		if (n < outlen) {
-			memcpy(out, p, n);
-			out[n] = '\0';
-			found = true;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
-	return found;
+	return h_conf_value(m->nodes[i].conf, key, out, outlen);
 }
 
 /* Node i's raft peer id: nats-server's getHash(server_name), the first 8

@@ -187,6 +187,9 @@ int h_broker_tls(struct mesh *m, const struct tls_files *t, const char *extra);
  * COTAL_TEST_GRANTS=FILE the daemon's delivery and $SYS credentials are
  * minted with the grants FILE lists (`cotal creds mint --grants`). */
 int h_mesh_up(struct mesh *m, const char *space, bool provision);
+/* A broker config's `key: value` (quotes dropped) into out; false when the
+ * file has no such line. */
+bool h_conf_value(const char *conf, const char *key, char *out, size_t outlen);
 void h_mesh_down(struct mesh *m);
 /* The mesh m seen as another of its spaces (same broker and root). */
 void h_space_view(const struct mesh *m, const char *space, struct mesh *out);

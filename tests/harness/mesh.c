@@ -68,6 +68,35 @@ hi_mesh_foreign_grants(struct mesh *m)
 	return 0;
 }
 
+bool
+h_conf_value(const char *conf, const char *key, char *out, size_t outlen)
+{
+	char line[H_PATH_MAX + 64];
+	size_t kl = strlen(key);
+	bool found = false;
+	FILE *f = fopen(conf, "r");
+
+	while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+		char *p = line;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (strncmp(p, key, kl) != 0 || p[kl] != ':')
+			continue;
+		p += kl + 1;
+		while (*p == ' ' || *p == '"')
+			p++;
+		size_t n = strcspn(p, "\"\r\n");
+		if (n < outlen) {
+			memcpy(out, p, n);
+			out[n] = '\0';
+			found = true;
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+	return found;
+}
+
 int
 h_mesh_up(struct mesh *m, const char *space, bool provision)
 {
