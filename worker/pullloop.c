@@ -32,6 +32,9 @@ pull_loop_run(const struct pull_loop *l)
 		l->teardown();
 		return;
 	}
+	/* A quiet consumer's request lasts PULL_WAIT_MS, yet the loop looks
+	 * up every PULL_SLICE_MS: a stop waits for no request. */
+	l->pull->expires_ms = PULL_WAIT_MS;
 	log_ok("%s bound to %s", l->what, l->bound);
 	worker_bound();
 	/* Counted on the connection setup bound to: after a credential
@@ -58,7 +61,7 @@ pull_loop_run(const struct pull_loop *l)
 		}
 		if (l->may_fetch != NULL && !l->may_fetch())
 			break;
-		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_WAIT_MS, &list);
+		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_SLICE_MS, &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
 			doubt = true, idle = false;

@@ -136,6 +136,10 @@ role_start(void)
 static void
 role_stop(void)
 {
+	/* The role closes its own connections on its way out (the
+	 * registry's rail), the caller the worker's next: no loss to
+	 * report until the caller says so. */
+	atomic_store(&closing, 1);
 	if (!W.role_running)
 		return;
 	atomic_store(&W.role_stop, true);
@@ -514,6 +518,7 @@ serve(void)
 			log_warnx("broker connection closed; rebuilding it");
 			role_stop();
 			natsConnection_Destroy(W.nc);
+			atomic_store(&closing, 0);
 			W.nc = NULL;
 			set_state(IPC_STATE_DISCONNECTED);
 			if (connect_broker() != 0)
@@ -529,7 +534,6 @@ serve(void)
 			/* No natsConnection_Reconnect in nats.c: a new credential
 			 * means a new connection. */
 			role_stop();
-			atomic_store(&closing, 1);
 			natsConnection_Destroy(W.nc);
 			atomic_store(&closing, 0);
 			W.nc = NULL;

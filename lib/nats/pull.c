@@ -253,7 +253,12 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 {
 	natsStatus s = NATS_OK;
 	int64_t quiet = mono_ms() + (wait_ms > 0 ? wait_ms : 0);
-	int st;
+	int expires = wait_ms > 0 ? wait_ms : PULL_WAIT_MS, st;
+
+	/* A request may outlive the call that made it: the next call waits
+	 * on it (request_state). */
+	if (p->expires_ms > expires)
+		expires = p->expires_ms;
 
 	memset(list, 0, sizeof(*list));
 	if (max > PULL_BATCH_MAX)
@@ -271,8 +276,7 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 		if ((st = request_state(p)) < 0)
 			return NATS_TIMEOUT;
 		if (st == 0) {
-			if ((s = request(p, request_size(max, 0), wait_ms > 0 ? wait_ms :
-			    PULL_WAIT_MS)) != NATS_OK)
+			if ((s = request(p, request_size(max, 0), expires)) != NATS_OK)
 				return s;
 			conn_push(p->nc);
 		}

@@ -24,6 +24,9 @@
 #define PULL_REQUEST_MAX 256 /* messages asked for in one pull request */
 #define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
+/* A pull loop's fetch returns this often while its request (PULL_WAIT_MS)
+ * stays open, so that a stop never waits out a quiet consumer's request. */
+#define PULL_SLICE_MS 100
 #define PULL_ANSWER_MS 5000  /* a flush of the recovery's NAKs */
 /* A request's end (its 408) this late after its expiry: the consumer's
  * leader is gone (a node lost), and the consumer is asked what it still
@@ -49,6 +52,7 @@ struct puller {
 	int credit;              /* messages it may still deliver, 0: none open */
 	int64_t req_until;       /* when it expires (monotonic ms) */
 	uint64_t behind;         /* pending after the last message taken */
+	int expires_ms;          /* a request's expiry when longer than a fetch's wait */
 };
 
 
@@ -70,7 +74,8 @@ void pull_close(struct puller *p);
  * to arrive within wait_ms, and then what is pending behind it. NATS_OK with
  * list->Count possibly 0 on a quiet consumer; NATS_TIMEOUT when the broker
  * answered neither with a message nor with the request's end; another
- * status on failure.
+ * status on failure. The request it makes expires after wait_ms, or after
+ * p->expires_ms when that is longer: then it stays open past the call.
  */
 natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list);
 

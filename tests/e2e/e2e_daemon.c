@@ -295,6 +295,9 @@ test_sigterm_stops_everything(void **state)
 	/* A clean stop: no worker broke the protocol on its way out. */
 	assert_false(h_log_has(dmn.log, "killing it", 0));
 	assert_false(h_log_has(dmn.log, "ipc:", 0));
+	/* Nor does a connection it closes itself read as lost (the
+	 * registry's rail was said "lost; reconnecting" on every stop). */
+	assert_false(h_log_has(dmn.log, "lost; reconnecting", 0));
 }
 
 /* "workers never outlive it (PR_SET_PDEATHSIG plus the IPC channel
