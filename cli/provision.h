@@ -89,7 +89,7 @@ int space_provision_replicas(natsConnection *nc, const char *space_name, int rep
 			     FILE *report, char *err, size_t errlen);
 /*
  * The space's storage budget (issue 28): every stream and bucket gets its
- * share as max_bytes (provision_max_bytes; README "Provisioning" has the
+ * share as max_bytes (provision_max_bytes; docs/launching.md "Provisioning" has the
  * table), on each server that holds a replica. The broker reserves it
  * against its max_file_store when the stream is made, and refuses a stream
  * that does not fit (the error says so and names --storage). A stream that

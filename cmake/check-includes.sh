@@ -1,6 +1,6 @@
 #!/bin/sh
 # The house's dependency order, checked over every #include "..." line
-# (ARCHITECTURE.md "Layout", README "Layout"):
+# (ARCHITECTURE.md "Layout", docs/development.md "Layout"):
 #
 #   process rooms -> worker/ -> ipc/, sandbox/ -> lib/wire -> lib/nats -> lib/creds -> lib/
 #

@@ -407,7 +407,7 @@ struct want_stream {
 	int64_t duplicates;
 	int64_t max_age;
 	bool allow_direct;
-	int64_t max_bytes; /* the default budget's share (README "Provisioning") */
+	int64_t max_bytes; /* the default budget's share (docs/launching.md "Provisioning") */
 };
 
 /* max_bytes: 4 GiB (4294967296) / 1000 × the stream's per-mille share:

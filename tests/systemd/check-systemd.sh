@@ -119,6 +119,30 @@ else
 	echo "not ok - after install: the user, or a unit running: $(in_box systemctl list-units --all --no-legend 'cotal-deliveryd*')"
 	rc=$((rc + 1))
 fi
+# What the units' Documentation= names and the README's links to the
+# guide's pages are installed (a page moved or left out of the package).
+docs=$(in_box sh -c 'for u in cotal-deliveryd@x.service cotal-deliveryd-host.service; do
+		systemctl show -P Documentation "$u"; done' | tr -d '"' | tr ' ' '\n' | sort -u)
+missing=""
+for d in $docs; do
+	case "$d" in
+	man:*) n=${d#man:}; sec=${n#*\(}; sec=${sec%\)}; n=${n%%\(*}
+		f="/usr/share/man/man$sec/$n.$sec.gz" ;;
+	file://*) f=${d#file://} ;;
+	*) f="(unknown kind) $d" ;;
+	esac
+	in_box test -f "$f" || missing="$missing $f"
+done
+links=$(in_box grep -o '](docs/[a-zA-Z0-9_.-]*' /usr/share/doc/cotal-deliveryd/README.md | cut -c3- | sort -u)
+for l in $links; do
+	in_box test -f "/usr/share/doc/cotal-deliveryd/$l" || missing="$missing /usr/share/doc/cotal-deliveryd/$l"
+done
+if [ -n "$docs" ] && [ -n "$links" ] && [ -z "$missing" ]; then
+	echo "ok - the units' documentation ($(echo $docs | wc -w) entries) and the README's $(echo $links | wc -w) pages are installed"
+else
+	echo "not ok - documentation missing from the package:${missing:- none named}"
+	rc=$((rc + 1))
+fi
 nsenter -t "$pid1" -a /usr/local/bin/cotal-check-systemd "$port" || rc=$((rc + $?))
 nsenter -t "$pid1" -a journalctl --no-pager > "$logdir/journal.log" 2>&1 || true
 
