@@ -18,6 +18,7 @@
 #include "lib/wire/tokens.h"
 
 #define RECV_BATCH 256
+#define LEASE_READ_MS 2000 /* the lease row's direct get */
 
 struct io_args {
 	const char *root, *space, *server, *id;
@@ -186,6 +187,51 @@ out:
 	return rc;
 }
 
+/*
+ * What the lease row of shard 0 says of the plane this connection reached
+ * (direct get of lease.0 in cotal_delivery_<s>): NULL when a daemon holds
+ * it ready, else the condition, into buf.
+ */
+static const char *
+lease_condition(natsConnection *nc, const char *token, char *buf, size_t len)
+{
+	char subj[2 * SPACE_TOKEN_MAX + 96];
+	const char *status = NULL, *op = NULL, *last = NULL;
+	struct lease_row row;
+	natsMsg *m = NULL;
+	natsStatus s;
+
+	snprintf(subj, sizeof(subj), "$JS.API.DIRECT.GET.KV_cotal_delivery_%s.$KV.cotal_delivery_%s."
+	    "lease.0", token, token);
+	s = natsConnection_RequestString(&m, nc, subj, "", LEASE_READ_MS);
+	if (s != NATS_OK) {
+		/* A denied read times out; the broker's words are the
+		 * connection's last error. */
+		natsConnection_GetLastError(nc, &last);
+		snprintf(buf, len, "lease unreadable: %s", last != NULL && last[0] != '\0' ? last :
+		    natsStatus_GetText(s));
+		return buf;
+	}
+	if (natsMsgHeader_Get(m, "Status", &status) == NATS_OK && status != NULL) {
+		const char *desc = NULL;
+		natsMsgHeader_Get(m, "Description", &desc);
+		if (strcmp(status, "404") == 0)
+			snprintf(buf, len, "no lease row");
+		else
+			snprintf(buf, len, "lease unreadable: the broker answered %s%s%s", status,
+			    desc ? " " : "", desc ? desc : "");
+	} else if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL)
+		snprintf(buf, len, "no lease row"); /* released (DEL) or purged */
+	else if (lease_row_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), &row) != 0)
+		snprintf(buf, len, "lease unreadable: lease.0 holds no lease row");
+	else if (!row.ready)
+		snprintf(buf, len, "lease not ready");
+	else
+		buf = NULL;
+	natsMsg_Destroy(m);
+	return buf;
+}
+
 int
 cmd_agent_recv(int argc, char **argv)
 {
@@ -221,6 +267,14 @@ cmd_agent_recv(int argc, char **argv)
 		snprintf(err, sizeof(err), "bind %s: %s", durable, why);
 		goto fail;
 	}
+	/* The seed: bound whatever the lease says, and said when no daemon
+	 * serves the space on this plane. */
+	char cond[1024];
+	if (lease_condition(nc, r.token, cond, sizeof(cond)) != NULL)
+		log_warnx("agent recv: bound %s on space %s without a ready delivery lease (%s): a "
+		    "delivery daemon that starts on this plane delivers through it; if another "
+		    "plane serves space %s, reconnect there (that re-binds %s)", durable, a.space,
+		    cond, a.space, durable);
 	/* Everything waiting, then whatever arrives within --wait. */
 	for (int wait = a.wait_ms > 0 ? a.wait_ms : 1;;) {
 		natsMsgList list = { 0 };

@@ -3,8 +3,10 @@
  * $SYS credential. It decodes the JWT, prints issuer, account, expiry and
  * every grant, marks each grant with the daemon features that need it (the
  * one table, lib/creds/needs.c), lists what the profile needs and the credential
- * lacks, and flags what a least-privilege review must see. Exit 0 only when
- * nothing required is missing.
+ * lacks, and flags what a least-privilege review must see. Then the daemon's
+ * own verdict (lib/creds/verdict.c, what its start-up asks): exit 0 only
+ * when the daemon would take the credential for that profile, 1 with the
+ * daemon's own words for each reason it would not.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include "lib/log.h"
 #include "lib/creds/needs.h"
 #include "lib/creds/perms.h"
+#include "lib/creds/verdict.h"
 #include "lib/wire/tokens.h"
 
 #define SUBJ_MAX 1024
@@ -33,8 +36,18 @@ struct audit {
 	const char *account;              /* the space account (observer), or NULL */
 	struct perms p;
 	json_t *out;                      /* the report, for both renderings */
-	bool required_missing;
+	int refused;                      /* the daemon's reasons not to take it */
 };
+
+/* A line of the daemon's verdict, kept for both renderings. */
+static void
+verdict_line(void *arg, bool refusal, const char *text)
+{
+	struct audit *a = arg;
+	json_t *v = json_object_get(a->out, "verdict");
+
+	json_array_append_new(json_object_get(v, refusal ? "refusals" : "off"), json_string(text));
+}
 
 /* The space token: --space's, else the second token of the first
  * "cotal.<token>.…" grant. */
@@ -52,25 +65,6 @@ infer_token(struct audit *a, const char *space)
 			    (size_t)(dot - g - 6) < sizeof(a->token) && g[6] != '*' && g[6] != '>')
 				snprintf(a->token, sizeof(a->token), "%.*s", (int)(dot - g - 6), g + 6);
 		}
-}
-
-/* The space account an observer scans: --account's, else its own CONNZ
- * grant's. */
-static const char *
-infer_account(struct audit *a, const char *account, char *buf, size_t len)
-{
-	if (account != NULL)
-		return account;
-	for (size_t i = 0; i < a->p.allow[PERMS_PUB].n; i++) {
-		const char *g = a->p.allow[PERMS_PUB].v[i];
-		size_t n = strlen(g);
-		if (strncmp(g, "$SYS.REQ.ACCOUNT.", 17) == 0 && n > 23 &&
-		    strcmp(g + n - 6, ".CONNZ") == 0 && g[17] != '*') {
-			snprintf(buf, len, "%.*s", (int)(n - 23), g + 17);
-			return buf;
-		}
-	}
-	return NULL;
 }
 
 /* The features of this credential kind whose needs grant g covers. */
@@ -196,10 +190,8 @@ missing_report(struct audit *a)
 			json_array_append_new(missing, hit);
 		}
 		json_array_append_new(json_object_get(hit, "features"), json_string(t[i].feature));
-		if (!t[i].optional) {
+		if (!t[i].optional)
 			json_object_set_new(hit, "optional", json_false());
-			a->required_missing = true;
-		}
 	}
 	json_object_set_new(a->out, "missing", missing);
 }
@@ -259,8 +251,21 @@ print_human(const struct audit *a)
 	json_array_foreach(flags, i, v)
 		printf("  ! %s: %s\n", json_string_value(json_object_get(v, "kind")),
 		    json_string_value(json_object_get(v, "detail")));
-	printf("%s\n", a->required_missing ? "✗ the credential lacks grants a required feature "
-	    "needs" : "✓ nothing required is missing");
+	json_t *verdict = json_object_get(o, "verdict");
+	json_t *refusals = json_object_get(verdict, "refusals"), *off = json_object_get(verdict, "off");
+	size_t nr = json_array_size(refusals), no = json_array_size(off);
+	printf("the daemon's verdict (%zu refusal%s, %zu feature%s off)\n", nr, nr == 1 ? "" : "s",
+	    no, no == 1 ? "" : "s");
+	json_array_foreach(refusals, i, v)
+		printf("  ✗ %s\n", json_string_value(v));
+	json_array_foreach(off, i, v)
+		printf("  ! %s\n", json_string_value(v));
+	if (a->refused > 0)
+		printf("✗ the daemon refuses this credential for the %s profile\n",
+		    json_string_value(json_object_get(o, "profile")));
+	else
+		printf("✓ the daemon takes this credential for the %s profile\n",
+		    json_string_value(json_object_get(o, "profile")));
 }
 
 int
@@ -324,7 +329,15 @@ cmd_creds_audit(int argc, char **argv)
 		flag(flags, "no-reply-inbox", "%s", why);
 	}
 	infer_token(&a, space);
-	a.account = infer_account(&a, account, acct_buf, sizeof(acct_buf));
+	/* The space account: --account's, else the observer's own CONNZ
+	 * grant's, the delivery credential's own. */
+	if (account != NULL)
+		a.account = account;
+	else if (a.cred == NEED_SYS_OBSERVER) {
+		cred_observer_account(&j, acct_buf, sizeof(acct_buf));
+		a.account = acct_buf[0] ? acct_buf : NULL;
+	} else if (a.cred == NEED_DELIVERY)
+		a.account = j.issuer_account ? j.issuer_account : j.iss;
 	if (j.exp == 0)
 		snprintf(exp, sizeof(exp), "never");
 	else {
@@ -353,14 +366,21 @@ cmd_creds_audit(int argc, char **argv)
 	grants_report(&a, flags);
 	missing_report(&a);
 	json_object_set_new(a.out, "flags", flags);
-	json_object_set_new(a.out, "ok", json_boolean(!a.required_missing));
+	/* What the daemon's start-up says of it, in its words. */
+	struct verdict_in in = { .cred = a.cred, .path = file, .jwt = c.jwt,
+		.token = a.token[0] ? a.token : "<s>",
+		.account = a.account ? a.account : "<space account>", .now = (int64_t)time(NULL) };
+	unsigned off;
+	json_object_set_new(a.out, "verdict", json_pack("{s:[], s:[]}", "refusals", "off"));
+	a.refused = cred_verdict(&in, verdict_line, &a, &off);
+	json_object_set_new(a.out, "ok", json_boolean(a.refused == 0));
 	if (as_json) {
 		char *s = json_dumps(a.out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		printf("%s\n", s ? s : "{}");
 		free(s);
 	} else
 		print_human(&a);
-	rc = a.required_missing ? 1 : 0;
+	rc = a.refused > 0 ? 1 : 0;
 out:
 	json_decref(a.out);
 	perms_free(&a.p);

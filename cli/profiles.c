@@ -131,8 +131,9 @@ profile_delivery(const char *s, const char *inbox, struct grants *g)
 
 /*
  * An agent: posts as itself, reads live what its read ACL allows, talks to
- * the delivery rails as itself, refreshes its own presence row, and only
- * binds (never creates) its own dlv_ durable. No grant on INBOX.
+ * the delivery rails as itself, refreshes its own presence row, reads the
+ * delivery lease row, and only binds (never creates) its own dlv_ durable.
+ * No grant on INBOX.
  */
 static void
 profile_agent(const char *s, const char *inbox, const struct profile_params *pp,
@@ -152,6 +153,10 @@ profile_agent(const char *s, const char *inbox, const struct profile_params *pp,
 	add(g->pub_allow, "$JS.API.CONSUMER.INFO.DLV_%s.%s", s, durable);
 	add(g->pub_allow, "$JS.API.CONSUMER.MSG.NEXT.DLV_%s.%s", s, durable);
 	add(g->pub_allow, "$JS.ACK.DLV_%s.%s.>", s, durable);
+	/* The lease row alone (direct get by subject): whether the plane it
+	 * binds on serves the space (the seed's bind warning). */
+	add(g->pub_allow, "$JS.API.DIRECT.GET.KV_cotal_delivery_%s.$KV.cotal_delivery_%s.lease.*", s,
+	    s);
 
 	add(g->sub_allow, "%s.>", inbox);
 	for (size_t i = 0; i < pp->nallow; i++)

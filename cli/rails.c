@@ -1,15 +1,10 @@
 /*
- * `cotal agent join|leave|memberships|history` and `cotal admin
- * inventory|evict|liveness|reload`: requests on the delivery daemon's
- * control rails (WIRE.md §5).
- *
- * Agent commands call ctl.delivery as the agent itself, with its own
- * credential, once. Admin commands call ctl.delivery-admin as the manager,
- * with the space's standing supervisor credential, and wait for the daemon
- * with the seed's retry cadence (lib/wire/ctlclient.c), as a manager retiring an
- * agent does.
+ * `cotal agent join|leave|memberships|history`: requests on the delivery
+ * daemon's control rails (WIRE.md §5), and what every rail command shares
+ * (rails.h). Agent commands call ctl.delivery as the agent itself, with its
+ * own credential, once. (The manager's commands are admin.c's.)
  */
-#include "cli/cli.h"
+#include "cli/rails.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -23,32 +18,6 @@
 #include "lib/log.h"
 
 #define AGENT_WAIT_MS 5000    /* an agent command's one try */
-#define ADMIN_WAIT_MS 15000   /* the seed: a retirement's 15-second total wait */
-#define ADMIN_TRY_MS 5000     /* one admin try within that wait */
-#define WAIT_MAX_MS 600000
-#define HISTORY_LIMIT_MAX 200 /* WIRE.md §5: readHistory's limit */
-#define EVICT_MAX 256         /* WIRE.md §5: evictPrincipals' principals */
-#define SHA256_HEX 64
-
-/* The options a command takes besides --root, --space, --server, --json
- * and --wait. */
-enum {
-	OPT_GENERATION = 1 << 0,
-	OPT_LIMIT = 1 << 1,
-	OPT_EXPECT = 1 << 2,
-};
-
-struct rail_args {
-	const char *verb;     /* "agent join": names the command in every refusal */
-	const char *root, *space, *server;
-	const char *pos[EVICT_MAX + 1];
-	int npos;
-	bool json;
-	int wait_ms;
-	uint64_t generation;  /* 0: not given */
-	uint64_t limit;       /* 0: not given */
-	char expect[SHA256_HEX + 1];
-};
 
 /* A client with its connection. */
 void
@@ -85,7 +54,7 @@ bad:
  * Parse argv: min_pos..max_pos positional arguments and the options in
  * opts. 0, or -1 after a refusal that names the argument.
  */
-static int
+int
 parse_rail_args(const char *verb, int argc, char **argv, unsigned opts, int min_pos,
 		int max_pos, int wait_default, struct rail_args *a)
 {
@@ -128,6 +97,10 @@ parse_rail_args(const char *verb, int argc, char **argv, unsigned opts, int min_
 			}
 			for (size_t k = 0; k < n; k++)
 				a->expect[k] = (char)tolower((unsigned char)h[k]);
+		} else if ((opts & OPT_FROM) && strcmp(o, "--from") == 0 && more) {
+			a->from = argv[++i];
+		} else if ((opts & OPT_LEDGER) && strcmp(o, "--ledger") == 0 && more) {
+			a->ledger = argv[++i];
 		} else if (o[0] == '-') {
 			log_errx("%s: unknown or incomplete option \"%s\"", verb, o);
 			return -1;
@@ -149,8 +122,8 @@ parse_rail_args(const char *verb, int argc, char **argv, unsigned opts, int min_
 	return 0;
 }
 
-static int
-usage(const char *text)
+int
+rails_usage(const char *text)
 {
 	fprintf(stderr, "usage: cotal %s\n", text);
 	return 2;
@@ -265,7 +238,7 @@ fail:
 }
 
 /* Connect as the manager: the space's standing supervisor credential. */
-static int
+int
 admin_session(const struct rail_args *a, struct cli_session *s)
 {
 	struct workspace ws;
@@ -278,7 +251,7 @@ admin_session(const struct rail_args *a, struct cli_session *s)
 	return 0;
 }
 
-static void
+void
 print_json(const json_t *v)
 {
 	char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -291,7 +264,7 @@ print_json(const json_t *v)
  * A call that did not end in ok:true: with --json a refusal's raw reply,
  * otherwise say why, naming the command. 1.
  */
-static int
+int
 call_failed(const struct rail_args *a, const struct ctl_result *r, enum rail rail)
 {
 	if (r->outcome == CTL_REPLIED && a->json) {
@@ -359,7 +332,7 @@ agent_cmd(int argc, char **argv, const char *verb, const char *use, unsigned opt
 	int rc;
 
 	if (parse_rail_args(verb, argc, argv, opts, npos, npos, AGENT_WAIT_MS, &a) != 0)
-		return usage(use);
+		return rails_usage(use);
 	if ((npos == 2 && !channel_ok(&a, a.pos[1])) || agent_session(&a, &r, &s) != 0)
 		return 1;
 	rc = fn(&a, &r, &s, &res);
@@ -522,149 +495,3 @@ cmd_agent_history(int argc, char **argv)
 	    history);
 }
 
-/*
- * One admin request with the seed's retry cadence within --wait; args is
- * stolen. Prints the reply's data (or with --json the reply). The exit
- * status: 0 on ok:true, 1 otherwise.
- */
-static int
-admin_call(const struct rail_args *a, const char *op, json_t *args)
-{
-	struct cli_session s;
-	struct ctl_result res = { 0 };
-	int rc = 0;
-
-	if (admin_session(a, &s) != 0) {
-		json_decref(args);
-		return 1;
-	}
-	ctl_call_retry(s.client, RAIL_ADMIN, op, args,
-	    a->wait_ms < ADMIN_TRY_MS ? a->wait_ms : ADMIN_TRY_MS, a->wait_ms, &res);
-	json_decref(args);
-	if (res.outcome != CTL_REPLIED || !res.ok)
-		rc = call_failed(a, &res, RAIL_ADMIN);
-	else if (a->json)
-		print_json(res.reply);
-	else if (res.data != NULL)
-		print_json(res.data);
-	else
-		printf("ok\n");
-	ctl_result_free(&res);
-	cli_session_close(&s);
-	return rc;
-}
-
-static bool
-principal_ok(const struct rail_args *a, const char *p)
-{
-	char owner[IDENT_MAX + 1], actor[IDENT_MAX + 1];
-
-	if (principal_parse(p, owner, sizeof(owner), actor, sizeof(actor)) == 0)
-		return true;
-	log_errx("%s: PRINCIPAL \"%s\" is not <owner>.<actor> with a principal owner (\"local\" "
-	    "or \"u_\" + 26 of [a-z2-7])", a->verb, p);
-	return false;
-}
-
-int
-cmd_admin_inventory(int argc, char **argv)
-{
-	static const char use[] = "admin inventory PRINCIPAL UID --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
-	struct rail_args a;
-
-	if (parse_rail_args("admin inventory", argc, argv, 0, 2, 2, ADMIN_WAIT_MS, &a) != 0)
-		return usage(use);
-	if (!principal_ok(&a, a.pos[0]))
-		return 1;
-	if (!lifecycle_uid_valid(a.pos[1])) {
-		log_errx("%s: UID \"%s\" must match ^[a-z0-9]{26,32}$", a.verb, a.pos[1]);
-		return 1;
-	}
-	return admin_call(&a, "lifecycleMemberships", json_pack("{s:s, s:s}", "principal",
-	    a.pos[0], "lifecycleUid", a.pos[1]));
-}
-
-int
-cmd_admin_evict(int argc, char **argv)
-{
-	static const char use[] = "admin evict PRINCIPAL... --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
-	struct rail_args a;
-	json_t *list;
-
-	if (parse_rail_args("admin evict", argc, argv, 0, 1, EVICT_MAX + 1, ADMIN_WAIT_MS,
-	    &a) != 0)
-		return usage(use);
-	if (a.npos > EVICT_MAX) {
-		log_errx("%s: at most %d principals per request", a.verb, EVICT_MAX);
-		return 1;
-	}
-	for (int i = 0; i < a.npos; i++)
-		if (!principal_ok(&a, a.pos[i]))
-			return 1;
-	if (a.npos == 1)
-		return admin_call(&a, "evictPrincipal", json_pack("{s:s}", "principal", a.pos[0]));
-	list = json_array();
-	for (int i = 0; i < a.npos; i++)
-		json_array_append_new(list, json_string(a.pos[i]));
-	return admin_call(&a, "evictPrincipals", json_pack("{s:o}", "principals", list));
-}
-
-/*
- * Without PRINCIPAL, the daemon's liveness probe (P.live.delivery.<o>.<a>)
- * as the manager sees it: exit 0 only when bound. With one, the admin
- * rail's principalLiveness.
- */
-int
-cmd_admin_liveness(int argc, char **argv)
-{
-	static const char use[] = "admin liveness [PRINCIPAL] --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
-	struct rail_args a;
-	struct cli_session s;
-	char instance[256], why[512];
-
-	if (parse_rail_args("admin liveness", argc, argv, 0, 0, 1, ADMIN_WAIT_MS, &a) != 0)
-		return usage(use);
-	if (a.npos == 1) {
-		if (!principal_ok(&a, a.pos[0]))
-			return 1;
-		return admin_call(&a, "principalLiveness", json_pack("{s:s}", "principal",
-		    a.pos[0]));
-	}
-	if (admin_session(&a, &s) != 0)
-		return 1;
-	enum liveness l = ctl_liveness(s.client, a.wait_ms < ADMIN_TRY_MS ? a.wait_ms :
-	    ADMIN_TRY_MS, instance, sizeof(instance), why, sizeof(why));
-	cli_session_close(&s);
-	if (a.json) {
-		json_t *v = json_pack("{s:s}", "responder", liveness_name(l));
-		if (*instance != '\0')
-			json_object_set_new(v, "instance", json_string(instance));
-		if (*why != '\0')
-			json_object_set_new(v, "why", json_string(why));
-		print_json(v);
-		json_decref(v);
-	} else if (*instance != '\0') {
-		printf("%s (instance %s)\n", liveness_name(l), instance);
-	} else if (*why != '\0') {
-		printf("%s (%s)\n", liveness_name(l), why);
-	} else {
-		printf("%s\n", liveness_name(l));
-	}
-	return l == LIVE_BOUND ? 0 : 1;
-}
-
-int
-cmd_admin_reload(int argc, char **argv)
-{
-	static const char use[] = "admin reload --space S [--expect SHA256HEX] [--wait MS] "
-	    "[--json] [--root DIR] [--server URL]";
-	struct rail_args a;
-
-	if (parse_rail_args("admin reload", argc, argv, OPT_EXPECT, 0, 0, ADMIN_WAIT_MS, &a) != 0)
-		return usage(use);
-	return admin_call(&a, "reloadCreds", *a.expect == '\0' ? NULL :
-	    json_pack("{s:{s:s}}", "expected", "delivery", a.expect));
-}

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/creds/verdict.h"
+
 /* The credential's reply-inbox prefix, from its own sub.allow. */
 static int
 reply_inbox(const struct jwt *j, char *out, size_t outlen, char *why, size_t whylen)
@@ -24,7 +26,8 @@ reply_inbox(const struct jwt *j, char *out, size_t outlen, char *why, size_t why
 }
 
 int
-sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen)
+sup_creds_load(const char *path, enum need_cred kind, struct sup_creds *sc, char *err,
+	       size_t errlen)
 {
 	unsigned char digest[SHA256_DIGEST_LENGTH];
 	char why[512];
@@ -41,10 +44,7 @@ sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen)
 		creds_free(&sc->c);
 		return -1;
 	}
-	if (jwt_allow_all(&j, why, sizeof(why))) {
-		snprintf(err, errlen, "refusing an allow-all credential: %s (user %.12s…): %s; "
-		    "mint the least-privilege one with: cotal creds mint --profile delivery",
-		    path, j.sub, why);
+	if (cred_allow_all(path, &j, kind, err, errlen)) {
 		jwt_free(&j);
 		creds_free(&sc->c);
 		return -1;

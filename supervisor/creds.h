@@ -12,6 +12,7 @@
 
 #include "lib/creds/creds.h"
 #include "lib/creds/jwt.h"
+#include "lib/creds/needs.h"
 #include "lib/creds/nkeys.h"
 #include "lib/creds/perms.h"
 
@@ -39,7 +40,8 @@ struct sup_creds {
  * no permissions at all. 0 or -1 with err. A credential that may subscribe
  * to no reply inbox loads with inbox "" (the preflight decides).
  */
-int sup_creds_load(const char *path, struct sup_creds *sc, char *err, size_t errlen);
+int sup_creds_load(const char *path, enum need_cred kind, struct sup_creds *sc, char *err,
+		   size_t errlen);
 void sup_creds_free(struct sup_creds *sc);
 
 

@@ -13,36 +13,6 @@
 #include "lib/nats/kvcas.h"
 #include "lib/nats/natsconn.h"
 
-#define LEASE_ROW_MAX 4096
-
-int
-lease_row_parse(const char *data, size_t len, struct lease_row *out)
-{
-	json_t *v, *since, *ready;
-	const char *h, *inc;
-	int rc = -1;
-
-	memset(out, 0, sizeof(*out));
-	if (data == NULL || len > LEASE_ROW_MAX ||
-	    (v = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL)) == NULL)
-		return -1;
-	h = json_string_value(json_object_get(v, "holder"));
-	inc = json_string_value(json_object_get(v, "incarnation"));
-	since = json_object_get(v, "since");
-	ready = json_object_get(v, "ready");
-	if (h != NULL && inc != NULL && strlen(h) < sizeof(out->holder) &&
-	    strlen(inc) < sizeof(out->incarnation) && json_is_boolean(ready) &&
-	    (since == NULL || json_is_integer(since))) {
-		snprintf(out->holder, sizeof(out->holder), "%s", h);
-		snprintf(out->incarnation, sizeof(out->incarnation), "%s", inc);
-		out->since = since ? (int64_t)json_integer_value(since) : 0;
-		out->ready = json_is_true(ready);
-		rc = 0;
-	}
-	json_decref(v);
-	return rc;
-}
-
 bool
 lease_row_ours(const struct lease *l, const struct lease_row *r)
 {

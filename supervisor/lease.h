@@ -25,7 +25,6 @@
 #define LEASE_RECHECK_RETRY_MS 1000 /* an unknown reading is tried again */
 #define STANDBY_POLL_MS 1000        /* a standby tries the claim this often */
 #define LEASE_QUIESCE_WAIT_MS 6000  /* workers report QUIESCED within this */
-#define LEASE_INCARNATION_MAX 48
 #define LEASE_BUCKET_MAX (SPACE_TOKEN_MAX + 24)
 
 struct lease {
@@ -39,14 +38,6 @@ struct lease {
 	uint64_t rev;                             /* the revision of our last write */
 };
 
-/* A lease row: 0 with its fields, -1 when it is no lease row. */
-struct lease_row {
-	char holder[PRINCIPAL_MAX + 1];
-	char incarnation[LEASE_INCARNATION_MAX];
-	int64_t since;
-	bool ready;
-};
-int lease_row_parse(const char *data, size_t len, struct lease_row *out);
 /* Ours: the same holder and the same incarnation. */
 bool lease_row_ours(const struct lease *l, const struct lease_row *r);
 /* Serialize our row; malloc'd. */

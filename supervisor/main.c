@@ -39,6 +39,7 @@
 #include "lib/servers.h"
 #include "lib/version.h"
 #include "lib/creds/tlsca.h"
+#include "lib/creds/verdict.h"
 #include "lib/wire/tokens.h"
 #include "worker/worker.h"
 #include "worker-fanout/fanout.h"
@@ -269,33 +270,6 @@ creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
 	return -1;
 }
 
-/* The account whose connections a $SYS observer may list: the X of its
- * one "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant ("" when it has none). */
-static void
-observer_scans(const struct sup_creds *c, char *acct, size_t len)
-{
-	char why[256];
-	struct jwt j;
-	json_t *allow, *v;
-	size_t i;
-
-	acct[0] = '\0';
-	if (jwt_decode(c->c.jwt, strlen(c->c.jwt), &j, why, sizeof(why)) != 0)
-		return;
-	allow = jwt_user_list(&j, "pub", "allow");
-	json_array_foreach(allow, i, v) {
-		const char *sub = json_string_value(v), *end;
-		if (sub != NULL && strncmp(sub, "$SYS.REQ.ACCOUNT.", 17) == 0 &&
-		    (end = strstr(sub + 17, ".CONNZ")) != NULL && end[6] == '\0' &&
-		    (size_t)(end - sub - 17) < len) {
-			memcpy(acct, sub + 17, (size_t)(end - sub - 17));
-			acct[end - sub - 17] = '\0';
-		}
-	}
-	json_decref(allow);
-	jwt_free(&j);
-}
-
 /*
  * The $SYS users eviction sweeps with (WIRE.md §7), admitted before the
  * daemon claims its lease (seed: "It refuses if the observer belongs to
@@ -308,7 +282,7 @@ admit_sys_creds(char *err, size_t errlen)
 {
 	static const char *const files[] = { [IPC_SYS_OBSERVER] = "sys-observer.creds",
 		[IPC_SYS_EVICTOR] = "sys-evictor.creds" };
-	char dir[WS_PATH_MAX], path[3][WS_FILE_MAX], why[WS_FILE_MAX + 512], scans[64];
+	char dir[WS_PATH_MAX], path[3][WS_FILE_MAX], why[WS_FILE_MAX + 512];
 
 	if (ws_space_dir(&S.ws, S.space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
@@ -316,8 +290,9 @@ admit_sys_creds(char *err, size_t errlen)
 		cred_file(dir, files[w], path[w], sizeof(path[w]));
 		if (access(path[w], F_OK) != 0)
 			continue;
-		if (sup_creds_load(path[w], &S.sys[w], why, sizeof(why)) != 0) {
-			snprintf(err, errlen, "%s", why);
+		if (sup_creds_load(path[w], w == IPC_SYS_OBSERVER ? NEED_SYS_OBSERVER : NEED_SYS_EVICTOR,
+		    &S.sys[w], why, sizeof(why)) != 0) {
+			snprintf(err, errlen, "%s; not binding", why);
 			return -1;
 		}
 		S.have_sys[w] = true;
@@ -328,12 +303,17 @@ admit_sys_creds(char *err, size_t errlen)
 		    path[IPC_SYS_OBSERVER], S.space);
 		return -1;
 	}
-	observer_scans(&S.sys[IPC_SYS_OBSERVER], scans, sizeof(scans));
-	if (strcmp(scans, S.creds.account) != 0) {
-		snprintf(err, errlen, "the $SYS observer %s (user %.12s…) lists the connections of "
-		    "account %s, not of this space's account %s. Not binding.",
-		    path[IPC_SYS_OBSERVER], S.sys[IPC_SYS_OBSERVER].user_pub,
-		    scans[0] ? scans : "(none)", S.creds.account);
+	struct jwt j;
+	if (jwt_decode(S.sys[IPC_SYS_OBSERVER].c.jwt, strlen(S.sys[IPC_SYS_OBSERVER].c.jwt), &j,
+	    why, sizeof(why)) != 0) {
+		snprintf(err, errlen, "the $SYS observer credential cannot be read: %s", why);
+		return -1;
+	}
+	bool elsewhere = cred_observer_elsewhere(path[IPC_SYS_OBSERVER], &j, S.creds.account, why,
+	    sizeof(why));
+	jwt_free(&j);
+	if (elsewhere) {
+		snprintf(err, errlen, "%s; not binding", why);
 		return -1;
 	}
 	if (S.have_sys[IPC_SYS_EVICTOR] &&
@@ -543,9 +523,14 @@ main(int argc, char **argv)
 		log_errx("delivery: %s", err);
 		return 1;
 	}
-	if (creds_path(copt, path, sizeof(path), err, sizeof(err)) != 0 ||
-	    sup_creds_load(path, &S.creds, err, sizeof(err)) != 0) {
+	if (creds_path(copt, path, sizeof(path), err, sizeof(err)) != 0) {
 		log_errx("delivery: %s", err);
+		return 1;
+	}
+	/* The credential's own refusals (lib/creds/verdict.c's words, the
+	 * audit's too) end "; not binding". */
+	if (sup_creds_load(path, NEED_DELIVERY, &S.creds, err, sizeof(err)) != 0) {
+		log_errx("delivery: %s; not binding", err);
 		return 1;
 	}
 	log_info("delivery: credential %s (user %.12s…, account %.12s…, sha256 %s)", path,

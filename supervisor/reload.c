@@ -84,7 +84,7 @@ candidate(struct sup *s, const char *expected, struct sup_creds *c, bool *accept
 	natsConnection *nc = NULL;
 
 	*accepted = false;
-	if (sup_creds_load(s->creds.path, c, err, sizeof(err)) != 0) {
+	if (sup_creds_load(s->creds.path, NEED_DELIVERY, c, err, sizeof(err)) != 0) {
 		snprintf(why, whylen, "reloadCreds: %.400s; nothing adopted", err);
 		return -1;
 	}

@@ -162,6 +162,18 @@ int presence_row_parse(const char *key, const char *data, size_t len, char *name
  * when the id is empty or the key does not fit: an id-less post is copied
  * without one (seed).
  */
+/* The lease of a space's shard, key lease.0 of cotal_delivery_<s> (WIRE.md
+ * §4): 0 with its fields, -1 when it is no lease row. */
+#define LEASE_INCARNATION_MAX 48
+#define LEASE_ROW_MAX 4096
+struct lease_row {
+	char holder[PRINCIPAL_MAX + 1];
+	char incarnation[LEASE_INCARNATION_MAX];
+	int64_t since;
+	bool ready;
+};
+int lease_row_parse(const char *data, size_t len, struct lease_row *out);
+
 bool dedup_key(const char *id, const struct lifecycle *to, uint64_t generation, char *buf,
 	       size_t len);
 

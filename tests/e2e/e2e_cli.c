@@ -1,6 +1,7 @@
 /*
  * The operator commands by hand, as the README shows them: mesh init/start/
- * stop, space provision (idempotent, conflicts named), agent add.
+ * stop, space provision (idempotent, conflicts named), agent add, an agent
+ * binding its durable with no daemon serving.
  */
 #include <regex.h>
 #include <setjmp.h>
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -312,6 +315,98 @@ test_no_workspace_is_refused_naming_the_directory(void **state)
 	h_mesh_down(&m);
 }
 
+/* `cotal agent recv NAME --wait 0` on m: its exit status, its output. */
+static int
+recv_now(struct mesh *m, const char *name, char *out, size_t len)
+{
+	return h_cotal(m, out, len, "agent", "recv", name, "--space", m->space, "--wait", "0",
+	    NULL);
+}
+
+/* Does out hold the bind warning for durable on m's space, with cond? */
+static void
+assert_bind_warning(const struct mesh *m, const char *out, const char *durable, const char *cond)
+{
+	char want[1024];
+
+	snprintf(want, sizeof(want), "! agent recv: bound %s on space %s without a ready delivery "
+	    "lease (%s): a delivery daemon that starts on this plane delivers through it; if "
+	    "another plane serves space %s, reconnect there (that re-binds %s)", durable, m->space,
+	    cond, m->space, durable);
+	if (strstr(out, want) == NULL)
+		fail_msg("expected\n  %s\nin:\n%s", want, out);
+}
+
+/*
+ * Issue 31, the seed: "An agent binds its per-member delivery durable even
+ * when the plane reached by its connection has no ready delivery lease, so
+ * a daemon that starts later can deliver through it. A missing or not-ready
+ * lease emits a warning that names the durable, space, and condition. It
+ * tells the agent to reconnect against another plane if that plane serves
+ * the space, which re-binds the durable there."
+ */
+static void
+test_agent_binds_its_durable_without_a_ready_lease(void **state)
+{
+	struct mesh m;
+	struct agent alice, bob;
+	struct conn prov;
+	struct daemon d;
+	char out[H_OUT_MAX], err[1024], durable[256], outp[H_PATH_MAX], row[256];
+	int st;
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "bindwarn", true), 0);
+	assert_int_equal(h_agent_add(&m, "alice", "general", &alice), 0);
+	assert_int_equal(h_agent_add(&m, "bob", "general", &bob), 0);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", alice.owner, alice.actor, alice.uid);
+
+	/* No daemon ever ran: no lease row. Bound, warned, nothing to say. */
+	assert_int_equal(recv_now(&m, "alice", out, sizeof(out)), 0);
+	assert_bind_warning(&m, out, durable, "no lease row");
+	assert_non_null(strstr(out, "0 messages for alice"));
+
+	/* A daemon still claiming its lease: the row is there, not ready. */
+	if (h_connect_profile(&m, "provisioner", &prov, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	snprintf(row, sizeof(row), "{\"holder\":\"%s\",\"incarnation\":\"i-test\",\"since\":1,"
+	    "\"ready\":false}", alice.principal);
+	if (h_kv_put(&prov, &m, "delivery", "lease.0", row, err, sizeof(err)) != 0)
+		fail_msg("lease.0: %s", err);
+	assert_int_equal(recv_now(&m, "alice", out, sizeof(out)), 0);
+	assert_bind_warning(&m, out, durable, "lease not ready");
+	/* Released (deleted) by its holder: no lease row again. */
+	if (h_kv_del(&prov, &m, "delivery", "lease.0", err, sizeof(err)) != 0)
+		fail_msg("lease.0: %s", err);
+	h_close(&prov);
+
+	/* An agent bound before the daemon starts surfaces what the daemon
+	 * copies once it serves, through the same durable. */
+	snprintf(outp, sizeof(outp), "%s/recv-before.out", m.dir);
+	pid_t r = h_cotal_spawn(&m, outp, "agent", "recv", "alice", "--space", m.space, "--wait",
+	    "60000", NULL);
+	assert_true(r > 0);
+	assert_true(h_log_has(outp, "(no lease row)", 20000));
+	assert_int_equal(h_daemon_start(&m, &d, NULL), 0);
+	assert_int_equal(h_daemon_wait_connected(&d, 20000), 0);
+	if (h_cotal(&m, out, sizeof(out), "agent", "join", "alice", "general", "--space", m.space,
+	    NULL) != 0)
+		fail_msg("join: %s", out);
+	if (h_cotal(&m, out, sizeof(out), "agent", "post", "bob", "general", "after-the-start",
+	    "--space", m.space, NULL) != 0)
+		fail_msg("post: %s", out);
+	if (!h_log_has(outp, "after-the-start", 60000))
+		fail_msg("the agent bound before the daemon started surfaced nothing");
+	assert_int_equal(waitpid(r, &st, 0), r);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(h_log_has(outp, "1 message for alice", 0));
+	/* With the daemon serving, no warning. */
+	assert_int_equal(recv_now(&m, "alice", out, sizeof(out)), 0);
+	assert_null(strstr(out, "without a ready delivery lease"));
+	h_daemon_stop(&d, 10000);
+	h_mesh_down(&m);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -320,6 +415,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_provision_is_idempotent),
 		cmocka_unit_test(test_provision_names_a_conflicting_stream),
 		cmocka_unit_test(test_agent_add_writes_acl_row_and_durable),
+		cmocka_unit_test(test_agent_binds_its_durable_without_a_ready_lease),
 		cmocka_unit_test_teardown(test_mesh_start_and_stop, stop_detached_broker),
 		cmocka_unit_test(test_no_workspace_is_refused_naming_the_directory),
 		cmocka_unit_test(test_mesh_init_syncs_the_store_where_the_broker_takes_it),

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -145,6 +146,15 @@ on_request(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *arg)
 		natsConnection_PublishString(nc, reply, canned);
 	} else if (mode == SCRIPT || (op != NULL && strcmp(op, "refuse") == 0)) {
 		answer(nc, reply, json_pack("{s:b, s:s}", "ok", 0, "error", "scripted refusal"));
+	} else if (op != NULL && strcmp(op, "evictPrincipals") == 0) {
+		/* As the daemon answers: an EvictionResult per principal, in
+		 * order, each verified gone (nobody is connected). */
+		json_t *res = json_array(), *p;
+		size_t i;
+		json_array_foreach(json_object_get(json_object_get(body, "args"), "principals"), i, p)
+			json_array_append_new(res, json_pack("{s:O, s:i, s:i, s:b, s:b}", "principal", p,
+			    "kicked", 0, "remaining", 0, "verifiedGone", 1, "scanComplete", 1));
+		answer(nc, reply, json_pack("{s:b, s:o}", "ok", 1, "data", res));
 	} else {
 		answer(nc, reply, json_pack("{s:b, s:{s:s, s:O}}", "ok", 1, "data", "op",
 		    op ? op : "", "from", from ? from : json_null()));
@@ -1103,7 +1113,8 @@ test_cli_admin_commands_call_the_admin_rail_as_the_manager(void **state)
 
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "local.DEF",
 	    "--space", mesh.space, NULL);
-	EXPECT_OUT(0, "\"op\":\"evictPrincipals\"");
+	EXPECT_OUT(0, "[{\"principal\":\"local.ABC\",\"kicked\":0,\"remaining\":0,"
+	    "\"verifiedGone\":true,\"scanComplete\":true},{\"principal\":\"local.DEF\"");
 	s = responder_seen(1);
 	assert_string_equal(s.args, "{\"principals\":[\"local.ABC\",\"local.DEF\"]}");
 
@@ -1176,6 +1187,106 @@ test_cli_admin_waits_with_the_retry_cadence(void **state)
 	responder_down();
 }
 
+/* 600 principals, one per line of a --from file: local.p0 … local.p599. */
+static void
+write_principals(const char *path, int n)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fprintf(f, "# holders to retire\n\n");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "local.p%d\n", i);
+	fclose(f);
+}
+
+/*
+ * Issue 31, the seed: "The manager sends those holders as one
+ * evictPrincipals request per 256 [...] The manager records the holders
+ * each request verified before it sends the next, so a restart cut short by
+ * its executor window resumes after the last recorded request. A daemon
+ * that does not serve that verb refuses it."
+ */
+static void
+test_cli_admin_evict_sends_batches_and_resumes_from_its_ledger(void **state)
+{
+	char out[H_OUT_MAX], from[H_PATH_MAX], ledger[H_PATH_MAX];
+	struct stat st;
+	int rc;
+
+	(void)state;
+	snprintf(from, sizeof(from), "%s/holders.txt", mesh.dir);
+	snprintf(ledger, sizeof(ledger), "%s/evict.ledger", mesh.dir);
+	write_principals(from, 600);
+	responder_up(ANSWER, 0, "bound");
+
+	/* Cut short (SIGKILL) right after the first request's ledger write. */
+	setenv("COTAL_TEST_EVICT_KILL_AFTER", "1", 1);
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
+	    "--space", mesh.space, NULL);
+	unsetenv("COTAL_TEST_EVICT_KILL_AFTER");
+	assert_int_not_equal(rc, 0);
+	assert_int_equal(responder_count(), 1);
+	assert_non_null(strstr(responder_seen(0).args, "{\"principals\":[\"local.p0\",\"local.p1\","));
+	assert_int_equal(stat(ledger, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	json_t *l = json_load_file(ledger, 0, NULL);
+	assert_non_null(l);
+	assert_int_equal(json_integer_value(json_object_get(l, "sent")), 1);
+	assert_int_equal(json_integer_value(json_object_get(l, "batches")), 3);
+	assert_int_equal(json_array_size(json_array_get(json_object_get(l, "verified"), 0)), 256);
+	json_decref(l);
+
+	/* Run again with the same ledger: exactly the two requests left. */
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
+	    "--space", mesh.space, NULL);
+	EXPECT_OUT(0, "records 1 of 3 batches sent; resuming with batch 2");
+	assert_int_equal(responder_count(), 3);
+	assert_non_null(strstr(responder_seen(1).args, "{\"principals\":[\"local.p256\","));
+	assert_non_null(strstr(responder_seen(2).args, "{\"principals\":[\"local.p512\","));
+	assert_non_null(strstr(out, "batch 3 of 3: 88 principals, 88 verified gone"));
+	l = json_load_file(ledger, 0, NULL);
+	assert_int_equal(json_integer_value(json_object_get(l, "sent")), 3);
+	size_t verified = 0;
+	for (size_t i = 0; i < 3; i++)
+		verified += json_array_size(json_array_get(json_object_get(l, "verified"), i));
+	assert_int_equal(verified, 600);
+	json_decref(l);
+	/* A third run sends nothing; another eviction's list is refused. */
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
+	    "--space", mesh.space, NULL);
+	EXPECT_OUT(0, "all 3 batches were sent before");
+	assert_int_equal(responder_count(), 3);
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.other", "--from", from,
+	    "--ledger", ledger, "--space", mesh.space, NULL);
+	EXPECT_OUT(1, "records another eviction");
+	assert_int_equal(responder_count(), 3);
+
+	/* A daemon that does not serve the verb refuses it: quoted, the
+	 * batch named, nothing sent after it. */
+	responder_reset(ANSWER, 0, "bound");
+	responder_can("evictPrincipals", "{\"ok\":false,\"error\":\"op \\\"evictPrincipals\\\" not "
+	    "supported on the delivery admin service\"}");
+	unlink(ledger);
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
+	    "--space", mesh.space, NULL);
+	EXPECT_OUT(1, "admin evict: op \"evictPrincipals\" not supported on the delivery admin "
+	    "service");
+	EXPECT_OUT(1, "batch 1 of 3 (principals 1-256) not done: nothing after it was sent");
+	assert_int_equal(responder_count(), 1);
+	assert_int_not_equal(access(ledger, F_OK), 0);
+	responder_down();
+
+	/* A bad line is refused by its place, before anything is sent. */
+	FILE *f = fopen(from, "a");
+	fprintf(f, "nobody\n");
+	fclose(f);
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--space",
+	    mesh.space, NULL);
+	snprintf(ledger, sizeof(ledger), "admin evict: --from %s:603 \"nobody\" is not", from);
+	EXPECT_OUT(1, ledger);
+}
+
 /* Every command refuses a bad argument, naming it, before it dials. */
 static void
 test_cli_refuses_bad_arguments_naming_them(void **state)
@@ -1241,6 +1352,8 @@ main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_cli_admin_commands_call_the_admin_rail_as_the_manager,
 		    fresh, tidy),
 		cmocka_unit_test_setup_teardown(test_cli_admin_waits_with_the_retry_cadence, fresh, tidy),
+		cmocka_unit_test_setup_teardown(test_cli_admin_evict_sends_batches_and_resumes_from_its_ledger,
+		    fresh, tidy),
 		cmocka_unit_test_setup_teardown(test_cli_refuses_bad_arguments_naming_them, fresh, tidy),
 	};
 

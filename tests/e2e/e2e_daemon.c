@@ -332,7 +332,7 @@ test_workers_die_with_a_killed_supervisor(void **state)
 static void
 test_allow_all_credential_is_refused(void **state)
 {
-	char path[H_PATH_MAX], out[H_OUT_MAX];
+	char path[H_PATH_MAX], out[H_OUT_MAX], why[H_OUT_MAX];
 	json_t *all = json_pack("[s]", ">"), *inbox = json_pack("[s]", "_INBOX_X.>");
 
 	(void)state;
@@ -342,6 +342,9 @@ test_allow_all_credential_is_refused(void **state)
 	    "--root", mesh.dir, "--creds", path, NULL), 1);
 	assert_non_null(strstr(out, "✗ delivery: refusing an allow-all credential"));
 	assert_non_null(strstr(out, "publish allow list contains \">\""));
+	/* Issue 31: the audit refuses it too, in the daemon's words. */
+	if (h_audit_agrees(&mesh, path, "delivery", out, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
 
 	assert_int_equal(h_mint_raw(&mesh, "no-perms.creds", NULL, NULL, false, path, sizeof(path)),
 	    0);
@@ -349,8 +352,47 @@ test_allow_all_credential_is_refused(void **state)
 	    "--root", mesh.dir, "--creds", path, NULL), 1);
 	assert_non_null(strstr(out, "refusing an allow-all credential"));
 	assert_non_null(strstr(out, "no publish permissions"));
+	if (h_audit_agrees(&mesh, path, "delivery", out, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
 	json_decref(all);
 	json_decref(inbox);
+}
+
+/*
+ * An expired credential is refused at start, naming when it expired (the
+ * broker would refuse it anyway, and the daemon would read that as the
+ * broker gone); the audit says the same (issue 31). A credential that has
+ * not expired is taken by both.
+ */
+static void
+test_expired_credential_is_refused_at_start(void **state)
+{
+	char path[H_PATH_MAX], out[H_OUT_MAX], why[H_OUT_MAX], past[32];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/expired.creds", mesh.dir);
+	snprintf(past, sizeof(past), "%lld", (long long)time(NULL) - 60);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", mesh.space,
+	    "--profile", "delivery", "--out", path, "--force", "--expires-at", past, NULL), 0);
+	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
+	    "--root", mesh.dir, "--creds", path, NULL), 1);
+	if (strstr(out, "✗ delivery: the credential ") == NULL || strstr(out, " expired at ") ==
+	    NULL || strstr(out, "renew it with: cotal creds mint --profile delivery --renew") == NULL)
+		fail_msg("expected the expiry refusal in:\n%s", out);
+	assert_null(strstr(out, "delivery daemon up"));
+	if (h_audit_agrees(&mesh, path, "delivery", out, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
+
+	/* The same credential an hour from now: both take it (this daemon
+	 * then stops at the suite's daemon's lease). */
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", mesh.space,
+	    "--profile", "delivery", "--out", path, "--force", "--expires", "3600", NULL), 0);
+	assert_int_equal(h_daemon_run(&mesh, NULL, out, sizeof(out), "--space", mesh.space,
+	    "--root", mesh.dir, "--creds", path, NULL), 1);
+	assert_null(strstr(out, " expired at "));
+	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
+	if (h_audit_agrees(&mesh, path, "delivery", out, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
 }
 
 /*
@@ -433,9 +475,12 @@ mint_sys(const char *grant, bool rogue)
 }
 
 /* Run the daemon with a space directory file replaced (or removed, text
- * NULL); restore it; the daemon's output into out, its exit status. */
+ * NULL); with audit, `cotal creds audit` of the file as that profile must
+ * say what the daemon said (issue 31); restore it; the daemon's output
+ * into out, its exit status. */
 static int
-run_with_sys_file(const char *name, const char *text, char *out, size_t outlen)
+run_with_sys_file(const char *name, const char *text, char *out, size_t outlen,
+		  const char *audit)
 {
 	char key[512], path[H_PATH_MAX * 2], keep[H_PATH_MAX * 2 + 8];
 	int rc;
@@ -452,6 +497,9 @@ run_with_sys_file(const char *name, const char *text, char *out, size_t outlen)
 	}
 	rc = h_daemon_run(&mesh, NULL, out, outlen, "--space", mesh.space, "--root", mesh.dir,
 	    NULL);
+	char why[H_OUT_MAX];
+	if (audit != NULL && h_audit_agrees(&mesh, path, audit, out, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
 	unlink(path);
 	assert_int_equal(rename(keep, path), 0);
 	return rc;
@@ -471,7 +519,7 @@ test_sys_observer_admission(void **state)
 	char *text;
 
 	(void)state;
-	assert_int_equal(run_with_sys_file("sys-observer.creds", NULL, out, sizeof(out)), 1);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", NULL, out, sizeof(out), NULL), 1);
 	assert_non_null(strstr(out, "no $SYS observer credential"));
 	assert_non_null(strstr(out, "Not binding."));
 
@@ -480,20 +528,21 @@ test_sys_observer_admission(void **state)
 	nkey_wipe(&acct);
 	snprintf(grant, sizeof(grant), "$SYS.REQ.ACCOUNT.%s.CONNZ", other);
 	text = mint_sys(grant, false);
-	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out)), 1);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
+	    "sys-observer"), 1);
 	free(text);
 	assert_non_null(strstr(out, "lists the connections of account"));
 	assert_non_null(strstr(out, other));
 
 	/* An evictor of another system account than the observer's. */
 	text = mint_sys("$SYS.REQ.SERVER.*.KICK", true);
-	assert_int_equal(run_with_sys_file("sys-evictor.creds", text, out, sizeof(out)), 1);
+	assert_int_equal(run_with_sys_file("sys-evictor.creds", text, out, sizeof(out), NULL), 1);
 	free(text);
 	assert_non_null(strstr(out, "a torn rotation"));
 
 	/* No evictor: the daemon starts, eviction unavailable (the suite's
 	 * daemon holds the lease, so this one stops at the lease). */
-	assert_int_equal(run_with_sys_file("sys-evictor.creds", NULL, out, sizeof(out)), 1);
+	assert_int_equal(run_with_sys_file("sys-evictor.creds", NULL, out, sizeof(out), NULL), 1);
 	assert_non_null(strstr(out, "eviction is unavailable until it is provisioned"));
 	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
 }
@@ -1016,6 +1065,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_cotal_status_lists_each_worker),
 		cmocka_unit_test(test_kill9_each_worker_is_restarted),
 		cmocka_unit_test(test_allow_all_credential_is_refused),
+		cmocka_unit_test(test_expired_credential_is_refused_at_start),
 		cmocka_unit_test(test_systemd_credential_wins_over_the_workspace),
 		cmocka_unit_test(test_sys_observer_admission),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),

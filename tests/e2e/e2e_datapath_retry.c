@@ -71,9 +71,12 @@ surfaced(struct member *mb, int ms, char *got, size_t len)
 static void
 expect_texts(struct member *mb, int ms, const char *want)
 {
-	char got[4096];
+	char got[4096], err[1024];
 
-	surfaced(mb, ms, got, sizeof(got));
+	/* Until the wanted ones came, then QUIET_MS for one too many. */
+	if (h_dlv_texts_n(&mb->c, &mesh, &mb->a, h_texts_count(want), ms, QUIET_MS, got,
+	    sizeof(got), err, sizeof(err)) != 0)
+		fail_msg("%s", err);
 	if (strcmp(got, want) != 0)
 		fail_msg("%s surfaced \"%s\", want \"%s\"", mb->a.name, got, want);
 }

@@ -19,12 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "lib/creds/needs.h"
 #include "lib/creds/perms.h"
 #include "lib/wire/tokens.h"
+#include "lib/clock.h"
 #include "tests/harness/harness.h"
 
 #define GRANTS COTAL_TEST_DATA "/delivery-grants.json"
@@ -117,6 +120,32 @@ mint(const char *profile, const char *file, char *out)
 	    profile, "--grants", file, "--force", NULL);
 }
 
+/* How many times needle occurs in text. */
+static int
+count_of(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* `cotal creds audit` of the standing credential of profile says what the
+ * daemon said of it (said: its output or its log). */
+static void
+agrees(const char *profile, const char *said)
+{
+	char path[H_PATH_MAX], key[SPACE_KEY_MAX + 1], *why = malloc(H_OUT_MAX);
+
+	assert_non_null(why);
+	assert_true(space_key(mesh.space, key, sizeof(key)));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/%s.creds", mesh.dir, key, profile);
+	if (h_audit_agrees(&mesh, path, profile, said, why, H_OUT_MAX) != 0)
+		fail_msg("%s", why);
+	free(why);
+}
+
 static void
 test_every_needed_grant_is_checked_at_start(void **state)
 {
@@ -154,30 +183,60 @@ test_every_needed_grant_is_checked_at_start(void **state)
 				for (size_t k = 0; k < sizeof(secs) / sizeof(secs[0]); k++)
 					if (mint(secs[k].profile, k == si ? path : GRANTS, out) != 0)
 						fail_msg("cotal creds mint: %s", out);
-				if (!optional) {
+				/* Its list's only grant: without it the list is empty, which
+				 * NATS reads as everything allowed: refused as allow-all. */
+				bool emptied = json_array_size(list) == 1;
+				if (!optional || emptied) {
+					char want[1100];
 					int rc = h_daemon_run(&mesh, NULL, out, H_OUT_MAX, "--space", mesh.space,
 					    "--root", mesh.dir, NULL);
+					/* The subject a feature needs, which g covered. */
+					snprintf(want, sizeof(want), "%s \"", d == 0 ? "may not publish" :
+					    "may not subscribe to");
+					if (emptied)
+						snprintf(want, sizeof(want), "refusing an allow-all credential");
 					if (rc != 1 || strstr(out, "; not binding") == NULL ||
-					    strstr(out, d == 0 ? "may not publish \"" : "may not subscribe to \"")
-					    == NULL)
+					    strstr(out, want) == NULL)
 						fail_msg("%s without %s grant \"%s\": exit %d, expected a refusal "
 						    "naming it:\n%s", secs[si].section, dirs[d], g, rc, out);
 					assert_null(strstr(out, "delivery daemon up"));
+					/* Issue 31: its audit refuses it, in the daemon's words. */
+					agrees(secs[si].profile, out);
 					refused++;
 					continue;
 				}
 				/* Optional: the feature off, the daemon serving. */
 				struct daemon dm;
+				struct stat st;
+				char lpath[H_PATH_MAX], key[SPACE_KEY_MAX + 1];
+				assert_true(space_key(mesh.space, key, sizeof(key)));
+				snprintf(lpath, sizeof(lpath), "%s/.cotal/delivery.%s.log", mesh.dir, key);
+				long from = stat(lpath, &st) == 0 ? (long)st.st_size : 0;
 				assert_int_equal(h_daemon_start(&mesh, &dm, NULL), 0);
-				bool said = h_log_has(dm.log, "is off", 20000);
-				bool up = h_log_has(dm.log, "✓ delivery daemon up", 20000);
+				assert_string_equal(dm.log, lpath);
+				/* In what this daemon wrote: a `!` line turning a feature off
+				 * besides registerChannel's (the file never grants it), and
+				 * up. */
+				char *log = NULL;
+				bool said = false, up = false;
+				for (int64_t until = mono_ms() + 20000; mono_ms() < until; usleep(50 * 1000)) {
+					free(log);
+					log = h_file_text(dm.log, from);
+					said = log != NULL && count_of(log, " is off") >= 2;
+					up = log != NULL && strstr(log, "✓ delivery daemon up") != NULL;
+					if (said && up)
+						break;
+				}
 				kill(dm.pid, SIGTERM);
 				if (h_daemon_wait_exit(&dm, 10000) < 0)
 					h_daemon_kill(&dm);
 				if (!said || !up)
-					fail_msg("%s without %s grant \"%s\" (optional): %s", secs[si].section,
-					    dirs[d], g, !said ? "no `!` line turning it off" :
-					    "the daemon did not come up");
+					fail_msg("%s without %s grant \"%s\" (optional): %s:\n%s",
+					    secs[si].section, dirs[d], g, !said ? "no `!` line turning it off" :
+					    "the daemon did not come up", log ? log : "(no log)");
+				/* Its audit takes it and says what is off, as the log did. */
+				agrees(secs[si].profile, log);
+				free(log);
 				off++;
 			}
 		}
@@ -208,7 +267,12 @@ test_audit_reads_the_files_shapes(void **state)
 	    "(optional: off without it)", mesh.token);
 	if (strstr(out, want) == NULL)
 		fail_msg("expected \"%s\" in:\n%s", want, out);
-	assert_non_null(strstr(out, "✓ nothing required is missing"));
+	/* The daemon's own words for the feature it turns off. */
+	snprintf(want, sizeof(want), "  ! the credential may not publish \"$KV.cotal_channels_%s.>\" "
+	    "(registerChannel needs it); registerChannel is off: refused on the rail", mesh.token);
+	if (strstr(out, want) == NULL)
+		fail_msg("expected \"%s\" in:\n%s", want, out);
+	assert_non_null(strstr(out, "✓ the daemon takes this credential for the delivery profile"));
 	assert_non_null(strstr(out, "  + $JS.FC.>  — beyond the profile"));
 	free(out);
 }
@@ -281,6 +345,11 @@ golden(const char *name, const char *creds, const char *profile, int want_rc)
 	field(out, "  account ", acct, sizeof(acct));
 	replace_all(out, H_OUT_MAX, creds, "<FILE>");
 	replace_all(out, H_OUT_MAX, user, "<USER>");
+	/* The verdict names a user by its first 12 characters. */
+	char user12[32];
+	snprintf(user12, sizeof(user12), "%.12s…", user);
+	if (user[0] != '\0')
+		replace_all(out, H_OUT_MAX, user12, "<USER>…");
 	replace_all(out, H_OUT_MAX, iss, "<ISSUER>");
 	replace_all(out, H_OUT_MAX, acct, "<ACCOUNT>");
 	replace_all(out, H_OUT_MAX, space_account(), "<SPACE ACCOUNT>");
@@ -357,7 +426,8 @@ test_audit_golden_outputs(void **state)
 	}
 	mint_from("delivery", "{\"delivery\":{\"pub\":{\"allow\":[\">\"]},"
 	    "\"sub\":{\"allow\":[\">\"]}}}", "allow-all.creds", creds, sizeof(creds));
-	golden("allow-all", creds, "delivery", 0);
+	/* The daemon refuses it at start: so does the audit, in its words. */
+	golden("allow-all", creds, "delivery", 1);
 	/* The file's delivery grants without P.dlv.*.*.*: the reader cannot
 	 * hand a frame over. */
 	json_t *doc = json_load_file(GRANTS, 0, NULL), *allow;

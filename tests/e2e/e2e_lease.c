@@ -381,6 +381,10 @@ test_lease_write_denied_is_named(void **state)
 		fail_msg("expected the line\n  %s\nin:\n%s", want, out);
 	assert_true(log_find(&ma, from, want, true) >= 0);
 	assert_int_not_equal(rc, 0);
+	/* Issue 31: its audit refuses it, naming the same grant. */
+	char why[H_OUT_MAX];
+	if (h_audit_agrees(&ma, path, "delivery", out, why, sizeof(why)) != 0)
+		fail_msg("%s", why);
 	/* "never as another daemon holding the lease" */
 	assert_null(strstr(out, "a live lease already exists"));
 	/* Nothing was written. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1145,6 +1146,114 @@ test_reply_over_max_payload_is_refused_at_once(void **state)
 	h_mesh_down(&small);
 }
 
+/* The line number (from 1) of the nth line of path holding needle, or 0. */
+static int
+nth_line(const char *path, const char *needle, int nth)
+{
+	char *text = h_file_text(path, 0), *p, *e;
+	int no = 0, seen = 0, at = 0;
+
+	for (p = text; p != NULL && *p != '\0' && at == 0; p = *e ? e + 1 : e) {
+		e = strchr(p, '\n');
+		if (e == NULL)
+			e = p + strlen(p);
+		no++;
+		if (memmem(p, (size_t)(e - p), needle, strlen(needle)) != NULL && ++seen == nth)
+			at = no;
+	}
+	free(text);
+	return at;
+}
+
+/*
+ * Issue 31: `cotal admin evict` of 600 principals against the daemon: one
+ * evictPrincipals a batch of 256 (3 requests), cut short (SIGKILL) after
+ * the first one's ledger write, resumed by a second run that sends exactly
+ * the two left; a credential reload lands between the second and the third
+ * (the registry's connection replaced), and the retirement completes.
+ */
+static void
+test_cli_eviction_in_batches_resumes_across_a_reload(void **state)
+{
+	char from[H_PATH_MAX], ledger[H_PATH_MAX], outp[H_PATH_MAX], out[H_OUT_MAX];
+	char go[H_PATH_MAX], hold[H_PATH_MAX + 8];
+	int before, st;
+
+	(void)state;
+	snprintf(from, sizeof(from), "%s/retire.txt", mesh.dir);
+	snprintf(ledger, sizeof(ledger), "%s/retire.ledger", mesh.dir);
+	FILE *f = fopen(from, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 600; i++)
+		fprintf(f, "local.retired%d\n", i);
+	fclose(f);
+	before = h_log_count(dmn.log, "evictPrincipals: ");
+
+	setenv("COTAL_TEST_EVICT_KILL_AFTER", "1", 1);
+	int rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger",
+	    ledger, "--space", mesh.space, NULL);
+	unsetenv("COTAL_TEST_EVICT_KILL_AFTER");
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(out, "batch 1 of 3: 256 principals, 256 verified gone"));
+	assert_true(h_log_has(dmn.log, "evictPrincipals: 256 principals", 5000));
+	assert_int_equal(h_log_count(dmn.log, "evictPrincipals: "), before + 1);
+
+	/* The rest, held after the second batch; then a reload, and the
+	 * third sent at once, into the registry's reconnect. */
+	snprintf(outp, sizeof(outp), "%s/retire.out", mesh.dir);
+	snprintf(go, sizeof(go), "%s/retire.go", mesh.dir);
+	snprintf(hold, sizeof(hold), "2:%s", go);
+	setenv("COTAL_TEST_EVICT_HOLD", hold, 1);
+	pid_t r = h_cotal_spawn(&mesh, outp, "admin", "evict", "--from", from, "--ledger", ledger,
+	    "--space", mesh.space, NULL);
+	unsetenv("COTAL_TEST_EVICT_HOLD");
+	assert_true(r > 0);
+	assert_true(h_log_has(outp, "batch 2 of 3", 20000));
+	int reloads = h_log_count(dmn.log, "delivery registry: reconnected with the renewed credential");
+	/* A renewed credential (the same key, a new JWT; the foreign
+	 * variant's grants kept) for the reload to adopt. */
+	const char *grants = getenv("COTAL_TEST_GRANTS");
+	rc = grants != NULL ?
+	    h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", mesh.space, "--profile",
+	    "delivery", "--renew", "--grants", grants, NULL) :
+	    h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", mesh.space, "--profile",
+	    "delivery", "--renew", NULL);
+	if (rc != 0)
+		fail_msg("renew: %s", out);
+	if (h_cotal(&mesh, out, sizeof(out), "admin", "reload", "--space", mesh.space, NULL) != 0)
+		fail_msg("reload: %s", out);
+	FILE *g = fopen(go, "w");
+	assert_non_null(g);
+	fclose(g);
+	assert_int_equal(waitpid(r, &st, 0), r);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		char *text = h_file_text(outp, 0);
+		fail_msg("the resumed eviction failed:\n%s", text ? text : "");
+	}
+	assert_true(h_log_has(outp, "resuming with batch 2", 0));
+	assert_true(h_log_has(outp, "batch 3 of 3: 88 principals, 88 verified gone", 0));
+	assert_true(h_log_has(dmn.log, "evictPrincipals: 88 principals", 5000));
+	/* Exactly the two left were sent. */
+	assert_int_equal(h_log_count(dmn.log, "evictPrincipals: "), before + 3);
+	/* The registry's connection was replaced after the second was
+	 * answered (the third went out at the reload's reply). */
+	for (int i = 0; i < 200 && h_log_count(dmn.log, "delivery registry: reconnected with the "
+	    "renewed credential") == reloads; i++)
+		usleep(50 * 1000);
+	int reload_at = nth_line(dmn.log, "delivery registry: reconnected with the renewed credential",
+	    reloads + 1);
+	assert_true(reload_at > 0);
+	assert_true(reload_at > nth_line(dmn.log, "evictPrincipals: ", before + 2));
+	json_t *l = json_load_file(ledger, 0, NULL);
+	assert_non_null(l);
+	assert_int_equal(json_integer_value(json_object_get(l, "sent")), 3);
+	size_t verified = 0;
+	for (size_t i = 0; i < 3; i++)
+		verified += json_array_size(json_array_get(json_object_get(l, "verified"), i));
+	assert_int_equal(verified, 600);
+	json_decref(l);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1168,6 +1277,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_acl_narrowed_between_the_joins_two_reads),
 		cmocka_unit_test(test_activation_superseded_by_a_concurrent_leave),
 		cmocka_unit_test(test_reply_over_max_payload_is_refused_at_once),
+		cmocka_unit_test(test_cli_eviction_in_batches_resumes_across_a_reload),
 	};
 	broker29 = h_broker_arg(argc, argv) == H_BROKER_29;
 	h_use_broker(h_broker_arg(argc, argv));

@@ -316,7 +316,7 @@ test_status_json_of_a_serving_daemon_matches_the_daemon(void **state)
 	/* Every copy delivered, and counted in the status file. */
 	for (int i = 1; i < 3; i++) {
 		bool hdr = false;
-		json_t *frames = h_dlv_drain(&m[i].c, &mesh, &m[i].a, 10000, 1000, &hdr, err,
+		json_t *frames = h_dlv_drain_n(&m[i].c, &mesh, &m[i].a, POSTS, 20000, 1000, &hdr, err,
 		    sizeof(err));
 		if (frames == NULL)
 			fail_msg("%s: %s", names[i], err);

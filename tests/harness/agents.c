@@ -459,6 +459,13 @@ json_t *
 h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
 	    bool *headers_ok, char *err, size_t errlen)
 {
+	return h_dlv_drain_n(c, m, a, 1, ms, quiet_ms, headers_ok, err, errlen);
+}
+
+json_t *
+h_dlv_drain_n(struct conn *c, struct mesh *m, const struct agent *a, size_t want, int ms,
+	      int quiet_ms, bool *headers_ok, char *err, size_t errlen)
+{
 	char durable[512];
 	struct puller p;
 	json_t *out = json_array();
@@ -468,7 +475,10 @@ h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int q
 		json_decref(out);
 		return NULL;
 	}
-	for (int64_t until = mono_ms() + ms;; until = mono_ms() + quiet_ms) {
+	/* Until want have come (or ms is over), then until quiet_ms pass
+	 * with nothing new: a pause before the wanted ones is no end. */
+	for (int64_t deadline = mono_ms() + ms, until = deadline;;
+	    until = json_array_size(out) < want ? deadline : mono_ms() + quiet_ms) {
 		natsMsgList list;
 		if (dlv_fetch_by(&p, 256, until, &list) != NATS_OK)
 			break;
@@ -514,8 +524,25 @@ int
 h_dlv_texts(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
 	    char *out, size_t len, char *err, size_t errlen)
 {
+	return h_dlv_texts_n(c, m, a, 1, ms, quiet_ms, out, len, err, errlen);
+}
+
+size_t
+h_texts_count(const char *texts)
+{
+	size_t n = *texts != '\0';
+
+	for (; *texts != '\0'; texts++)
+		n += *texts == ',';
+	return n;
+}
+
+int
+h_dlv_texts_n(struct conn *c, struct mesh *m, const struct agent *a, size_t want, int ms,
+	      int quiet_ms, char *out, size_t len, char *err, size_t errlen)
+{
 	bool hdr = false;
-	json_t *frames = h_dlv_drain(c, m, a, ms, quiet_ms, &hdr, err, errlen);
+	json_t *frames = h_dlv_drain_n(c, m, a, want, ms, quiet_ms, &hdr, err, errlen);
 
 	if (frames == NULL)
 		return -1;

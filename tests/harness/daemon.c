@@ -371,3 +371,113 @@ h_daemon_restarts(struct daemon *d)
 	json_decref(doc);
 	return n;
 }
+
+/* The space's account key, from dev-mesh.json ("" when unknown). */
+static void
+space_account(struct mesh *m, char *out, size_t len)
+{
+	char path[H_PATH_MAX];
+	json_t *mj;
+
+	snprintf(path, sizeof(path), "%s/.cotal/mesh/dev-mesh.json", m->dir);
+	mj = json_load_file(path, 0, NULL);
+	snprintf(out, len, "%s", json_string_value(json_object_get(json_object_get(json_object_get(mj,
+	    "spaces"), m->space), "account")) ?: "");
+	json_decref(mj);
+}
+
+/* n, less suffix when text[0..n) ends with it. */
+static int
+strip(const char *text, int n, const char *suffix)
+{
+	int sl = (int)strlen(suffix);
+
+	return n >= sl && strncmp(text + n - sl, suffix, (size_t)sl) == 0 ? n - sl : n;
+}
+
+int
+h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const char *said,
+	       char *why, size_t whylen)
+{
+	char *out = malloc(H_OUT_MAX), acct[128], line[4096];
+	int rc, refusals = 0;
+	const char *p, *e;
+
+	if (out == NULL)
+		return -1;
+	const char *words = strcmp(profile, "sys-observer") == 0 ? "the $SYS observer credential " :
+	    strcmp(profile, "sys-evictor") == 0 ? "the $SYS evictor credential " : "the credential ";
+	space_account(m, acct, sizeof(acct));
+	rc = h_cotal(m, out, H_OUT_MAX, "creds", "audit", creds, "--profile", profile, "--space",
+	    m->space, "--account", acct, NULL);
+	/* Each of the daemon's lines, its mark and "delivery: " off, found as
+	 * a line of the audit's verdict. */
+	for (p = said; *p != '\0'; p = *e ? e + 1 : e) {
+		const char *x, *text;
+		bool refusal;
+		e = strchr(p, '\n');
+		if (e == NULL)
+			e = p + strlen(p);
+		int n = (int)(e - p);
+		if ((x = memmem(p, (size_t)n, "✗ delivery: ", strlen("✗ delivery: "))) != NULL &&
+		    n > 13 && strncmp(e - 13, "; not binding", 13) == 0)
+			refusal = true;
+		else if ((x = memmem(p, (size_t)n, "! delivery: ", strlen("! delivery: "))) != NULL &&
+		    memmem(p, (size_t)n, " is off", 7) != NULL)
+			refusal = false;
+		else
+			continue;
+		text = strstr(x, ": ") + 2;
+		int tn = (int)(e - text);
+		/* Only what it said of this credential: named by its kind's
+		 * words or by its file. */
+		if (strncmp(text, words, strlen(words)) != 0 &&
+		    !memmem(text, (size_t)tn, creds, strlen(creds)))
+			continue;
+		/* A refusal is in the audit's words too, a ✗ line of its
+		 * verdict or, for the file itself, its reason for exit 2. */
+		if (refusal) {
+			tn = strip(text, tn, "; not binding");
+			refusals++;
+			snprintf(line, sizeof(line), "%.*s", tn, text);
+		} else
+			snprintf(line, sizeof(line), "  ! %.*s\n", tn, text);
+		if (strstr(out, line) == NULL) {
+			snprintf(why, whylen, "the daemon said \"%.*s\", the audit of %s (profile %s) "
+			    "did not:\n%s", tn, text, creds, profile, out);
+			free(out);
+			return -1;
+		}
+	}
+	if (refusals > 0 ? rc != 1 && rc != 2 : rc != 0) {
+		snprintf(why, whylen, "the daemon %s %s, yet its audit (profile %s) exited %d:\n%s",
+		    refusals > 0 ? "refused" : "took", creds, profile, rc, out);
+		free(out);
+		return -1;
+	}
+	free(out);
+	return 0;
+}
+
+char *
+h_file_text(const char *path, long from)
+{
+	FILE *f = fopen(path, "r");
+	char *t;
+	size_t n;
+
+	if (f == NULL)
+		return NULL;
+	if (fseek(f, from, SEEK_SET) != 0) {
+		fclose(f);
+		return NULL;
+	}
+	if ((t = malloc(H_OUT_MAX)) == NULL) {
+		fclose(f);
+		return NULL;
+	}
+	n = fread(t, 1, H_OUT_MAX - 1, f);
+	t[n] = '\0';
+	fclose(f);
+	return t;
+}

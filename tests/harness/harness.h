@@ -322,6 +322,12 @@ int h_dlv_fetch(struct conn *c, struct mesh *m, const struct agent *a, int ms, b
  * header check result in *headers_ok. */
 json_t *h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
 		    bool *headers_ok, char *err, size_t errlen);
+/* The same, waiting up to ms for want frames before the quiet_ms of
+ * nothing new end it: for a test that knows how many are due (the daemon
+ * may pause between two, e.g. a pull request a 2.9 broker let expire
+ * without a word). */
+json_t *h_dlv_drain_n(struct conn *c, struct mesh *m, const struct agent *a, size_t want, int ms,
+		      int quiet_ms, bool *headers_ok, char *err, size_t errlen);
 /* A frame's text (its message's first part), or NULL. */
 const char *h_frame_text(json_t *frame);
 /* The texts of frames, in order, as one string "a,b,c" ("?" for a frame
@@ -331,6 +337,11 @@ void h_frame_texts(json_t *frames, char *out, size_t len);
  * the drain failed or a frame came without the delivery header. */
 int h_dlv_texts(struct conn *c, struct mesh *m, const struct agent *a, int ms, int quiet_ms,
 		char *out, size_t len, char *err, size_t errlen);
+/* The same, waiting for want frames first (h_dlv_drain_n). */
+int h_dlv_texts_n(struct conn *c, struct mesh *m, const struct agent *a, size_t want, int ms,
+		  int quiet_ms, char *out, size_t len, char *err, size_t errlen);
+/* How many texts "a,b,c" names (0 for ""). */
+size_t h_texts_count(const char *texts);
 
 /* ---- the data path's rows and streams (rows.c, issue 4) ---- */
 
@@ -413,8 +424,22 @@ void h_daemon_kill(struct daemon *d);
 void h_daemon_stop(struct daemon *d, int ms);
 /* Does the log contain needle (within ms)? */
 bool h_log_has(const char *path, const char *needle, int ms);
+/* The file at path from byte from on (at most H_OUT_MAX - 1 bytes),
+ * NUL-ended, to free; NULL when it cannot be read. */
+char *h_file_text(const char *path, long from);
 /* Lines of the file at path holding needle (0 when there is no file). */
 int h_log_count(const char *path, const char *needle);
+/*
+ * Issue 31: `cotal creds audit creds --profile P --space S` (the observer
+ * with the space's account) agrees with what the daemon said of the same
+ * credential: the reason of every `✗ delivery: …; not binding` line of
+ * said about it (its kind's words or its file) is in the audit's output,
+ * which then exits 1 (2: the file itself refused); every `! delivery: …
+ * is off` line about it is a `!` line of the audit, which exits 0 when
+ * said refused nothing. 0, or -1 with why.
+ */
+int h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const char *said,
+		   char *why, size_t whylen);
 /* Run cotal-deliveryd to completion (for refusals): exit status, output. */
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));

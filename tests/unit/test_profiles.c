@@ -256,6 +256,13 @@ test_agent_binds_only_its_own_durable(void **state)
 			assert_non_null(strstr(s, "dlv_local-UAGENT-" UID));
 	}
 	assert_true(has(g.pub_allow, "$JS.API.CONSUMER.MSG.NEXT.DLV_demo.dlv_local-UAGENT-" UID));
+	/* Of the lease bucket, the lease rows alone, read only (issue 31). */
+	json_array_foreach(g.pub_allow, i, v)
+		if (strstr(json_string_value(v), "cotal_delivery_") != NULL)
+			assert_string_equal(json_string_value(v),
+			    "$JS.API.DIRECT.GET.KV_cotal_delivery_demo.$KV.cotal_delivery_demo.lease.*");
+	assert_true(has(g.pub_allow,
+	    "$JS.API.DIRECT.GET.KV_cotal_delivery_demo.$KV.cotal_delivery_demo.lease.*"));
 	assert_true(has(g.pub_deny, "$JS.API.CONSUMER.CREATE.>"));
 	assert_true(has(g.sub_allow, "cotal.demo.chat.*.*.general"));
 	assert_true(has(g.sub_allow, "cotal.demo.chat.*.*.ops.*"));

@@ -1,0 +1,62 @@
+/*
+ * Whether the daemon takes a credential: every reason its start-up refuses
+ * one for, worded once. The supervisor logs these lines before it binds;
+ * `cotal creds audit` prints the same lines and fails on the same refusals,
+ * so the audit and the daemon cannot disagree (issue 31).
+ *
+ * What the file itself must be (no link, the owner, mode 0600) is
+ * creds_load()'s; what needs two files or the broker (an observer and
+ * evictor of one system account, the observer's CONNZ answered) is the
+ * supervisor's admission.
+ */
+#ifndef COTAL_VERDICT_H
+#define COTAL_VERDICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/creds/jwt.h"
+#include "lib/creds/needs.h"
+
+/* The optional features a credential's grants turn off. */
+#define VERDICT_OFF_REGISTER 1u       /* registerChannel */
+#define VERDICT_OFF_EVICTOR 2u        /* eviction (the $SYS evictor's grants) */
+#define VERDICT_OFF_READER_MEMORY 4u  /* the reader's check of what it framed */
+
+struct verdict_in {
+	enum need_cred cred;
+	const char *path;     /* the file, as the lines name it */
+	const char *jwt;      /* its JWT */
+	const char *token;    /* the space token */
+	const char *account;  /* the space account (the delivery credential's) */
+	int64_t now;          /* seconds since the epoch: expiry */
+};
+
+/* One line: a refusal (the daemon does not bind) or an optional feature
+ * turned off. The text names the credential, the subject or the reason. */
+typedef void (*verdict_say_fn)(void *arg, bool refusal, const char *text);
+
+/*
+ * Every reason, in the daemon's order: allow-all (nothing more is
+ * checked), expired, permissions unreadable, an observer of another
+ * account, then each subject a feature needs and the grants lack (one line
+ * per subject, naming every feature that needs it). Returns the number of
+ * refusals; *off gets the VERDICT_OFF_* bits of the features turned off.
+ */
+int cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, unsigned *off);
+
+/* The allow-all refusal alone (a reload's candidate): true with its text. */
+bool cred_allow_all(const char *path, const struct jwt *j, enum need_cred c, char *out,
+		    size_t outlen);
+
+/* The account whose connections a $SYS observer may list: the X of its one
+ * "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant ("" when it has none). */
+void cred_observer_account(const struct jwt *j, char *acct, size_t len);
+
+/* The refusal of an observer that lists another account's connections:
+ * true with its text. */
+bool cred_observer_elsewhere(const char *path, const struct jwt *j, const char *account,
+			     char *out, size_t outlen);
+
+#endif
