@@ -1232,10 +1232,11 @@ test_cli_admin_evict_sends_batches_and_resumes_from_its_ledger(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 	json_t *l = json_load_file(ledger, 0, NULL);
 	assert_non_null(l);
-	assert_int_equal(json_integer_value(json_object_get(l, "sent")), 1);
 	assert_int_equal(json_integer_value(json_object_get(l, "batches")), 3);
-	assert_int_equal(json_array_size(json_array_get(json_object_get(l, "verified"), 0)), 256);
 	json_decref(l);
+	size_t first;
+	assert_int_equal(h_evict_ledger(ledger, &first), 1);
+	assert_int_equal(first, 256);
 
 	/* Run again with the same ledger: exactly the two requests left. */
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
@@ -1245,13 +1246,9 @@ test_cli_admin_evict_sends_batches_and_resumes_from_its_ledger(void **state)
 	assert_non_null(strstr(responder_seen(1).args, "{\"principals\":[\"local.p256\","));
 	assert_non_null(strstr(responder_seen(2).args, "{\"principals\":[\"local.p512\","));
 	assert_non_null(strstr(out, "batch 3 of 3: 88 principals, 88 verified gone"));
-	l = json_load_file(ledger, 0, NULL);
-	assert_int_equal(json_integer_value(json_object_get(l, "sent")), 3);
-	size_t verified = 0;
-	for (size_t i = 0; i < 3; i++)
-		verified += json_array_size(json_array_get(json_object_get(l, "verified"), i));
+	size_t verified;
+	assert_int_equal(h_evict_ledger(ledger, &verified), 3);
 	assert_int_equal(verified, 600);
-	json_decref(l);
 	/* A third run sends nothing; another eviction's list is refused. */
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
 	    "--space", mesh.space, NULL);

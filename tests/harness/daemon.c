@@ -481,3 +481,17 @@ h_file_text(const char *path, long from)
 	fclose(f);
 	return t;
 }
+
+int
+h_evict_ledger(const char *path, size_t *verified)
+{
+	json_t *l = json_load_file(path, 0, NULL), *v;
+	size_t i;
+	int sent = l != NULL ? (int)json_integer_value(json_object_get(l, "sent")) : -1;
+
+	*verified = 0;
+	json_array_foreach(json_object_get(l, "verified"), i, v)
+		*verified += json_array_size(v);
+	json_decref(l);
+	return sent;
+}

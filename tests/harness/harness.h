@@ -440,6 +440,10 @@ int h_log_count(const char *path, const char *needle);
  */
 int h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const char *said,
 		   char *why, size_t whylen);
+/* A `cotal admin evict --ledger` file: the batches it records as sent
+ * (-1 when it cannot be read) and, into *verified, how many principals
+ * they verified gone. */
+int h_evict_ledger(const char *path, size_t *verified);
 /* Run cotal-deliveryd to completion (for refusals): exit status, output. */
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));
