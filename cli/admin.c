@@ -20,6 +20,7 @@
 #include <openssl/sha.h>
 
 #include "lib/log.h"
+#include "lib/strmap.h"
 #include "lib/workspace.h"
 #include "lib/wire/records.h"
 #include "lib/wire/tokens.h"
@@ -98,6 +99,7 @@ cmd_admin_inventory(int argc, char **argv)
 struct evict {
 	char **p;          /* the principals, in order, each once */
 	size_t n, cap;
+	struct strmap seen; /* the same, to drop a principal named twice */
 	char digest[SHA256_HEX + 1];
 };
 
@@ -107,6 +109,7 @@ evict_free(struct evict *e)
 	for (size_t i = 0; i < e->n; i++)
 		free(e->p[i]);
 	free(e->p);
+	strmap_clear(&e->seen, NULL);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -121,9 +124,8 @@ evict_add(struct evict *e, const struct rail_args *a, const char *p, const char 
 		    "or \"u_\" + 26 of [a-z2-7])", a->verb, where, p);
 		return -1;
 	}
-	for (size_t i = 0; i < e->n; i++)
-		if (strcmp(e->p[i], p) == 0)
-			return 0; /* named twice: evicted once */
+	if (strmap_get(&e->seen, p) != NULL)
+		return 0; /* named twice: evicted once */
 	if (e->n == EVICT_TOTAL_MAX) {
 		log_errx("%s: more than %d principals", a->verb, EVICT_TOTAL_MAX);
 		return -1;
@@ -131,12 +133,17 @@ evict_add(struct evict *e, const struct rail_args *a, const char *p, const char 
 	if (e->n == e->cap) {
 		size_t cap = e->cap ? 2 * e->cap : 256;
 		char **q = realloc(e->p, cap * sizeof(*q));
-		if (q == NULL)
+		if (q == NULL) {
+			log_errx("%s: out of memory", a->verb);
 			return -1;
+		}
 		e->p = q, e->cap = cap;
 	}
-	if ((e->p[e->n] = strdup(p)) == NULL)
+	if ((e->p[e->n] = strdup(p)) == NULL || strmap_put(&e->seen, p, e->p[e->n], NULL) != 0) {
+		free(e->p[e->n]);
+		log_errx("%s: out of memory", a->verb);
 		return -1;
+	}
 	e->n++;
 	return 0;
 }
@@ -258,6 +265,11 @@ ledger_read(const struct rail_args *a, const struct evict *e, size_t batches, js
 		    "%.12s…); give this one a ledger of its own", a->verb, a->ledger, space ? space :
 		    "?", json_integer_value(json_object_get(l, "principals")), digest ? digest : "?",
 		    a->space, e->n, e->digest);
+	else if (json_integer_value(json_object_get(l, "batches")) != (json_int_t)batches)
+		log_errx("%s: --ledger %s cut this eviction into %" JSON_INTEGER_FORMAT " batches, this "
+		    "cotal into %zu (of %d principals each): resuming from it could skip some; give "
+		    "this one a ledger of its own", a->verb, a->ledger,
+		    json_integer_value(json_object_get(l, "batches")), batches, EVICT_MAX);
 	else if (json_integer_value(sent) < 0 || (size_t)json_integer_value(sent) > batches ||
 	    json_array_size(v) != (size_t)json_integer_value(sent))
 		log_errx("%s: --ledger %s: \"sent\" %" JSON_INTEGER_FORMAT " does not fit %zu batches "
@@ -413,6 +425,8 @@ cmd_admin_evict(int argc, char **argv)
 	struct rail_args a;
 	struct evict e = { 0 };
 	int rc = 1;
+
+	strmap_init(&e.seen);
 
 	if (parse_rail_args("admin evict", argc, argv, OPT_FROM | OPT_LEDGER, 0, RAIL_POS_MAX,
 	    ADMIN_WAIT_MS, &a) != 0)

@@ -18,6 +18,7 @@
 #include "cli/profiles.h"
 #include "lib/creds/creds.h"
 #include "lib/creds/jwt.h"
+#include "lib/creds/nkeys.h"
 #include "lib/log.h"
 #include "lib/creds/needs.h"
 #include "lib/creds/perms.h"
@@ -272,7 +273,7 @@ int
 cmd_creds_audit(int argc, char **argv)
 {
 	const char *file = NULL, *space = NULL, *pname = NULL, *account = NULL;
-	char why[1024], acct_buf[64], exp[64];
+	char why[1024], exp[64];
 	struct audit a = { 0 };
 	struct creds c;
 	struct jwt j;
@@ -287,8 +288,14 @@ cmd_creds_audit(int argc, char **argv)
 			space = argv[++i];
 		else if (strcmp(x, "--profile") == 0 && more)
 			pname = argv[++i];
-		else if (strcmp(x, "--account") == 0 && more)
+		else if (strcmp(x, "--account") == 0 && more) {
 			account = argv[++i];
+			if (account[0] != 'A' || strlen(account) != NKEY_PUBLIC_LEN) {
+				log_errx("creds audit: --account \"%s\" is not an account's public key "
+				    "(A and 55 more characters)", account);
+				return 2;
+			}
+		}
 		else if (strcmp(x, "--root") == 0 && more)
 			i++; /* as every command takes it; the audit reads FILE only */
 		else if (strcmp(x, "--json") == 0)
@@ -329,15 +336,17 @@ cmd_creds_audit(int argc, char **argv)
 		flag(flags, "no-reply-inbox", "%s", why);
 	}
 	infer_token(&a, space);
-	/* The space account: --account's, else the observer's own CONNZ
-	 * grant's, the delivery credential's own. */
+	/* The space account: --account's, else the delivery credential's own.
+	 * An observer's is not inferred from its own CONNZ grant (the check
+	 * of that grant would then hold by construction): without --account
+	 * it is unknown, and said so. */
 	if (account != NULL)
 		a.account = account;
-	else if (a.cred == NEED_SYS_OBSERVER) {
-		cred_observer_account(&j, acct_buf, sizeof(acct_buf));
-		a.account = acct_buf[0] ? acct_buf : NULL;
-	} else if (a.cred == NEED_DELIVERY)
+	else if (a.cred == NEED_DELIVERY)
 		a.account = j.issuer_account ? j.issuer_account : j.iss;
+	else if (a.cred == NEED_SYS_OBSERVER)
+		flag(flags, "space-account-unknown", "%s", "which account's connections it must list "
+		    "is unknown: pass --account (the space's account key)");
 	if (j.exp == 0)
 		snprintf(exp, sizeof(exp), "never");
 	else {

@@ -157,11 +157,6 @@ bool membership_eligible(const struct member_row *r, uint64_t seq);
 int presence_row_parse(const char *key, const char *data, size_t len, char *name, size_t namelen,
 		       char *uid, size_t uidlen);
 
-/*
- * Dedup key <msg.id>:<o>.<a>:<uid>:<generation>. Returns false (no key)
- * when the id is empty or the key does not fit: an id-less post is copied
- * without one (seed).
- */
 /* The lease of a space's shard, key lease.0 of cotal_delivery_<s> (WIRE.md
  * §4): 0 with its fields, -1 when it is no lease row. */
 #define LEASE_INCARNATION_MAX 48
@@ -174,6 +169,11 @@ struct lease_row {
 };
 int lease_row_parse(const char *data, size_t len, struct lease_row *out);
 
+/*
+ * Dedup key <msg.id>:<o>.<a>:<uid>:<generation>. Returns false (no key)
+ * when the id is empty or the key does not fit: an id-less post is copied
+ * without one (seed).
+ */
 bool dedup_key(const char *id, const struct lifecycle *to, uint64_t generation, char *buf,
 	       size_t len);
 

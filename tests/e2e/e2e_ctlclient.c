@@ -1258,6 +1258,19 @@ test_cli_admin_evict_sends_batches_and_resumes_from_its_ledger(void **state)
 	    "--ledger", ledger, "--space", mesh.space, NULL);
 	EXPECT_OUT(1, "records another eviction");
 	assert_int_equal(responder_count(), 3);
+	/* A ledger that cut the same list otherwise (another build's batch
+	 * size) could skip principals: refused. */
+	json_t *other = json_load_file(ledger, 0, NULL);
+	json_object_set_new(other, "batches", json_integer(4));
+	json_object_set_new(other, "sent", json_integer(1));
+	json_array_clear(json_object_get(other, "verified"));
+	json_array_append_new(json_object_get(other, "verified"), json_array());
+	assert_int_equal(json_dump_file(other, ledger, 0), 0);
+	json_decref(other);
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "--from", from, "--ledger", ledger,
+	    "--space", mesh.space, NULL);
+	EXPECT_OUT(1, "cut this eviction into 4 batches, this cotal into 3");
+	assert_int_equal(responder_count(), 3);
 
 	/* A daemon that does not serve the verb refuses it: quoted, the
 	 * batch named, nothing sent after it. */

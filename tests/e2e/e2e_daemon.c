@@ -533,6 +533,12 @@ test_sys_observer_admission(void **state)
 	free(text);
 	assert_non_null(strstr(out, "lists the connections of account"));
 	assert_non_null(strstr(out, other));
+	/* Of every account ('*'): refused by the daemon and by its audit. */
+	text = mint_sys("$SYS.REQ.ACCOUNT.*.CONNZ", false);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
+	    "sys-observer"), 1);
+	free(text);
+	assert_non_null(strstr(out, "lists the connections of account *, not of this space's"));
 
 	/* An evictor of another system account than the observer's. */
 	text = mint_sys("$SYS.REQ.SERVER.*.KICK", true);

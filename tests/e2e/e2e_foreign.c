@@ -337,9 +337,13 @@ golden(const char *name, const char *creds, const char *profile, int want_rc)
 	int rc;
 
 	assert_non_null(out);
+	/* The space's account named, as the daemon knows it (an observer's is
+	 * not inferred from its own grant). */
 	rc = profile != NULL ?
-	    h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", creds, "--profile", profile, NULL) :
-	    h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", creds, NULL);
+	    h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", creds, "--profile", profile,
+	    "--account", space_account(), NULL) :
+	    h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", creds, "--account", space_account(),
+	    NULL);
 	field(out, "  user ", user, sizeof(user));
 	field(out, "  issuer ", iss, sizeof(iss));
 	field(out, "  account ", acct, sizeof(acct));

@@ -403,8 +403,10 @@ h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const cha
 	int rc, refusals = 0;
 	const char *p, *e;
 
-	if (out == NULL)
+	if (out == NULL) {
+		snprintf(why, whylen, "out of memory");
 		return -1;
+	}
 	const char *words = strcmp(profile, "sys-observer") == 0 ? "the $SYS observer credential " :
 	    strcmp(profile, "sys-evictor") == 0 ? "the $SYS evictor credential " : "the credential ";
 	space_account(m, acct, sizeof(acct));
@@ -436,13 +438,15 @@ h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const cha
 			continue;
 		/* A refusal is in the audit's words too, a ✗ line of its
 		 * verdict or, for the file itself, its reason for exit 2. */
+		char file[sizeof(line)] = "";
 		if (refusal) {
 			tn = strip(text, tn, "; not binding");
 			refusals++;
-			snprintf(line, sizeof(line), "%.*s", tn, text);
+			snprintf(line, sizeof(line), "  ✗ %.*s\n", tn, text);
+			snprintf(file, sizeof(file), "creds audit: %.*s", tn, text);
 		} else
 			snprintf(line, sizeof(line), "  ! %.*s\n", tn, text);
-		if (strstr(out, line) == NULL) {
+		if (strstr(out, line) == NULL && (file[0] == '\0' || strstr(out, file) == NULL)) {
 			snprintf(why, whylen, "the daemon said \"%.*s\", the audit of %s (profile %s) "
 			    "did not:\n%s", tn, text, creds, profile, out);
 			free(out);
