@@ -196,11 +196,19 @@ cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, unsigne
 		struct tm tm;
 		gmtime_r(&t, &tm);
 		strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		/* The evictor serves an optional feature: expired, it is as
+		 * absent (the seed's deny-new-only posture), never the
+		 * daemon's end. */
+		bool optional = in->cred == NEED_SYS_EVICTOR;
 		snprintf(line, sizeof(line), "the %s %s (user %.12s…) expired at %s: the broker "
-		    "refuses it; renew it with: cotal creds mint --profile %s --renew",
-		    cred_words(in->cred), in->path, j.sub, at, need_cred_name(in->cred));
-		say(arg, true, line);
-		refused++;
+		    "refuses it; renew it with: cotal creds mint --profile %s --renew%s",
+		    cred_words(in->cred), in->path, j.sub, at, need_cred_name(in->cred),
+		    optional ? "; eviction is off (deny-new-only posture)" : "");
+		say(arg, !optional, line);
+		if (optional)
+			*off |= VERDICT_OFF_EVICTOR;
+		else
+			refused++;
 	}
 	if (perms_from_jwt(&j, &p, why, sizeof(why)) != 0) {
 		snprintf(line, sizeof(line), "the %s's permissions cannot be read: %s",

@@ -39,7 +39,7 @@ typedef void (*verdict_say_fn)(void *arg, bool refusal, const char *text);
 
 /*
  * Every reason, in the daemon's order: allow-all (nothing more is
- * checked), expired, permissions unreadable, an observer of another
+ * checked), expired (for the evictor: eviction off), permissions unreadable, an observer of another
  * account, then each subject a feature needs and the grants lack (one line
  * per subject, naming every feature that needs it). Returns the number of
  * refusals; *off gets the VERDICT_OFF_* bits of the features turned off.

@@ -546,6 +546,22 @@ test_sys_observer_admission(void **state)
 	free(text);
 	assert_non_null(strstr(out, "a torn rotation"));
 
+	/* An expired evictor is as none: eviction off, the daemon goes on to
+	 * the lease; its audit says the same and takes it. */
+	char epath[H_PATH_MAX], past[32];
+	snprintf(epath, sizeof(epath), "%s/expired-evictor.creds", mesh.dir);
+	snprintf(past, sizeof(past), "%lld", (long long)time(NULL) - 60);
+	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", mesh.space,
+	    "--profile", "sys-evictor", "--out", epath, "--force", "--expires-at", past, NULL), 0);
+	text = h_file_text(epath, 0);
+	assert_non_null(text);
+	assert_int_equal(run_with_sys_file("sys-evictor.creds", text, out, sizeof(out),
+	    "sys-evictor"), 1);
+	free(text);
+	assert_non_null(strstr(out, " expired at "));
+	assert_non_null(strstr(out, "; eviction is off (deny-new-only posture)"));
+	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
+
 	/* No evictor: the daemon starts, eviction unavailable (the suite's
 	 * daemon holds the lease, so this one stops at the lease). */
 	assert_int_equal(run_with_sys_file("sys-evictor.creds", NULL, out, sizeof(out), NULL), 1);
