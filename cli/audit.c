@@ -288,14 +288,8 @@ cmd_creds_audit(int argc, char **argv)
 			space = argv[++i];
 		else if (strcmp(x, "--profile") == 0 && more)
 			pname = argv[++i];
-		else if (strcmp(x, "--account") == 0 && more) {
+		else if (strcmp(x, "--account") == 0 && more)
 			account = argv[++i];
-			if (account[0] != 'A' || strlen(account) != NKEY_PUBLIC_LEN) {
-				log_errx("creds audit: --account \"%s\" is not an account's public key "
-				    "(A and 55 more characters)", account);
-				return 2;
-			}
-		}
 		else if (strcmp(x, "--root") == 0 && more)
 			i++; /* as every command takes it; the audit reads FILE only */
 		else if (strcmp(x, "--json") == 0)
@@ -309,6 +303,11 @@ cmd_creds_audit(int argc, char **argv)
 	}
 	if (file == NULL)
 		goto usage;
+	if (account != NULL && (account[0] != 'A' || strlen(account) != NKEY_PUBLIC_LEN)) {
+		log_errx("creds audit: --account \"%s\" is not an account's public key (A and 55 "
+		    "more characters)", account);
+		return 2;
+	}
 	if (pname != NULL && (profile_from_name(pname, &prof) != 0 ||
 	    (prof != PROFILE_DELIVERY && prof != PROFILE_SYS_OBSERVER && prof != PROFILE_SYS_EVICTOR))) {
 		log_errx("creds audit: --profile \"%s\" is not one of delivery, sys-observer, "

@@ -15,7 +15,7 @@ pull_loop_run(const struct pull_loop *l)
 	natsMsgList list;
 	uint64_t reconnects = 0;
 	bool doubt = false, idle = false;
-	int64_t idle_checked = 0;
+	int64_t idle_checked = 0, last_msg = mono_ms();
 
 	while (worker_serving()) {
 		if (l->setup(err, sizeof(err)) == 0)
@@ -74,10 +74,14 @@ pull_loop_run(const struct pull_loop *l)
 			worker_batch_begin(&list);
 			l->batch(&list);
 			worker_batch_done();
-		} else if (mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS) {
-			/* Idle, holding nothing: whatever the consumer still counts
-			 * as delivered to us was lost on the way (a leader change
-			 * behind our connection's back): ask for it again. */
+			last_msg = mono_ms();
+		} else if (mono_ms() - last_msg >= PULL_WAIT_MS &&
+		    mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS) {
+			/* Idle (nothing for a whole request's life: a fetch returns
+			 * every PULL_SLICE_MS, and a pause between two posts is no
+			 * idleness), holding nothing: whatever the consumer still
+			 * counts as delivered to us was lost on the way (a leader
+			 * change behind our connection's back): ask for it again. */
 			idle_checked = mono_ms();
 			doubt = idle = true;
 		}
