@@ -275,7 +275,9 @@ creds_path(const char *opt, char *out, size_t outlen, char *err, size_t errlen)
  * daemon claims its lease (seed: "It refuses if the observer belongs to
  * another account, is missing, or is part of a present but torn
  * observer/evictor rotation. An absent evictor keeps the documented
- * pre-eviction, deny-new-only posture"). 0, or -1 with err.
+ * pre-eviction, deny-new-only posture"). 0, or -1 with err. An observer of
+ * another account is refused by the verdict (preflight.c, next), which
+ * `cotal creds audit` asks too.
  */
 static int
 admit_sys_creds(char *err, size_t errlen)
@@ -301,19 +303,6 @@ admit_sys_creds(char *err, size_t errlen)
 		snprintf(err, errlen, "no $SYS observer credential: %s is missing (eviction scans "
 		    "and the start-up admission need it; provision it for space %s). Not binding.",
 		    path[IPC_SYS_OBSERVER], S.space);
-		return -1;
-	}
-	struct jwt j;
-	if (jwt_decode(S.sys[IPC_SYS_OBSERVER].c.jwt, strlen(S.sys[IPC_SYS_OBSERVER].c.jwt), &j,
-	    why, sizeof(why)) != 0) {
-		snprintf(err, errlen, "the $SYS observer credential cannot be read: %s", why);
-		return -1;
-	}
-	bool elsewhere = cred_observer_elsewhere(path[IPC_SYS_OBSERVER], &j, S.creds.account, why,
-	    sizeof(why));
-	jwt_free(&j);
-	if (elsewhere) {
-		snprintf(err, errlen, "%s; not binding", why);
 		return -1;
 	}
 	if (S.have_sys[IPC_SYS_EVICTOR] &&

@@ -31,7 +31,9 @@ cred_allow_all(const char *path, const struct jwt *j, enum need_cred c, char *ou
 	return true;
 }
 
-void
+/* The account whose connections a $SYS observer may list: the X of its
+ * "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant ("" when it has none). */
+static void
 cred_observer_account(const struct jwt *j, char *acct, size_t len)
 {
 	json_t *allow = jwt_user_list(j, "pub", "allow"), *v;
@@ -49,7 +51,9 @@ cred_observer_account(const struct jwt *j, char *acct, size_t len)
 	}
 }
 
-bool
+/* The refusal of an observer that lists another account's connections:
+ * true with its text. */
+static bool
 cred_observer_elsewhere(const char *path, const struct jwt *j, const char *account, char *out,
 			size_t outlen)
 {

@@ -39,8 +39,8 @@ typedef void (*verdict_say_fn)(void *arg, bool refusal, const char *text);
 
 /*
  * Every reason, in the daemon's order: allow-all (nothing more is
- * checked), expired (for the evictor: eviction off), permissions unreadable, an observer of another
- * account, then each subject a feature needs and the grants lack (one line
+ * checked), expired (for the evictor: eviction off), permissions
+ * unreadable, an observer of another account, then each subject a feature needs and the grants lack (one line
  * per subject, naming every feature that needs it). Returns the number of
  * refusals; *off gets the VERDICT_OFF_* bits of the features turned off.
  */
@@ -49,14 +49,5 @@ int cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, uns
 /* The allow-all refusal alone (a reload's candidate): true with its text. */
 bool cred_allow_all(const char *path, const struct jwt *j, enum need_cred c, char *out,
 		    size_t outlen);
-
-/* The account whose connections a $SYS observer may list: the X of its one
- * "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant ("" when it has none). */
-void cred_observer_account(const struct jwt *j, char *acct, size_t len);
-
-/* The refusal of an observer that lists another account's connections:
- * true with its text. */
-bool cred_observer_elsewhere(const char *path, const struct jwt *j, const char *account,
-			     char *out, size_t outlen);
 
 #endif

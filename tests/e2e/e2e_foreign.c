@@ -310,18 +310,13 @@ field(const char *out, const char *label, char *buf, size_t len)
 	snprintf(buf, len, "%.*s", (int)(e - p), p);
 }
 
-/* The space's account key, from dev-mesh.json. */
+/* The space's account key. */
 static const char *
 space_account(void)
 {
 	static char acct[128];
-	char path[H_PATH_MAX];
 
-	snprintf(path, sizeof(path), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
-	json_t *mj = json_load_file(path, 0, NULL);
-	snprintf(acct, sizeof(acct), "%s", json_string_value(json_object_get(json_object_get(
-	    json_object_get(mj, "spaces"), mesh.space), "account")) ?: "");
-	json_decref(mj);
+	h_space_account(&mesh, acct, sizeof(acct));
 	return acct;
 }
 

@@ -372,9 +372,8 @@ h_daemon_restarts(struct daemon *d)
 	return n;
 }
 
-/* The space's account key, from dev-mesh.json ("" when unknown). */
-static void
-space_account(struct mesh *m, char *out, size_t len)
+void
+h_space_account(struct mesh *m, char *out, size_t len)
 {
 	char path[H_PATH_MAX];
 	json_t *mj;
@@ -409,7 +408,7 @@ h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const cha
 	}
 	const char *words = strcmp(profile, "sys-observer") == 0 ? "the $SYS observer credential " :
 	    strcmp(profile, "sys-evictor") == 0 ? "the $SYS evictor credential " : "the credential ";
-	space_account(m, acct, sizeof(acct));
+	h_space_account(m, acct, sizeof(acct));
 	rc = h_cotal(m, out, H_OUT_MAX, "creds", "audit", creds, "--profile", profile, "--space",
 	    m->space, "--account", acct, NULL);
 	/* Each of the daemon's lines, its mark and "delivery: " off, found as

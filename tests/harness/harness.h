@@ -440,6 +440,8 @@ int h_log_count(const char *path, const char *needle);
  */
 int h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const char *said,
 		   char *why, size_t whylen);
+/* m's space account key, from its dev-mesh.json ("" when unknown). */
+void h_space_account(struct mesh *m, char *out, size_t len);
 /* A `cotal admin evict --ledger` file: the batches it records as sent
  * (-1 when it cannot be read) and, into *verified, how many principals
  * they verified gone. */
