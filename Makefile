@@ -19,7 +19,14 @@ DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
 
-.PHONY: all build asan deps deb check check-systemd check-systemd-loaded check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile
+# make chaos: the daemon under random faults (issue 32, docs/RELIABILITY.md);
+# root (network namespaces, nft). CHAOS_SECONDS of faults on one node, then
+# on a 3-node cluster; CHAOS_SEED replays a run's schedule.
+CHAOS_SECONDS ?= 1800
+CHAOS_SEED    ?=
+CHAOS_DIR     ?= $(CURDIR)/build/chaos
+
+.PHONY: all build asan deps deb check chaos check-systemd check-systemd-loaded check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile
 
 all: build
 
@@ -52,6 +59,21 @@ check: deps build asan
 	@$(MAKE) --no-print-directory fuzz-registry
 	@$(MAKE) --no-print-directory fuzz-http
 	@$(MAKE) --no-print-directory deb
+
+# The daemon under random faults: one node (nats-server 2.10, every write
+# synced) then a 3-node R3 cluster in network namespaces (2.14), each for
+# CHAOS_SECONDS, with the checker's verdict; reports in $(CHAOS_DIR).
+chaos: deps build
+	@mkdir -p $(CHAOS_DIR)
+	@echo "• chaos, one node: $(CHAOS_SECONDS) s of faults (log: $(CHAOS_DIR)/single.log)"
+	@$(BROKER_ENV) $(BUILD)/tests/cotal-chaos --seconds $(CHAOS_SECONDS) \
+	    $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) --out $(CHAOS_DIR)/single.json \
+	    > $(CHAOS_DIR)/single.log 2>&1; rc=$$?; grep -E '^\[.*\] (faults|  |posts|frames|latency|daemon|slow|✓|✗|cotal-chaos)' $(CHAOS_DIR)/single.log; \
+	    echo "• chaos, 3-node cluster: $(CHAOS_SECONDS) s of faults (log: $(CHAOS_DIR)/cluster.log)"; \
+	    $(BROKER_ENV) $(BUILD)/tests/cotal-chaos --cluster --broker-214 --seconds $(CHAOS_SECONDS) \
+	    $(if $(CHAOS_SEED),--seed $(CHAOS_SEED)) --out $(CHAOS_DIR)/cluster.json \
+	    > $(CHAOS_DIR)/cluster.log 2>&1; rc2=$$?; grep -E '^\[.*\] (faults|  |posts|frames|latency|daemon|slow|✓|✗|cotal-chaos)' $(CHAOS_DIR)/cluster.log; \
+	    [ $$rc = 0 ] && [ $$rc2 = 0 ]
 
 # The delivery service preset under a real systemd (root only): a Debian 12
 # root (cached in build/systemd/) booted with systemd-nspawn, the units and

@@ -24,8 +24,6 @@
 #include "lib/log.h"
 #include "lib/nats/natsconn.h"
 
-#define RESIDENT_PING_MS 2000    /* pings: a silent broker is noticed within ~4-6 s */
-#define RESIDENT_PINGS_OUT 2
 #define RESIDENT_RECONNECT_MS 500
 #define RESIDENT_JS_WAIT_MS 3000 /* a lease operation's answer */
 
@@ -182,8 +180,8 @@ dial(struct sup *s, struct resident_token *t, natsConnection **nc, jsCtx **js, c
 		.url = s->url, .name = "cotal-deliveryd supervisor", .timeout_ms = 5000,
 		.max_reconnect = -1, .on_error = cb_error, .on_disconnected = cb_disconnected,
 		.on_closed = cb_closed, .on_reconnected = cb_reconnected, .on_conn_arg = t,
-		.on_error_arg = t, .ping_interval_ms = RESIDENT_PING_MS,
-		.max_pings_out = RESIDENT_PINGS_OUT, .reconnect_wait_ms = RESIDENT_RECONNECT_MS,
+		.on_error_arg = t, .ping_interval_ms = CONN_PING_MS,
+		.max_pings_out = CONN_PINGS_OUT, .reconnect_wait_ms = RESIDENT_RECONNECT_MS,
 		/* The mesh's transport (main.c transport()): TLS or plaintext. */
 		.tls_host = s->tls_host[0] != '\0' ? s->tls_host : NULL, .tls_ca_pem = s->tls_ca,
 	};

@@ -360,6 +360,11 @@ build_options(natsOptions **opts, const char *name, const char *what)
 		s = natsOptions_SetMaxReconnect(*opts, -1);
 	if (s == NATS_OK)
 		s = natsOptions_SetReconnectWait(*opts, 1000);
+	/* A node cut off without a word is left within seconds. */
+	if (s == NATS_OK)
+		s = natsOptions_SetPingInterval(*opts, CONN_PING_MS);
+	if (s == NATS_OK)
+		s = natsOptions_SetMaxPingsOut(*opts, CONN_PINGS_OUT);
 	if (s == NATS_OK)
 		s = natsOptions_SetUserCredentialsCallbacks(*opts, cb_jwt, NULL, cb_sign, NULL);
 	if (s == NATS_OK && main_conn)

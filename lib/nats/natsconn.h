@@ -53,6 +53,17 @@ struct conn_opts {
  * when TLS was demanded and refused (conn_tls_refusal's words in err): a
  * broker that does not offer TLS, or one whose certificate does not verify.
  */
+/*
+ * Client pings of the daemon's own connections (the supervisor's resident
+ * one and every worker's): a broker that stops answering without closing
+ * the socket (a partition, a host gone) counts as disconnected after about
+ * 4-6 s, and the connection fails over to another listed server. nats.c's
+ * default (2 minutes, 2 out) left a worker on a cut-off node for minutes
+ * (issue 32's chaos run: a copy stall as long as the partition).
+ */
+#define CONN_PING_MS 2000
+#define CONN_PINGS_OUT 2
+
 int conn_open(const struct conn_opts *o, const struct creds *c,
 	      natsConnection **out, char *err, size_t errlen);
 

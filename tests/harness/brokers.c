@@ -79,13 +79,13 @@ h_free_port(void)
 }
 
 static bool
-port_accepts(int port)
+port_accepts(const char *addr, int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	bool ok;
 
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	inet_pton(AF_INET, addr, &a.sin_addr);
 	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
 	if (fd >= 0)
 		close(fd);
@@ -95,12 +95,19 @@ port_accepts(int port)
 int
 hi_broker_spawn(struct mesh *m, const char *conf, int port, const char *logname, pid_t *pidp)
 {
+	return hi_broker_spawn_at(m, conf, NULL, "127.0.0.1", port, logname, pidp);
+}
+
+int
+hi_broker_spawn_at(struct mesh *m, const char *conf, const char *netns, const char *addr,
+		   int port, const char *logname, pid_t *pidp)
+{
 	char logp[H_PATH_MAX + 32];
 	char *argv[] = { m->nats_bin, (char *)"-c", (char *)conf, NULL };
 	pid_t pid;
 
 	snprintf(logp, sizeof(logp), "%s/%s", m->dir, logname);
-	if ((pid = hi_spawn_logged(m, argv, logp)) < 0)
+	if ((pid = hi_spawn_in(m, argv, logp, netns)) < 0)
 		return -1;
 	hi_track(pid, true);
 	*pidp = pid;
@@ -112,11 +119,11 @@ hi_broker_spawn(struct mesh *m, const char *conf, int port, const char *logname,
 			fprintf(stderr, "✗ harness: %s exited at start (see %s)\n", m->nats_bin, logp);
 			return -1;
 		}
-		if (port_accepts(port))
+		if (port_accepts(addr, port))
 			return 0;
 		hi_sleep_ms(20);
 	}
-	fprintf(stderr, "✗ harness: broker did not listen on %d within %d ms\n", port,
+	fprintf(stderr, "✗ harness: broker did not listen on %s:%d within %d ms\n", addr, port,
 	    BROKER_WAIT_MS);
 	return -1;
 }

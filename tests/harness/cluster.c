@@ -209,8 +209,23 @@ cluster_meta_joined(struct mesh *m, int n)
 	}
 }
 
+static int cluster_up(struct mesh *m, struct h_net *net, const char *space, int n,
+		      int replicas);
+
 int
 h_cluster_up(struct mesh *m, const char *space, int n, int replicas)
+{
+	return cluster_up(m, NULL, space, n, replicas);
+}
+
+int
+h_cluster_net_up(struct mesh *m, struct h_net *net, const char *space, int n, int replicas)
+{
+	return cluster_up(m, net, space, n, replicas);
+}
+
+static int
+cluster_up(struct mesh *m, struct h_net *net, const char *space, int n, int replicas)
 {
 	char out[H_OUT_MAX], plist[H_NODES_MAX * 8], rlist[H_NODES_MAX * 8], reps[16];
 	int ports[2 * H_NODES_MAX];
@@ -244,6 +259,8 @@ h_cluster_up(struct mesh *m, const char *space, int n, int replicas)
 			fprintf(stderr, "✗ harness: cotal mesh init --cluster failed:\n%s", out);
 			return -1;
 		}
+		if (net != NULL && hi_net_place(m, net) != 0)
+			return -1;
 		int up = 0;
 		for (int i = 0; i < n && h_node_start(m, i) == 0; i++)
 			up++;
@@ -287,6 +304,9 @@ h_node_start(struct mesh *m, int i)
 	if (i < 0 || i >= m->nnodes)
 		return -1;
 	snprintf(logname, sizeof(logname), "broker-%d.log", i + 1);
+	if (m->nodes[i].netns[0] != '\0')
+		return hi_broker_spawn_at(m, m->nodes[i].conf, m->nodes[i].netns, m->nodes[i].addr,
+		    m->nodes[i].port, logname, &m->nodes[i].pid);
 	return hi_broker_spawn(m, m->nodes[i].conf, m->nodes[i].port, logname, &m->nodes[i].pid);
 }
 

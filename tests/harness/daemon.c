@@ -45,7 +45,7 @@ h_daemon_start(struct mesh *m, struct daemon *d, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	snprintf(outp, sizeof(outp), "%s/daemon.out", m->dir);
-	if ((pid = hi_spawn_logged(m, argv, outp)) < 0)
+	if ((pid = hi_spawn_in(m, argv, outp, m->daemon_netns)) < 0)
 		return -1;
 	hi_track(pid, true);
 	d->pid = pid;

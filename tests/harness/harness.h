@@ -40,6 +40,10 @@ struct node {
 	char url[64];
 	int port, route_port;
 	pid_t pid;
+	/* On a test network (h_cluster_net_up): the node's own network
+	 * namespace and address; "" for a node on loopback. */
+	char netns[32];
+	char addr[32];
 };
 
 struct mesh {
@@ -56,6 +60,9 @@ struct mesh {
 	 * unused then. */
 	int nnodes;
 	struct node nodes[H_NODES_MAX];
+	/* The network namespace h_daemon_start runs the daemon in ("": the
+	 * test's own), a host of the test network (h_net_up). */
+	char daemon_netns[32];
 };
 
 /* Where a connection's asynchronous errors land. Sinks live in a static
@@ -232,6 +239,50 @@ int h_meta_leader(struct mesh *m);
  * seen in err. */
 int h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, char *err,
 		     size_t errlen);
+
+/* ---- a test network of network namespaces (netns.c, issue 32) ---- */
+
+#define H_NET_HOSTS_MAX 8
+/* One host: a network namespace, joined to the bridge by a veth pair
+ * (veth: the end on the bridge; eth0 inside), with its own address. */
+struct h_host {
+	char netns[32];
+	char veth[16];
+	char addr[32];
+};
+/* A bridge in the test's namespace (its address: gateway, where the test's
+ * own connections come from) and hosts on it, subnet.<10 + i>. */
+struct h_net {
+	char bridge[16];
+	char subnet[16];
+	char gateway[32];
+	int nhosts;
+	struct h_host host[H_NET_HOSTS_MAX];
+	bool up;
+};
+/* Whether a test network can be made here (root, ip, nft); why not. */
+bool h_net_possible(char *why, size_t whylen);
+/* The bridge and hosts hosts (each answering a ping); torn down at exit.
+ * 0, or -1 having said why on stderr. */
+int h_net_up(struct h_net *n, int hosts);
+void h_net_down(struct h_net *n);
+/* In host's namespace, drop every packet to or from peer (an address): one
+ * side of a cut; cut both hosts for a symmetric partition. */
+int h_net_cut(struct h_net *n, int host, const char *peer);
+/* In host's namespace, drop percent % of its packets, both ways. */
+int h_net_loss(struct h_net *n, int host, int percent);
+/* host's link delayed about delay_ms (netem; where the kernel has no netem,
+ * a token bucket whose queue is delay_ms long); how: what was applied. */
+int h_net_slow(struct h_net *n, int host, int delay_ms, char *how, size_t howlen);
+/* Whether this kernel has tc's netem. */
+bool h_net_has_netem(void);
+/* Every cut, loss and shaping of host undone. */
+int h_net_heal(struct h_net *n, int host);
+/* A dev mesh on a cluster of n nodes, node i on test host i, the daemon's
+ * namespace (m->daemon_netns) host n: as h_cluster_up, with every address
+ * of the configs and the mesh record the nodes' own. net needs n + 1
+ * hosts. */
+int h_cluster_net_up(struct mesh *m, struct h_net *net, const char *space, int n, int replicas);
 
 /* ---- the cotal CLI (spawn.c) ---- */
 

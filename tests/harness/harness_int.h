@@ -44,6 +44,10 @@ const char *hi_broker_binary(void);
  * pid into *pidp. 0 once it listens, or -1. */
 int hi_broker_spawn(struct mesh *m, const char *conf, int port, const char *logname,
 		    pid_t *pidp);
+/* The same in network namespace netns listening on addr (a node on a test
+ * network, netns.c). */
+int hi_broker_spawn_at(struct mesh *m, const char *conf, const char *netns, const char *addr,
+		       int port, const char *logname, pid_t *pidp);
 /* Send sig to *pidp and wait (SIGKILL after a while): 0, or -1 when it had
  * to be killed. *pidp is 0 then. */
 int hi_pid_signal(pid_t *pidp, int sig);
@@ -51,9 +55,17 @@ int hi_pid_signal(pid_t *pidp, int sig);
 /* spawn.c: argv in the background, with the mesh's environment, its output
  * appended to logpath; it dies with the test. */
 pid_t hi_spawn_logged(struct mesh *m, char *const argv[], const char *logpath);
+/* The same in network namespace netns (a name `ip netns` knows; NULL or
+ * "": the test's own). */
+pid_t hi_spawn_in(struct mesh *m, char *const argv[], const char *logpath, const char *netns);
 /* argv run to its end with the mesh's environment, its output into out:
  * its exit status (128 + signal), or -1. */
 int hi_run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen);
+
+/* netns.c: the nodes of m (made by `cotal mesh init --cluster` on
+ * loopback) placed on net's hosts 0..n-1, the daemon on host n: their
+ * addresses in the nodes' configs, the mesh record and m->url. */
+int hi_net_place(struct mesh *m, struct h_net *n);
 
 /* mesh.c: the --sync-interval of a mesh made here. */
 const char *hi_sync_interval(void);

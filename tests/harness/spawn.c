@@ -6,6 +6,7 @@
 #include "tests/harness/harness_int.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,15 +60,37 @@ env_free(char **env)
 pid_t
 hi_spawn_logged(struct mesh *m, char *const argv[], const char *logpath)
 {
+	return hi_spawn_in(m, argv, logpath, NULL);
+}
+
+pid_t
+hi_spawn_in(struct mesh *m, char *const argv[], const char *logpath, const char *netns)
+{
 	char **env = env_for(m);
 	int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	pid_t pid = fork();
+	char nspath[128] = "";
+	pid_t pid;
 
+	if (netns != NULL && *netns != '\0')
+		snprintf(nspath, sizeof(nspath), "/var/run/netns/%s", netns);
+	pid = fork();
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
+		}
+		if (nspath[0] != '\0') {
+			/* Into the test host's network namespace (netns.c); a
+			 * child that cannot get there never runs in the
+			 * test's own. */
+			int nsfd = open(nspath, O_RDONLY | O_CLOEXEC);
+			if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
+				dprintf(2, "harness: cannot enter network namespace %s: %s\n",
+				    netns, strerror(errno));
+				_exit(126);
+			}
+			close(nsfd);
 		}
 		closefrom(3);
 		execve(argv[0], argv, env);

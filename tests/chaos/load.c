@@ -1,0 +1,404 @@
+/*
+ * The load of a chaos run: POSTERS agents post to one durable channel at a
+ * steady rate, each post with its own id, published again with the same
+ * id until the broker acknowledges it (CHAT's dedup keeps it once); the
+ * members surface their dlv_ durables and ack, all along, each on its own
+ * connection; and the churners' membership rows and read ACLs change now
+ * and then, as the registry and the manager would write them.
+ */
+#include "tests/chaos/chaos.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/creds/perms.h"
+#include "lib/nats/natsconn.h"
+#include "lib/wire/tokens.h"
+
+#define FETCH_MAX 256
+#define PUB_WAIT_MS 5000
+#define PUB_RETRY_MS 250
+#define CHURN_MIN_MS 8000
+#define CHURN_SPREAD_MS 12000
+
+int
+link_open(struct link *l, const char *creds_path, char *err, size_t errlen)
+{
+	struct conn_opts o = { .url = C.mesh.url, .name = "cotal-chaos", .timeout_ms = 5000,
+		.max_reconnect = -1, .reconnect_wait_ms = 250, .ping_interval_ms = 2000,
+		.max_pings_out = 2 };
+	jsOptions jo;
+
+	memset(l, 0, sizeof(*l));
+	if (creds_load(creds_path, &l->creds, err, errlen) != 0)
+		return -1;
+	if (conn_open(&o, &l->creds, &l->nc, err, errlen) != 0)
+		return -1;
+	jsOptions_Init(&jo);
+	jo.Wait = PUB_WAIT_MS;
+	if (natsConnection_JetStream(&l->js, l->nc, &jo) != NATS_OK) {
+		snprintf(err, errlen, "jetstream context");
+		return -1;
+	}
+	l->c.nc = l->nc;
+	l->c.js = l->js;
+	return 0;
+}
+
+void
+link_close(struct link *l)
+{
+	jsCtx_Destroy(l->js);
+	natsConnection_Destroy(l->nc);
+	if (l->creds.jwt != NULL)
+		creds_free(&l->creds);
+	memset(l, 0, sizeof(*l));
+}
+
+/* ---- the posts ---- */
+
+static int
+post_index(const char *id)
+{
+	char *end;
+	long n;
+
+	if (id == NULL || strncmp(id, "chaos-", 6) != 0)
+		return -1;
+	n = strtol(id + 6, &end, 10);
+	return *end == '\0' && n >= 0 && n < POSTS_MAX ? (int)n : -1;
+}
+
+/* Publish post n until the broker acknowledges it, or stop. */
+static void
+publish(int n)
+{
+	struct agent *a = &C.posters[n % POSTERS];
+	struct link *l = &C.poster_links[n % POSTERS];
+	char subj[512], id[64], text[64], from[160];
+	json_t *msg;
+	char *body;
+
+	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", C.mesh.token, a->owner, a->actor,
+	    C.channel);
+	snprintf(id, sizeof(id), "chaos-%d", n);
+	snprintf(text, sizeof(text), "post %d", n);
+	snprintf(from, sizeof(from), "%s.%s", a->owner, a->actor);
+	msg = json_pack("{s:s, s:I, s:s, s:{s:s, s:s}, s:[{s:s, s:s}], s:s}", "id", id, "ts",
+	    (json_int_t)now_ms(), "space", C.mesh.space, "from", "id", from, "name", a->name,
+	    "parts", "kind", "text", "text", text, "channel", C.channel);
+	body = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	C.posts[n].sent_ms = now_ms();
+	/* Once the load stops, a post still unacknowledged gets a minute. */
+	for (int64_t give_up = 0;;) {
+		jsPubOptions po;
+		jsPubAck *pa = NULL;
+		jsErrCode jerr = 0;
+
+		jsPubOptions_Init(&po);
+		po.MsgId = id;
+		po.MaxWait = PUB_WAIT_MS;
+		if (js_Publish(&pa, l->js, subj, body, (int)strlen(body), &po, &jerr) == NATS_OK) {
+			C.posts[n].seq = pa->Sequence;
+			__atomic_store_n(&C.posts[n].acked_ms, now_ms(), __ATOMIC_RELEASE);
+			jsPubAck_Destroy(pa);
+			break;
+		}
+		atomic_fetch_add(&C.pub_retries, 1);
+		if (atomic_load(&C.stop_posting)) {
+			if (give_up == 0)
+				give_up = now_ms() + 60000;
+			else if (now_ms() > give_up)
+				break;
+		}
+		h_nap(PUB_RETRY_MS);
+	}
+	free(body);
+}
+
+static void *
+poster_main(void *arg)
+{
+	int period = 1000 / (C.rate > 0 ? C.rate : 1);
+	int64_t next = now_ms();
+
+	(void)arg;
+	while (!atomic_load(&C.stop_posting)) {
+		int n = atomic_load(&C.nposts);
+		if (n >= POSTS_MAX)
+			break;
+		publish(n);
+		atomic_store(&C.nposts, n + 1);
+		next += period;
+		/* After an outage: on at the rate, no burst to catch up. */
+		if (now_ms() > next + 1000)
+			next = now_ms();
+		while (now_ms() < next && !atomic_load(&C.stop_posting))
+			h_nap((int)(next - now_ms()));
+	}
+	return NULL;
+}
+
+/* ---- the members ---- */
+
+static void
+record(struct mbr *p, natsMsg *m)
+{
+	const char *h = NULL;
+	jsMsgMetaData *md = NULL;
+	uint64_t seq = 0;
+	int64_t stored = 0;
+	json_t *v, *msg;
+	int n;
+
+	if (natsMsgHeader_Get(m, "Cotal-Delivery-Frame", &h) != NATS_OK || strcmp(h, "1") != 0)
+		atomic_fetch_add(&p->bad_header, 1);
+	if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
+		seq = md->Sequence.Stream;
+		stored = md->Timestamp / 1000000;
+		jsMsgMetaData_Destroy(md);
+	}
+	v = json_loadb(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), 0, NULL);
+	msg = json_object_get(v, "msg");
+	n = post_index(json_string_value(json_object_get(msg, "id")));
+	const char *ch = json_string_value(json_object_get(v, "channel"));
+	if (n < 0 || ch == NULL || strcmp(ch, C.channel) != 0) {
+		atomic_fetch_add(&p->foreign, 1);
+		json_decref(v);
+		return;
+	}
+	struct seen *s = &p->seen[n];
+	if (s->frames == 0) {
+		s->dlv_seq = seq;
+		s->copies = 1;
+		s->stored_ms = stored;
+		s->surfaced_ms = now_ms();
+	} else if (seq != s->dlv_seq)
+		s->copies++;
+	__atomic_store_n(&s->frames, (uint16_t)(s->frames + 1), __ATOMIC_RELEASE);
+	atomic_fetch_add(&p->frames, 1);
+	json_decref(v);
+}
+
+static void *
+member_main(void *arg)
+{
+	struct mbr *p = arg;
+
+	while (!atomic_load(&C.stop_members)) {
+		natsMsgList list = { 0 };
+		natsStatus s = pull_fetch(&p->pl, FETCH_MAX, 500, &list);
+		if (s == NATS_OK) {
+			for (int i = 0; i < list.Count; i++) {
+				record(p, list.Msgs[i]);
+				pull_ack(&p->pl, list.Msgs[i]);
+			}
+		} else if (s != NATS_TIMEOUT) {
+			atomic_fetch_add(&p->fetch_errors, 1);
+			h_nap(100);
+		}
+		natsMsgList_Destroy(&list);
+	}
+	return NULL;
+}
+
+/* ---- the churn ---- */
+
+/* One change of member i, written until the broker takes it. */
+static void
+churn_write(int i, enum ev_kind kind)
+{
+	struct mbr *p = &C.m[i];
+	struct event e = { .member = i, .kind = kind, .first_ms = now_ms() };
+	char err[512], allow[128];
+
+	for (;; h_nap(500)) {
+		int rc = 0;
+		switch (kind) {
+		case EV_LEAVE:
+		case EV_JOIN:
+			/* The cursor: CHAT's last sequence when the change is
+			 * asked, as the registry takes it. */
+			if (h_chat_last_seq(&C.prov.c, &C.mesh, &e.seq) != 0)
+				continue;
+			rc = h_member_put(&C.prov.c, &C.mesh, &p->a, C.channel,
+			    kind == EV_JOIN ? e.seq : p->join, kind == EV_LEAVE ? e.seq : 0,
+			    p->gen + 1, err, sizeof(err));
+			break;
+		case EV_NARROW:
+		case EV_RESTORE:
+			snprintf(allow, sizeof(allow), "[\"%s\"]", kind == EV_NARROW ?
+			    "elsewhere" : C.channel);
+			rc = h_acl_put(&C.prov.c, &C.mesh, &p->a, allow, false, err, sizeof(err));
+			break;
+		}
+		if (rc == 0)
+			break;
+	}
+	e.done_ms = now_ms();
+	p->gen++;
+	if (kind == EV_JOIN)
+		p->join = e.seq, p->leave = 0;
+	else if (kind == EV_LEAVE)
+		p->leave = e.seq;
+	else
+		p->narrowed = kind == EV_NARROW;
+	pthread_mutex_lock(&C.mu);
+	if (C.nev < EVENTS_MAX)
+		C.ev[C.nev++] = e;
+	pthread_mutex_unlock(&C.mu);
+}
+
+static void *
+churn_main(void *arg)
+{
+	uint64_t r = C.seed ^ 0x9e3779b97f4a7c15ULL;
+
+	(void)arg;
+	while (!atomic_load(&C.stop_churn)) {
+		r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+		int wait = CHURN_MIN_MS + (int)((r >> 33) % CHURN_SPREAD_MS);
+		for (int64_t until = now_ms() + wait; now_ms() < until && !atomic_load(&C.stop_churn);)
+			h_nap(100);
+		if (atomic_load(&C.stop_churn))
+			break;
+		int i = C.members - CHURNERS + (int)((r >> 20) % CHURNERS);
+		struct mbr *p = &C.m[i];
+		if (p->leave != 0)
+			churn_write(i, EV_JOIN);
+		else if (p->narrowed)
+			churn_write(i, EV_RESTORE);
+		else
+			churn_write(i, (r >> 40) & 1 ? EV_LEAVE : EV_NARROW);
+	}
+	return NULL;
+}
+
+void
+churn_stop(void)
+{
+	atomic_store(&C.stop_churn, true);
+	if (C.churn_th != 0)
+		pthread_join(C.churn_th, NULL);
+	C.churn_th = 0;
+	for (int i = C.members - CHURNERS; i < C.members; i++) {
+		if (C.m[i].leave != 0)
+			churn_write(i, EV_JOIN);
+		if (C.m[i].narrowed)
+			churn_write(i, EV_RESTORE);
+	}
+}
+
+/* ---- set up, start, stop ---- */
+
+int
+load_setup(char *err, size_t errlen)
+{
+	char name[64], stream[256], durable[512], inbox[REPLY_INBOX_MAX], path[H_PATH_MAX * 2],
+	    key[512];
+	uint64_t last = 0;
+
+	snprintf(C.channel, sizeof(C.channel), "chaos");
+	space_key(C.mesh.space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/provisioner.creds", C.mesh.dir, key);
+	if (link_open(&C.prov, path, err, errlen) != 0)
+		return -1;
+	C.posts = calloc(POSTS_MAX, sizeof(*C.posts));
+	for (int i = 0; i < POSTERS; i++) {
+		snprintf(name, sizeof(name), "cpost%d", i);
+		if (h_agent_add(&C.mesh, name, C.channel, &C.posters[i]) != 0 ||
+		    link_open(&C.poster_links[i], C.posters[i].creds, err, errlen) != 0) {
+			snprintf(err + strlen(err), errlen - strlen(err), " (poster %s)", name);
+			return -1;
+		}
+	}
+	snprintf(stream, sizeof(stream), "DLV_%s", C.mesh.token);
+	for (int i = 0; i < C.members; i++) {
+		struct mbr *p = &C.m[i];
+		p->idx = i;
+		p->churn = i >= C.members - CHURNERS;
+		snprintf(name, sizeof(name), "cmem%02d", i);
+		if (h_agent_add(&C.mesh, name, C.channel, &p->a) != 0 ||
+		    link_open(&p->l, p->a.creds, err, errlen) != 0)
+			return -1;
+		snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", p->a.owner, p->a.actor, p->a.uid);
+		if (jwt_reply_inbox(p->l.creds.jwt, inbox, sizeof(inbox), err, errlen) != 0 ||
+		    pull_attach(p->l.nc, inbox, stream, durable, &p->pl, err, errlen) != 0)
+			return -1;
+		p->seen = calloc(POSTS_MAX, sizeof(*p->seen));
+	}
+	if (h_chat_last_seq(&C.prov.c, &C.mesh, &last) != 0) {
+		snprintf(err, errlen, "CHAT_%s: no stream info", C.mesh.token);
+		return -1;
+	}
+	C.first_join = last;
+	for (int i = 0; i < C.members; i++) {
+		C.m[i].gen = 1;
+		C.m[i].join = last;
+		if (h_member_put(&C.prov.c, &C.mesh, &C.m[i].a, C.channel, last, 0, 1, err,
+		    errlen) != 0)
+			return -1;
+	}
+	pthread_mutex_init(&C.mu, NULL);
+	return 0;
+}
+
+void
+load_start(void)
+{
+	for (int i = 0; i < C.members; i++)
+		pthread_create(&C.m[i].th, NULL, member_main, &C.m[i]);
+	pthread_create(&C.poster_th, NULL, poster_main, NULL);
+	pthread_create(&C.churn_th, NULL, churn_main, NULL);
+}
+
+void
+load_stop_posting(void)
+{
+	atomic_store(&C.stop_posting, true);
+	if (C.poster_th != 0)
+		pthread_join(C.poster_th, NULL);
+	C.poster_th = 0;
+	C.load_end_ms = now_ms();
+}
+
+void
+load_stop(void)
+{
+	atomic_store(&C.stop_members, true);
+	for (int i = 0; i < C.members; i++) {
+		if (C.m[i].th != 0)
+			pthread_join(C.m[i].th, NULL);
+		C.m[i].th = 0;
+	}
+}
+
+void
+load_free(void)
+{
+	for (int i = 0; i < C.members; i++) {
+		pull_close(&C.m[i].pl);
+		link_close(&C.m[i].l);
+		free(C.m[i].seen);
+	}
+	for (int i = 0; i < POSTERS; i++)
+		link_close(&C.poster_links[i]);
+	link_close(&C.prov);
+	free(C.posts);
+}
+
+long
+load_missing(void)
+{
+	long missing = 0;
+	int n = atomic_load(&C.nposts);
+
+	for (int i = 0; i < C.members; i++)
+		for (int k = 0; k < n; k++)
+			if (owed(i, k) && __atomic_load_n(&C.m[i].seen[k].frames, __ATOMIC_ACQUIRE) == 0)
+				missing++;
+	return missing;
+}
