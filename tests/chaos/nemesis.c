@@ -314,8 +314,8 @@ struct weight {
 
 /* Per 1000 faults. One node: the daemon's processes and the broker. */
 static const struct weight single_w[] = {
-	{ "worker-kill", 800 }, { "broker-kill", 80 }, { "supervisor-kill", 60 },
-	{ "supervisor-stop", 30 }, { "creds-reload", 30 },
+	{ "worker-kill", 850 }, { "broker-kill", 70 }, { "supervisor-kill", 40 },
+	{ "supervisor-stop", 20 }, { "creds-reload", 20 },
 };
 /* A cluster: nodes, the network between them and to the daemon. */
 static const struct weight cluster_w[] = {
