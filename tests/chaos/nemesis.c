@@ -92,15 +92,18 @@ daemon_keep_alive(void)
 {
 	int st;
 
-	if (C.d.pid <= 0 || (st = h_daemon_wait_exit(&C.d, 0)) < 0)
-		return;
-	C.daemon_exits++;
-	last_refusal(C.last_exit, sizeof(C.last_exit));
-	say("%-16s the supervisor exited (%s %d): %s; restarting it as Restart=on-failure "
-	    "would", "daemon-exit", WIFEXITED(st) ? "status" : "signal",
-	    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), C.last_exit);
+	if (C.d.pid > 0) {
+		if ((st = h_daemon_wait_exit(&C.d, 0)) < 0)
+			return;
+		C.daemon_exits++;
+		last_refusal(C.last_exit, sizeof(C.last_exit));
+		say("%-16s the supervisor exited (%s %d): %s; restarting it as Restart=on-failure "
+		    "would", "daemon-exit", WIFEXITED(st) ? "status" : "signal",
+		    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), C.last_exit);
+	}
 	h_nap(RESTART_SEC_MS);
-	daemon_start();
+	if (daemon_start() != 0)
+		say("! the daemon did not start; trying again in %d ms", RESTART_SEC_MS);
 }
 
 /* Wait ms, keeping the daemon alive meanwhile. */
@@ -127,6 +130,23 @@ supervisor_reap_restart(void)
 
 /* ---- the faults ---- */
 
+/* The parent of pid, from /proc (0 when gone). */
+static pid_t
+parent_of(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	int ppid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL)
+		sscanf(p + 1, " %*c %d", &ppid);
+	fclose(f);
+	return (pid_t)ppid;
+}
+
 static void
 worker_kill(void)
 {
@@ -138,7 +158,9 @@ worker_kill(void)
 
 	json_array_foreach(json_object_get(doc, "workers"), i, w) {
 		pid_t pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
-		if (pid > 0 && n < 16) {
+		/* Only a worker of the supervisor running now: a status file
+		 * left by a killed one names pids that may be anyone's. */
+		if (pid > 0 && n < 16 && C.d.pid > 0 && parent_of(pid) == C.d.pid) {
 			roles[n] = json_string_value(json_object_get(w, "role"));
 			pids[n++] = pid;
 		}
@@ -156,6 +178,8 @@ worker_kill(void)
 static void
 supervisor_kill(void)
 {
+	if (C.d.pid <= 0)
+		return;
 	struct fault *f = begin("supervisor-kill", "pid %d, restarted %d ms later", (int)C.d.pid,
 	    RESTART_SEC_MS);
 	supervisor_reap_restart();
@@ -165,6 +189,8 @@ supervisor_kill(void)
 static void
 supervisor_stop(void)
 {
+	if (C.d.pid <= 0)
+		return;
 	int s = between(WATCHDOG_SEC + 1, WATCHDOG_SEC + 10);
 	bool resume = rnd() & 1;
 	struct fault *f = begin("supervisor-stop", "pid %d SIGSTOPped %d s, then %s", (int)C.d.pid,
