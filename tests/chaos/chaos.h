@@ -58,6 +58,8 @@ struct seen {
 	uint64_t dlv_seq;     /* the first frame's */
 	int64_t surfaced_ms;  /* when the first surfaced */
 	int64_t stored_ms;    /* when the first was stored in DLV */
+	uint64_t dlv_seq2;    /* a second copy's (0: none) */
+	int64_t stored2_ms;
 };
 
 struct mbr {

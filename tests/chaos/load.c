@@ -176,8 +176,12 @@ record(struct mbr *p, natsMsg *m)
 		s->copies = 1;
 		s->stored_ms = stored;
 		s->surfaced_ms = now_ms();
-	} else if (seq != s->dlv_seq)
-		s->copies++;
+	} else if (seq != s->dlv_seq && seq != s->dlv_seq2) {
+		if (s->copies++ == 1) {
+			s->dlv_seq2 = seq;
+			s->stored2_ms = stored;
+		}
+	}
 	__atomic_store_n(&s->frames, (uint16_t)(s->frames + 1), __ATOMIC_RELEASE);
 	atomic_fetch_add(&p->frames, 1);
 	json_decref(v);
