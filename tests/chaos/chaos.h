@@ -70,7 +70,8 @@ struct mbr {
 	struct puller pl;
 	pthread_t th;
 	struct seen *seen;            /* per post */
-	atomic_long frames, foreign, bad_header, fetch_errors;
+	atomic_long frames, foreign, bad_header;
+	atomic_int fetch_errors;
 	/* Its membership row now (churners): generation, join, leave. */
 	uint64_t gen, join, leave;
 	bool narrowed;

@@ -17,7 +17,6 @@
 #include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
 
-#define FETCH_MAX 256
 #define PUB_WAIT_MS 5000
 #define PUB_RETRY_MS 250
 #define CHURN_MIN_MS 8000
@@ -144,9 +143,11 @@ poster_main(void *arg)
 
 /* ---- the members ---- */
 
+/* A frame surfaced by member arg. */
 static void
-record(struct mbr *p, natsMsg *m)
+record(void *arg, natsMsg *m)
 {
+	struct mbr *p = arg;
 	const char *h = NULL;
 	jsMsgMetaData *md = NULL;
 	uint64_t seq = 0;
@@ -192,20 +193,7 @@ member_main(void *arg)
 {
 	struct mbr *p = arg;
 
-	while (!atomic_load(&C.stop_members)) {
-		natsMsgList list = { 0 };
-		natsStatus s = pull_fetch(&p->pl, FETCH_MAX, 500, &list);
-		if (s == NATS_OK) {
-			for (int i = 0; i < list.Count; i++) {
-				record(p, list.Msgs[i]);
-				pull_ack(&p->pl, list.Msgs[i]);
-			}
-		} else if (s != NATS_TIMEOUT) {
-			atomic_fetch_add(&p->fetch_errors, 1);
-			h_nap(100);
-		}
-		natsMsgList_Destroy(&list);
-	}
+	h_dlv_surface(&p->pl, &C.stop_members, record, p, &p->fetch_errors);
 	return NULL;
 }
 
@@ -301,8 +289,7 @@ churn_stop(void)
 int
 load_setup(char *err, size_t errlen)
 {
-	char name[64], stream[256], durable[512], inbox[REPLY_INBOX_MAX], path[H_PATH_MAX * 2],
-	    key[512];
+	char name[64], path[H_PATH_MAX * 2], key[512];
 	uint64_t last = 0;
 
 	snprintf(C.channel, sizeof(C.channel), "chaos");
@@ -319,7 +306,6 @@ load_setup(char *err, size_t errlen)
 			return -1;
 		}
 	}
-	snprintf(stream, sizeof(stream), "DLV_%s", C.mesh.token);
 	for (int i = 0; i < C.members; i++) {
 		struct mbr *p = &C.m[i];
 		p->idx = i;
@@ -328,9 +314,7 @@ load_setup(char *err, size_t errlen)
 		if (h_agent_add(&C.mesh, name, C.channel, &p->a) != 0 ||
 		    link_open(&p->l, p->a.creds, err, errlen) != 0)
 			return -1;
-		snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", p->a.owner, p->a.actor, p->a.uid);
-		if (jwt_reply_inbox(p->l.creds.jwt, inbox, sizeof(inbox), err, errlen) != 0 ||
-		    pull_attach(p->l.nc, inbox, stream, durable, &p->pl, err, errlen) != 0)
+		if (h_dlv_attach(p->l.nc, p->l.creds.jwt, &C.mesh, &p->a, &p->pl, err, errlen) != 0)
 			return -1;
 		p->seen = calloc(POSTS_MAX, sizeof(*p->seen));
 	}

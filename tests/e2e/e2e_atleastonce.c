@@ -50,7 +50,6 @@
 #define MEMBERS 20
 #define POSTS 5000
 #define CHUNK 500            /* posts in flight before the poster waits */
-#define FETCH 256            /* frames per pull of a member's drain */
 /* After the disruptions stop. A killed worker's batch waits out the 60 s
  * ack wait, and a broker that syncs every write (sync_interval: always)
  * copies about 1,000-2,000 a second, fewer under ASan: 95,000 copies need
@@ -294,9 +293,11 @@ run_teardown(void **state)
 
 /* ---- members and their drains ---- */
 
+/* A frame surfaced by member arg. */
 static void
-record(struct peer *p, natsMsg *m)
+record(void *arg, natsMsg *m)
 {
+	struct peer *p = arg;
 	const char *h = NULL;
 	jsMsgMetaData *md = NULL;
 	uint64_t seq = 0;
@@ -348,23 +349,7 @@ drain_main(void *arg)
 {
 	struct peer *p = arg;
 
-	while (!atomic_load(&R.stop_drain)) {
-		natsMsgList list = { 0 };
-		/* lib/nats/pull.c, not libnats's fetch: after a broker restart
-		 * libnats 3.4.1's _fetch overran the array it sized (ASan,
-		 * STYLE.md pitfalls). */
-		natsStatus s = pull_fetch(&p->pl, FETCH, 500, &list);
-		if (s == NATS_OK) {
-			for (int i = 0; i < list.Count; i++) {
-				record(p, list.Msgs[i]);
-				pull_ack(&p->pl, list.Msgs[i]);
-			}
-		} else if (s != NATS_TIMEOUT) {
-			atomic_fetch_add(&p->fetch_errors, 1);
-			nap(100);
-		}
-		natsMsgList_Destroy(&list);
-	}
+	h_dlv_surface(&p->pl, &R.stop_drain, record, p, &p->fetch_errors);
 	return NULL;
 }
 
@@ -373,11 +358,10 @@ drain_main(void *arg)
 static void
 members_up(void)
 {
-	char err[1024], name[64], stream[256], durable[512];
+	char err[1024], name[64];
 	uint64_t last = 0;
 	int64_t t0 = now_ms();
 
-	snprintf(stream, sizeof(stream), "DLV_%s", mesh.token);
 	for (int i = 0; i < MEMBERS; i++) {
 		struct peer *p = &R.peers[i];
 
@@ -392,11 +376,9 @@ members_up(void)
 		}
 		if (link_open(&p->l, p->a.creds, err, sizeof(err)) != 0)
 			fail_msg("connect %s: %s", name, err);
-		snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", p->a.owner, p->a.actor, p->a.uid);
-		char inbox[REPLY_INBOX_MAX];
-		if (jwt_reply_inbox(p->l.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)) != 0 ||
-		    pull_attach(p->l.nc, inbox, stream, durable, &p->pl, err, sizeof(err)) != 0)
-			fail_msg("bind %s: %s", durable, err);
+		if (h_dlv_attach(p->l.nc, p->l.creds.jwt, &mesh, &p->a, &p->pl, err,
+		    sizeof(err)) != 0)
+			fail_msg("bind %s: %s", name, err);
 		p->seen = calloc(POSTS, sizeof(*p->seen));
 		p->dseq = calloc(POSTS, sizeof(*p->dseq));
 		assert_non_null(p->seen);

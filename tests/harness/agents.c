@@ -554,3 +554,40 @@ h_dlv_texts_n(struct conn *c, struct mesh *m, const struct agent *a, size_t want
 	}
 	return 0;
 }
+
+int
+h_dlv_attach(natsConnection *nc, const char *jwt, struct mesh *m, const struct agent *a,
+	     struct puller *pl, char *err, size_t errlen)
+{
+	char stream[256], durable[512], inbox[REPLY_INBOX_MAX];
+
+	snprintf(stream, sizeof(stream), "DLV_%s", m->token);
+	snprintf(durable, sizeof(durable), "dlv_%s-%s-%s", a->owner, a->actor, a->uid);
+	if (jwt_reply_inbox(jwt, inbox, sizeof(inbox), err, errlen) != 0)
+		return -1;
+	if (pull_attach(nc, inbox, stream, durable, pl, err, errlen) != 0) {
+		snprintf(err + strlen(err), errlen - strlen(err), " (binding %s)", durable);
+		return -1;
+	}
+	return 0;
+}
+
+void
+h_dlv_surface(struct puller *pl, atomic_bool *stop, void (*on_frame)(void *arg, natsMsg *m),
+	      void *arg, atomic_int *errors)
+{
+	while (!atomic_load(stop)) {
+		natsMsgList list = { 0 };
+		natsStatus s = pull_fetch(pl, 256, 500, &list);
+		if (s == NATS_OK) {
+			for (int i = 0; i < list.Count; i++) {
+				on_frame(arg, list.Msgs[i]);
+				pull_ack(pl, list.Msgs[i]);
+			}
+		} else if (s != NATS_TIMEOUT) {
+			atomic_fetch_add(errors, 1);
+			hi_sleep_ms(100);
+		}
+		natsMsgList_Destroy(&list);
+	}
+}

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "lib/creds/creds.h"
+#include "lib/nats/pull.h"
 
 #define H_PATH_MAX 1024
 #define H_DIR_MAX 512 /* the temporary root: room left for paths under it */
@@ -379,6 +380,17 @@ json_t *h_dlv_drain(struct conn *c, struct mesh *m, const struct agent *a, int m
  * without a word). */
 json_t *h_dlv_drain_n(struct conn *c, struct mesh *m, const struct agent *a, size_t want, int ms,
 		      int quiet_ms, bool *headers_ok, char *err, size_t errlen);
+/* Bind pl to the agent's dlv_ durable on DLV_<s> through nc, whose
+ * credential is jwt (its reply inbox). 0, or -1 with err. */
+int h_dlv_attach(natsConnection *nc, const char *jwt, struct mesh *m, const struct agent *a,
+		 struct puller *pl, char *err, size_t errlen);
+/* Surface a bound dlv_ durable until *stop, as a live agent does: every
+ * frame handed to on_frame, then acked; a failed fetch counted in *errors
+ * and tried again 100 ms later. Through lib/nats/pull.c, not libnats's
+ * fetch: after a broker restart libnats 3.4.1's _fetch overran the array
+ * it sized (ASan, STYLE.md pitfalls). */
+void h_dlv_surface(struct puller *pl, atomic_bool *stop, void (*on_frame)(void *arg, natsMsg *m),
+		   void *arg, atomic_int *errors);
 /* A frame's text (its message's first part), or NULL. */
 const char *h_frame_text(json_t *frame);
 /* The texts of frames, in order, as one string "a,b,c" ("?" for a frame
