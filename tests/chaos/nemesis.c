@@ -1,7 +1,8 @@
 /*
- * The nemesis of a chaos run: one fault at a time, on a schedule drawn from
- * the run's seed (the same seed, the same faults in the same order), with a
- * pause of 1 to 4 s between two. Every fault is recorded with when it
+ * The nemesis of a chaos run: one fault at a time, dealt from a deck
+ * shuffled by the run's seed (the same seed, the same faults in the same
+ * order), with a pause of 1 to 4 s between two (0.5 to 2 s after a
+ * worker's kill). Every fault is recorded with when it
  * began and when it was healed, for the checker.
  *
  * Like systemd with the unit's Restart=on-failure, a supervisor that exits
@@ -150,11 +151,26 @@ parent_of(pid_t pid)
 static void
 worker_kill(void)
 {
-	json_t *doc = h_daemon_status(&C.d), *w;
+	json_t *doc = NULL, *w;
 	pid_t pids[16];
 	const char *roles[16];
 	size_t i;
 	int n = 0;
+
+	/* A supervisor still starting its workers gets 3 s; else the card
+	 * is spent without a kill. */
+	for (int64_t until = now_ms() + 3000;; hold(200)) {
+		json_decref(doc);
+		doc = h_daemon_status(&C.d);
+		n = 0;
+		json_array_foreach(json_object_get(doc, "workers"), i, w) {
+			pid_t pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
+			n += pid > 0 && C.d.pid > 0 && parent_of(pid) == C.d.pid;
+		}
+		if (n > 0 || now_ms() > until)
+			break;
+	}
+	n = 0;
 
 	json_array_foreach(json_object_get(doc, "workers"), i, w) {
 		pid_t pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
@@ -333,40 +349,52 @@ link_fault(bool slow)
 
 /* ---- the schedule ---- */
 
-struct weight {
+/*
+ * Faults are dealt from a deck, shuffled by the seed and dealt again when
+ * empty: a run of any length meets every kind in these proportions (a
+ * 30-minute run deals a deck 6 to 9 times), not only on average.
+ */
+struct card {
 	const char *kind;
-	int w;
+	int n; /* in one deck */
 };
 
-/* Per 1000 faults. One node: the daemon's processes and the broker. */
-static const struct weight single_w[] = {
-	{ "worker-kill", 850 }, { "broker-kill", 70 }, { "supervisor-kill", 40 },
-	{ "supervisor-stop", 20 }, { "creds-reload", 20 },
+/* One node: the daemon's processes and the broker (about 275 s a deck). */
+static const struct card single_deck[] = {
+	{ "worker-kill", 60 }, { "broker-kill", 3 }, { "supervisor-kill", 2 },
+	{ "supervisor-stop", 1 }, { "creds-reload", 1 },
 };
-/* A cluster: nodes, the network between them and to the daemon. */
-static const struct weight cluster_w[] = {
-	{ "worker-kill", 460 }, { "node-kill", 100 }, { "part-nodes", 100 },
-	{ "part-daemon", 100 }, { "part-minority", 100 }, { "link-loss", 50 },
-	{ "link-slow", 50 }, { "supervisor-kill", 25 }, { "creds-reload", 15 },
+/* A cluster: nodes, the network between them and to the daemon (about
+ * 210 s a deck). */
+static const struct card cluster_deck[] = {
+	{ "worker-kill", 8 }, { "node-kill", 2 }, { "part-nodes", 2 }, { "part-daemon", 2 },
+	{ "part-minority", 2 }, { "link-loss", 1 }, { "link-slow", 1 }, { "supervisor-kill", 1 },
+	{ "creds-reload", 1 },
 };
+
+#define DECK_MAX 128
 
 static const char *
 pick(void)
 {
-	const struct weight *w = C.mode == MODE_CLUSTER ? cluster_w : single_w;
-	size_t n = C.mode == MODE_CLUSTER ? sizeof(cluster_w) / sizeof(cluster_w[0]) :
-	    sizeof(single_w) / sizeof(single_w[0]);
-	int total = 0, r;
+	static const char *deck[DECK_MAX];
+	static int left;
 
-	for (size_t i = 0; i < n; i++)
-		total += w[i].w;
-	r = (int)(rnd() % (uint64_t)total);
-	for (size_t i = 0; i < n; i++) {
-		if (r < w[i].w)
-			return w[i].kind;
-		r -= w[i].w;
+	if (left == 0) {
+		const struct card *c = C.mode == MODE_CLUSTER ? cluster_deck : single_deck;
+		size_t n = C.mode == MODE_CLUSTER ? sizeof(cluster_deck) / sizeof(cluster_deck[0]) :
+		    sizeof(single_deck) / sizeof(single_deck[0]);
+		for (size_t i = 0; i < n; i++)
+			for (int k = 0; k < c[i].n && left < DECK_MAX; k++)
+				deck[left++] = c[i].kind;
+		for (int i = left - 1; i > 0; i--) {
+			int j = between(0, i);
+			const char *t = deck[i];
+			deck[i] = deck[j];
+			deck[j] = t;
+		}
 	}
-	return w[0].kind;
+	return deck[--left];
 }
 
 int
@@ -396,7 +424,8 @@ nemesis_run(int seconds)
 			link_fault(false);
 		else if (strcmp(k, "link-slow") == 0)
 			link_fault(true);
-		hold(between(1000, 4000));
+		/* A worker's kill is over at once: the next fault sooner. */
+		hold(strcmp(k, "worker-kill") == 0 ? between(500, 2000) : between(1000, 4000));
 	}
 	return 0;
 }

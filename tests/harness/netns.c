@@ -135,8 +135,21 @@ h_net_up(struct h_net *n, int hosts)
 	memset(n, 0, sizeof(*n));
 	n->nhosts = hosts;
 	snprintf(n->bridge, sizeof(n->bridge), "cc%db", pid);
-	/* 10.A.B.0/24, A and B from the pid: runs side by side never share one. */
-	snprintf(n->subnet, sizeof(n->subnet), "10.%d.%d", 100 + (pid / 256) % 100, pid % 256);
+	/* 10.A.B.0/24, A and B from the pid, and none an interface of this
+	 * machine has an address in (another run's bridge): runs side by side
+	 * never share one. */
+	for (int k = 0;; k++) {
+		char out[256] = "";
+		int v = pid + k;
+		snprintf(n->subnet, sizeof(n->subnet), "10.%d.%d", 100 + (v / 256) % 100, v % 256);
+		if (sh(out, sizeof(out), "ip -o addr show to %s.0/24", n->subnet) == 0 &&
+		    out[0] == '\0')
+			break;
+		if (k == 64) {
+			fprintf(stderr, "✗ harness: no free 10.x.y.0/24 for a test network\n");
+			return -1;
+		}
+	}
 	snprintf(n->gateway, sizeof(n->gateway), "%s.1", n->subnet);
 	armed = n;
 	static bool registered;
