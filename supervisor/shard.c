@@ -186,6 +186,9 @@ arm(struct event *ev, int ms)
 #ifdef COTAL_TEST_HOOKS
 static void on_bound(evutil_socket_t fd, short what, void *arg);
 #endif
+static void startup_finish(struct sup *s);
+static void on_renew(evutil_socket_t fd, short what, void *arg);
+static void on_recheck(evutil_socket_t fd, short what, void *arg);
 
 void
 shard_workers_bound(struct sup *s)
@@ -207,17 +210,33 @@ shard_workers_bound(struct sup *s)
 	if (ev_hold != NULL && evtimer_pending(ev_hold, NULL))
 		return;
 #endif
+	/* The timers first: a failed ready write re-checks with them. */
+	if (s->ev_renew == NULL) {
+		s->ev_renew = evtimer_new(s->base, on_renew, s);
+		s->ev_recheck = evtimer_new(s->base, on_recheck, s);
+	}
 	s->lease.ready = true;
 	clear_violation(s);
 	if (renew(s, why, sizeof(why)) != 0) {
-		log_errx("delivery: could not mark the lease of shard 0 ready: %s", why);
+		/* Read the row again, as after a failed renewal: still ours →
+		 * start-up finishes then (startup_finish from recheck). */
+		log_errx("delivery: could not mark the lease of shard 0 ready: %s; quiescing the "
+		    "workers and reading it again", why);
 		shard_enter(s, SHARD_RECHECKING);
 		workers_quiesce(s);
 		s->quiesce_deadline = mono_ms() + LEASE_QUIESCE_WAIT_MS;
+		arm(s->ev_recheck, 100);
 		return;
 	}
 	shard_enter(s, SHARD_SERVING);
 	workers_send_lease(s);
+	startup_finish(s);
+}
+
+/* The lease ready and every worker serving: say so, renew, watch. */
+static void
+startup_finish(struct sup *s)
+{
 	if (s->lane)
 		log_ok("delivery daemon up (space %s) — a lane of the delivery host (pid %ld)",
 		    s->space, (long)getppid());
@@ -227,8 +246,6 @@ shard_workers_bound(struct sup *s)
 	else
 		log_ok("delivery daemon up (space %s) — stop with: cotal down", s->space);
 	notify_sendf("READY=1\nSTATUS=serving space %s (shard 0)", s->space);
-	s->ev_renew = evtimer_new(s->base, on_renew, s);
-	s->ev_recheck = evtimer_new(s->base, on_recheck, s);
 	arm(s->ev_renew, LEASE_RENEW_MS);
 	shard_watch(s);
 	/* The seed: start-up is finished once the lease watch is bound. */
@@ -370,7 +387,10 @@ recheck(struct sup *s)
 	shard_enter(s, SHARD_SERVING);
 	workers_resume(s);
 	workers_send_lease(s);
-	arm(s->ev_renew, LEASE_RENEW_MS);
+	if (!s->startup_done)
+		startup_finish(s);
+	else
+		arm(s->ev_renew, LEASE_RENEW_MS);
 }
 
 static void

@@ -730,6 +730,51 @@ test_broker_back_within_the_window(void **state)
 }
 
 /*
+ * Issue 32 (cotal-chaos, a supervisor started during a cluster's partition):
+ * the write that marks the lease ready fails (the broker killed while a
+ * test build holds that write, COTAL_TEST_READY_DELAY_MS). The daemon
+ * quiesces its workers, reads the row again once the broker is back, finds
+ * it its own, marks it ready and finishes its start-up: up, bound, renewing.
+ * It used to arm its re-check timer before making it and die of SIGSEGV.
+ */
+static void
+test_ready_write_failed_then_serves(void **state)
+{
+	char inst[128], up[256], err[1024];
+	long from = log_size(&mb);
+	static const char *const workers[] = { "fanout", "reader", "registry", "timer" };
+
+	(void)state;
+	setenv("COTAL_TEST_READY_DELAY_MS", "3000", 1);
+	assert_int_equal(h_daemon_start(&mb, &db, NULL), 0);
+	unsetenv("COTAL_TEST_READY_DELAY_MS");
+	for (size_t i = 0; i < sizeof(workers) / sizeof(workers[0]); i++) {
+		char line[64];
+		snprintf(line, sizeof(line), "✓ delivery: worker %s up", workers[i]);
+		if (log_wait(&mb, from, line, false, UP_MS) < 0)
+			fail_msg("no \"%s\"; see %s", line, db.log);
+	}
+	assert_int_equal(h_broker_kill(&mb), 0);
+	if (log_wait(&mb, from, "✗ delivery: could not mark the lease of shard 0 ready: ", false,
+	    15000) < 0)
+		fail_msg("the ready write did not fail with the broker down; see %s", db.log);
+	assert_int_equal(h_broker_start(&mb), 0);
+	snprintf(up, sizeof(up), "✓ delivery daemon up (space %s) — stop with: cotal down", mb.space);
+	if (log_wait(&mb, from, up, true, UP_MS) < 0)
+		fail_msg("not up once the broker was back (%s); see %s", running(&db) ? "running" :
+		    "exited", db.log);
+	if (!wait_bound(&mb, 15000, inst, sizeof(inst)))
+		fail_msg("up but its liveness responder is not bound; see %s", db.log);
+	assert_true(running(&db));
+	h_close(&provb);
+	if (h_connect_profile(&mb, "provisioner", &provb, err, sizeof(err)) != 0)
+		fail_msg("provisioner: %s", err);
+	int st = daemon_term(&db);
+	assert_true(st >= 0 && WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/*
  * The seed: "When the time since the disconnect ... reaches the window
  * (COTAL_DELIVERY_BROKER_GONE_MS ...), the daemon logs ✗ delivery: broker
  * connection unavailable (broker unreachable), exiting (coupled to the
@@ -782,6 +827,7 @@ main(int argc, char **argv)
 		/* Leaves a foreign row on space "lease" (30 s): last there. */
 		cmocka_unit_test(test_foreign_write_takes_the_shard),
 		cmocka_unit_test(test_broker_back_within_the_window),
+		cmocka_unit_test(test_ready_write_failed_then_serves),
 		/* Leaves the broker of space "leasebk" dead: last. */
 		cmocka_unit_test(test_broker_killed_daemon_exits),
 	};
