@@ -30,10 +30,18 @@
 #define CHURNERS 2         /* the last members: their rows and ACLs change */
 #define EVENTS_MAX 4096
 #define FAULTS_MAX 8192
-/* How long after its write a membership or ACL change must be in force: a
- * copy stored later than this is judged by the change (the reader's
- * barrier makes a change committed before a batch's fetch count for it). */
-#define AUTH_GRACE_MS 5000
+/*
+ * A frame is judged by the membership rows and read ACLs its member had
+ * from its post's acknowledgement to its storing in DLV: the reader decided
+ * somewhere in between (its barrier makes a change committed before a
+ * batch's fetch count for that batch), and a cluster without quorum may
+ * commit its publish long after. A change counts AUTH_GRACE_MS after its
+ * write was acknowledged (time stamps of two clocks' reading, to the ms).
+ * A frame stored more than LATE_MS after a change that denies it is
+ * reported as a late commit.
+ */
+#define AUTH_GRACE_MS 1000
+#define LATE_MS 5000
 
 enum mode { MODE_SINGLE, MODE_CLUSTER };
 

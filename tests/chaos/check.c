@@ -2,9 +2,11 @@
  * The checker of a chaos run. It reads every post the broker acknowledged
  * and every frame each member surfaced, and reports:
  *   - lost: an acknowledged post a member is owed and never surfaced;
- *   - unauthorized: a frame stored in DLV when no membership row and read
- *     ACL the member had around that time (the changes' writes, less
- *     AUTH_GRACE_MS) let it read the post;
+ *   - unauthorized: a frame no membership row and read ACL of its member
+ *     from its post's acknowledgement to its storing in DLV allowed (the
+ *     reader decided in between; chaos.h, AUTH_GRACE_MS); and, reported
+ *     only, late commits: frames stored well after a change that denies
+ *     them;
  *   - copied twice (two DLV frames of one post: the dedup key failed) and
  *     redelivered (one frame surfaced again: the member's own at least
  *     once, its ack lost with a broker);
@@ -73,17 +75,17 @@ state_allows(const struct state *s, uint64_t seq)
 	return s->allowed && seq > join && (s->leave == 0 || seq <= s->leave);
 }
 
-/* Was a frame of the post at seq, stored at stored_ms, authorized for
- * member i: does some state that may have been in force then allow it? */
+/* Did some membership row and read ACL member i may have had at some time
+ * within [from, to] allow the post at seq? */
 static bool
-authorized(int i, uint64_t seq, int64_t stored_ms)
+allowed_within(int i, uint64_t seq, int64_t from, int64_t to)
 {
 	struct state st[EVENTS_MAX / 4];
 	int n = states_of(i, st, (int)(sizeof(st) / sizeof(st[0])));
 
 	for (int k = 0; k < n; k++) {
-		bool begun = st[k].first_ms <= stored_ms;
-		bool superseded = k + 1 < n && st[k + 1].done_ms + AUTH_GRACE_MS < stored_ms;
+		bool begun = st[k].first_ms <= to;
+		bool superseded = k + 1 < n && st[k + 1].done_ms + AUTH_GRACE_MS < from;
 		if (begun && !superseded && state_allows(&st[k], seq))
 			return true;
 	}
@@ -221,7 +223,7 @@ int
 check_report(void)
 {
 	int nposts = atomic_load(&C.nposts), acked = 0;
-	long lost = 0, unauth = 0, twice = 0, twice_same = 0, redelivered = 0, surfaced = 0, unacked_surfaced = 0,
+	long lost = 0, unauth = 0, late = 0, twice = 0, twice_same = 0, redelivered = 0, surfaced = 0, unacked_surfaced = 0,
 	    owed_n = 0;
 	size_t nlat = 0;
 	int64_t *lat = calloc((size_t)nposts * (size_t)C.members + 1, sizeof(*lat));
@@ -255,7 +257,8 @@ check_report(void)
 				redelivered += s->frames > s->copies;
 				if (po->acked_ms == 0)
 					unacked_surfaced++;
-				else if (p->churn && !authorized(i, po->seq, s->stored_ms)) {
+				else if (p->churn && !allowed_within(i, po->seq, po->acked_ms,
+				    s->stored_ms)) {
 					unauth++;
 					faults_before(po->acked_ms, before, sizeof(before));
 					if (json_array_size(anom) < ANOMALIES_SHOWN)
@@ -265,6 +268,9 @@ check_report(void)
 						    "stored_ms_after_start", (json_int_t)(s->stored_ms -
 						    C.t0_ms), "faults_before", before));
 				}
+				else if (p->churn && !allowed_within(i, po->seq, s->stored_ms - LATE_MS,
+				    s->stored_ms))
+					late++;
 				if (o)
 					lat[nlat++] = s->surfaced_ms - po->acked_ms;
 			} else if (o) {
@@ -323,10 +329,10 @@ check_report(void)
 	json_object_set_new(doc, "rate", json_integer(C.rate));
 	json_object_set_new(doc, "posts", json_pack("{s:i, s:i, s:i}", "begun", nposts, "acked",
 	    acked, "publish_retries", (int)atomic_load(&C.pub_retries)));
-	json_object_set_new(doc, "frames", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_object_set_new(doc, "frames", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 	    "owed", (json_int_t)owed_n, "surfaced", (json_int_t)surfaced, "lost", (json_int_t)lost,
 	    "unauthorized", (json_int_t)unauth, "copied_twice", (json_int_t)twice,
-	    "copied_twice_same_row", (json_int_t)twice_same,
+	    "copied_twice_same_row", (json_int_t)twice_same, "late_commits", (json_int_t)late,
 	    "redelivered", (json_int_t)redelivered, "surfaced_unacknowledged",
 	    (json_int_t)unacked_surfaced));
 	json_object_set_new(doc, "latency_ms", json_pack("{s:I, s:I, s:I, s:I, s:I}", "p50",
@@ -345,6 +351,10 @@ check_report(void)
 	    "with no membership change between: one dedup key), redelivered %ld, of "
 	    "unacknowledged posts %ld", owed_n, surfaced, lost, unauth, twice, twice_same,
 	    redelivered, unacked_surfaced);
+	if (late)
+		say("! %ld frames of churners were stored more than %d s after a change that denies "
+		    "them, decided before it: their publishes committed late (a cluster without "
+		    "quorum holds a publish until it has one again)", late, LATE_MS / 1000);
 	say("latency (acknowledged → surfaced): p50 %.2f s, p90 %.2f s, p99 %.2f s, max %.2f s",
 	    (double)pct(lat, nlat, 0.5) / 1000, (double)pct(lat, nlat, 0.9) / 1000,
 	    (double)pct(lat, nlat, 0.99) / 1000, (double)(nlat ? lat[nlat - 1] : 0) / 1000);

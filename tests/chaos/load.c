@@ -231,6 +231,15 @@ churn_write(int i, enum ev_kind kind)
 			break;
 	}
 	e.done_ms = now_ms();
+	static const char *const words[] = { [EV_LEAVE] = "leave", [EV_JOIN] = "join",
+		[EV_NARROW] = "acl-narrow", [EV_RESTORE] = "acl-restore" };
+	if (kind == EV_LEAVE || kind == EV_JOIN)
+		say("%-16s %s, %s %" PRIu64 " (written in %lld ms)", words[kind], p->a.name,
+		    kind == EV_LEAVE ? "leaveCursor" : "joinCursor", e.seq,
+		    (long long)(e.done_ms - e.first_ms));
+	else
+		say("%-16s %s (written in %lld ms)", words[kind], p->a.name,
+		    (long long)(e.done_ms - e.first_ms));
 	p->gen++;
 	if (kind == EV_JOIN)
 		p->join = e.seq, p->leave = 0;
