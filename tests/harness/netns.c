@@ -319,7 +319,7 @@ hi_net_place(struct mesh *m, struct h_net *n)
 		struct node *nd = &m->nodes[i];
 		snprintf(nd->netns, sizeof(nd->netns), "%s", n->host[i].netns);
 		snprintf(nd->addr, sizeof(nd->addr), "%s", n->host[i].addr);
-		snprintf(nd->url, sizeof(nd->url), "nats://%s:%d", nd->addr, nd->port);
+		snprintf(nd->url, sizeof(nd->url), "nats://%s:%d", n->host[i].addr, nd->port);
 		snprintf(m->url + strlen(m->url), sizeof(m->url) - strlen(m->url), "%s%s",
 		    i ? "," : "", nd->url);
 		rc |= rewrite_addrs(m, nd->conf);
