@@ -363,9 +363,10 @@ dlv_bind(struct conn *c, struct mesh *m, const struct agent *a, struct puller *p
 
 /*
  * Up to max messages by until (monotonic ms), as libnats's fetch answered:
- * NATS_OK with at least one, NATS_TIMEOUT with none by then, or the
- * failure. A pull request that ends early (its expiry, a leader's change)
- * or goes unanswered is made again while there is time. Each waits at most
+ * NATS_OK with at least one, NATS_TIMEOUT with none by then, or the last
+ * failure when the time ran out on one. A pull request that ends early (its
+ * expiry, a leader's change), goes unanswered or fails is made again while
+ * there is time. Each waits at most
  * PULL_WAIT_MS, so none outlives until by more (dlv_close waits for it).
  */
 static natsStatus
@@ -373,16 +374,25 @@ dlv_fetch_by(struct puller *p, int max, int64_t until, natsMsgList *list)
 {
 	natsStatus s;
 
+	natsStatus last = NATS_TIMEOUT;
+
 	memset(list, 0, sizeof(*list));
 	for (int64_t left; (left = until - mono_ms()) > 0;) {
 		s = pull_fetch(p, max, (int)(left < PULL_WAIT_MS ? left : PULL_WAIT_MS), list);
 		if (list->Count > 0)
 			return NATS_OK;
 		natsMsgList_Destroy(list);
+		/* A failed fetch (the connection failing over to another node,
+		 * the consumer's leader being elected: no responders) is tried
+		 * again while there is time; the last failure is the answer
+		 * when there is none left. It used to end a member's drain at
+		 * once, with nothing: e2e_cluster saw a member that failed over
+		 * from the killed node surface 0 of 216 frames DLV held. */
+		last = s == NATS_OK ? NATS_TIMEOUT : s;
 		if (s != NATS_OK && s != NATS_TIMEOUT)
-			return s;
+			hi_sleep_ms(100);
 	}
-	return NATS_TIMEOUT;
+	return last;
 }
 
 /* Does m end the puller's open request (a status to its reply subject)? */
