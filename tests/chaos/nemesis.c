@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #define RESTART_SEC_MS 5000 /* the units' RestartSec=5s */
@@ -63,22 +64,33 @@ end(struct fault *f)
 
 /* ---- the daemon, as systemd keeps it ---- */
 
+static long log_from; /* the log's size when the running daemon started */
+
 int
 daemon_start(void)
 {
+	struct stat st;
+
+	log_from = C.d.log[0] && stat(C.d.log, &st) == 0 ? (long)st.st_size : 0;
 	if (h_daemon_start(&C.mesh, &C.d, NULL) != 0)
 		return -1;
 	C.daemon_restarts++;
 	return 0;
 }
 
-/* The last "✗" line of the daemon's log, why it exited. */
+/* The last "✗" line the daemon that exited wrote, why it exited. */
 static void
 last_refusal(char *out, size_t len)
 {
-	char *text = h_file_text(C.d.log, 0), *line = NULL, *p;
+	struct stat st;
+	long from = log_from;
 
-	out[0] = '\0';
+	/* Its last lines: h_file_text reads at most H_OUT_MAX - 1 bytes. */
+	if (stat(C.d.log, &st) == 0 && (long)st.st_size - (H_OUT_MAX - 1) > from)
+		from = (long)st.st_size - (H_OUT_MAX - 1);
+	char *text = h_file_text(C.d.log, from), *line = NULL, *p;
+
+	snprintf(out, len, "no ✗ line in its log");
 	if (text == NULL)
 		return;
 	for (p = text; (p = strstr(p, "✗ ")) != NULL; p++)
