@@ -76,12 +76,18 @@ pull_loop_run(const struct pull_loop *l)
 			worker_batch_done();
 			last_msg = mono_ms();
 		} else if (mono_ms() - last_msg >= PULL_WAIT_MS &&
-		    mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS) {
+		    mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS &&
+		    mono_ms() >= l->pull->delayed_until + PULL_LATE_MS) {
 			/* Idle (nothing for a whole request's life: a fetch returns
 			 * every PULL_SLICE_MS, and a pause between two posts is no
-			 * idleness), holding nothing: whatever the consumer still
-			 * counts as delivered to us was lost on the way (a leader
-			 * change behind our connection's back): ask for it again. */
+			 * idleness), holding nothing, and no delay we asked for a
+			 * retry still running: whatever the consumer still counts
+			 * as delivered to us was lost on the way (a leader change
+			 * behind our connection's back): ask for it again. Asked
+			 * during a retry's delay, it cut that delay short, and a
+			 * 2.9.10 broker then handed the entry over twice at once,
+			 * the reader deciding on the second (a "gave up after 11
+			 * deliveries" for the contract's ten). */
 			idle_checked = mono_ms();
 			doubt = idle = true;
 		}

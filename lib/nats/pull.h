@@ -53,6 +53,10 @@ struct puller {
 	int64_t req_until;       /* when it expires (monotonic ms) */
 	uint64_t behind;         /* pending after the last message taken */
 	int expires_ms;          /* a request's expiry when longer than a fetch's wait */
+	/* When the last delay asked by a NAK runs out (monotonic ms): until
+	 * then the consumer counts that message as delivered to us, though
+	 * nothing is lost (pull_loop_run's idle check waits for it). */
+	int64_t delayed_until;
 };
 
 
