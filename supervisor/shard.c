@@ -187,6 +187,7 @@ arm(struct event *ev, int ms)
 static void on_bound(evutil_socket_t fd, short what, void *arg);
 #endif
 static void startup_finish(struct sup *s);
+static void recheck_begin(struct sup *s);
 static void on_renew(evutil_socket_t fd, short what, void *arg);
 static void on_recheck(evutil_socket_t fd, short what, void *arg);
 
@@ -222,10 +223,7 @@ shard_workers_bound(struct sup *s)
 		 * start-up finishes then (startup_finish from recheck). */
 		log_errx("delivery: could not mark the lease of shard 0 ready: %s; quiescing the "
 		    "workers and reading it again", why);
-		shard_enter(s, SHARD_RECHECKING);
-		workers_quiesce(s);
-		s->quiesce_deadline = mono_ms() + LEASE_QUIESCE_WAIT_MS;
-		arm(s->ev_recheck, 100);
+		recheck_begin(s);
 		return;
 	}
 	shard_enter(s, SHARD_SERVING);
@@ -299,6 +297,14 @@ doubt(struct sup *s, const char *why)
 	if (s->shard == SHARD_RECHECKING || s->stopping)
 		return;
 	log_warnx("delivery: re-checking the lease of shard 0: %s; quiescing the workers", why);
+	recheck_begin(s);
+}
+
+/* Quiesce the workers and read the lease row again (recheck), after a
+ * failed renewal or a failed ready write. */
+static void
+recheck_begin(struct sup *s)
+{
 	shard_enter(s, SHARD_RECHECKING);
 	evtimer_del(s->ev_renew);
 	workers_send_lease(s);

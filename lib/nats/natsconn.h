@@ -46,14 +46,6 @@ struct conn_opts {
 };
 
 /*
- * Connect with the credential c (kept alive by the caller for as long as the
- * connection lives: the callbacks read it on every reconnect). The inbox
- * prefix is the credential's own (lib/wire/tokens.h inbox_prefix).
- * 0 on success, -1 with err holding the broker's or library's words, -2
- * when TLS was demanded and refused (conn_tls_refusal's words in err): a
- * broker that does not offer TLS, or one whose certificate does not verify.
- */
-/*
  * Client pings of the daemon's own connections (the supervisor's resident
  * one and every worker's): a broker that stops answering without closing
  * the socket (a partition, a host gone) counts as disconnected after about
@@ -64,6 +56,14 @@ struct conn_opts {
 #define CONN_PING_MS 2000
 #define CONN_PINGS_OUT 2
 
+/*
+ * Connect with the credential c (kept alive by the caller for as long as the
+ * connection lives: the callbacks read it on every reconnect). The inbox
+ * prefix is the credential's own (lib/wire/tokens.h inbox_prefix).
+ * 0 on success, -1 with err holding the broker's or library's words, -2
+ * when TLS was demanded and refused (conn_tls_refusal's words in err): a
+ * broker that does not offer TLS, or one whose certificate does not verify.
+ */
 int conn_open(const struct conn_opts *o, const struct creds *c,
 	      natsConnection **out, char *err, size_t errlen);
 

@@ -331,8 +331,9 @@ pull_nak(struct puller *p, natsMsg *m, int delay_ms)
 
 	snprintf(body, sizeof(body), "-NAK {\"delay\":%" PRId64 "}", (int64_t)delay_ms * 1000000);
 	ack_with(p, m, body);
-	if (delay_ms > 0 && mono_ms() + delay_ms > p->delayed_until)
-		p->delayed_until = mono_ms() + delay_ms;
+	int64_t until = mono_ms() + delay_ms;
+	if (delay_ms > 0 && until > p->delayed_until)
+		p->delayed_until = until;
 }
 
 void

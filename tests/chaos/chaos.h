@@ -45,13 +45,6 @@
 
 enum mode { MODE_SINGLE, MODE_CLUSTER };
 
-/* A connection that reconnects forever. */
-struct link {
-	struct creds creds;
-	natsConnection *nc;
-	jsCtx *js;
-	struct conn c; /* the same, as the harness's */
-};
 
 struct post {
 	int64_t sent_ms;     /* first publish */
@@ -74,7 +67,7 @@ struct mbr {
 	int idx;
 	bool churn;
 	struct agent a;
-	struct link l;
+	struct conn c;        /* reconnecting forever (h_connect_url) */
 	struct puller pl;
 	pthread_t th;
 	struct seen *seen;            /* per post */
@@ -83,6 +76,7 @@ struct mbr {
 	/* Its membership row now (churners): generation, join, leave. */
 	uint64_t gen, join, leave;
 	bool narrowed;
+	int64_t changed_ms;            /* its last change acknowledged (0: none) */
 };
 
 /* A change of a churner's row or ACL: in force from somewhere between
@@ -117,9 +111,9 @@ struct chaos {
 	char channel[64];
 	char daemon_extra[4][64];
 	int ndaemon_extra;
-	struct link prov;
+	struct conn prov;
 	struct agent posters[POSTERS];
-	struct link poster_links[POSTERS];
+	struct conn poster_conns[POSTERS];
 	struct mbr m[MEMBERS_MAX];
 	/* the load */
 	uint64_t first_join;    /* every member's joinCursor at the start */
@@ -129,8 +123,7 @@ struct chaos {
 	pthread_t poster_th, churn_th;
 	atomic_long pub_retries;
 	int64_t t0_ms, load_end_ms;
-	/* the churn's record */
-	pthread_mutex_t mu;
+	/* the churn's record (its thread's own until churn_stop joins it) */
 	struct event ev[EVENTS_MAX];
 	int nev;
 	/* the nemesis's record */
@@ -146,8 +139,6 @@ int64_t now_ms(void);
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* load.c */
-int link_open(struct link *l, const char *creds_path, char *err, size_t errlen);
-void link_close(struct link *l);
 int load_setup(char *err, size_t errlen);
 void load_start(void);
 void load_stop_posting(void);

@@ -75,13 +75,21 @@ state_allows(const struct state *s, uint64_t seq)
 	return s->allowed && seq > join && (s->leave == 0 || seq <= s->leave);
 }
 
+/* Each churner's states, made once for the report (states_of). */
+static struct state *states[MEMBERS_MAX];
+static int nstates[MEMBERS_MAX];
+
 /* Did some membership row and read ACL member i may have had at some time
  * within [from, to] allow the post at seq? */
 static bool
 allowed_within(int i, uint64_t seq, int64_t from, int64_t to)
 {
-	struct state st[EVENTS_MAX / 4];
-	int n = states_of(i, st, (int)(sizeof(st) / sizeof(st[0])));
+	if (states[i] == NULL) {
+		states[i] = calloc(C.nev + 1, sizeof(*states[i]));
+		nstates[i] = states_of(i, states[i], C.nev + 1);
+	}
+	const struct state *st = states[i];
+	int n = nstates[i];
 
 	for (int k = 0; k < n; k++) {
 		bool begun = st[k].first_ms <= to;
@@ -113,18 +121,10 @@ owed(int i, int n)
 {
 	const struct post *p = &C.posts[n];
 	int64_t acked = __atomic_load_n(&p->acked_ms, __ATOMIC_ACQUIRE);
-	int64_t last_change = 0;
 
 	if (acked == 0)
 		return false;
-	if (!C.m[i].churn)
-		return true;
-	pthread_mutex_lock(&C.mu);
-	for (int k = 0; k < C.nev; k++)
-		if (C.ev[k].member == i && C.ev[k].done_ms > last_change)
-			last_change = C.ev[k].done_ms;
-	pthread_mutex_unlock(&C.mu);
-	return acked > last_change && p->seq > C.m[i].join;
+	return !C.m[i].churn || (acked > C.m[i].changed_ms && p->seq > C.m[i].join);
 }
 
 /* The faults that may have touched a post acknowledged at t, as words. */
@@ -371,6 +371,10 @@ check_report(void)
 		say("! cannot write %s", C.out);
 	json_decref(doc);
 	free(lat);
+	for (int i = 0; i < MEMBERS_MAX; i++) {
+		free(states[i]);
+		states[i] = NULL;
+	}
 	if (lost || unauth) {
 		say("✗ FAIL: %ld lost, %ld unauthorized (seed %" PRIu64 " replays this schedule)",
 		    lost, unauth, C.seed);

@@ -17,44 +17,9 @@
 #include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
 
-#define PUB_WAIT_MS 5000
 #define PUB_RETRY_MS 250
 #define CHURN_MIN_MS 8000
 #define CHURN_SPREAD_MS 12000
-
-int
-link_open(struct link *l, const char *creds_path, char *err, size_t errlen)
-{
-	struct conn_opts o = { .url = C.mesh.url, .name = "cotal-chaos", .timeout_ms = 5000,
-		.max_reconnect = -1, .reconnect_wait_ms = 250, .ping_interval_ms = 2000,
-		.max_pings_out = 2 };
-	jsOptions jo;
-
-	memset(l, 0, sizeof(*l));
-	if (creds_load(creds_path, &l->creds, err, errlen) != 0)
-		return -1;
-	if (conn_open(&o, &l->creds, &l->nc, err, errlen) != 0)
-		return -1;
-	jsOptions_Init(&jo);
-	jo.Wait = PUB_WAIT_MS;
-	if (natsConnection_JetStream(&l->js, l->nc, &jo) != NATS_OK) {
-		snprintf(err, errlen, "jetstream context");
-		return -1;
-	}
-	l->c.nc = l->nc;
-	l->c.js = l->js;
-	return 0;
-}
-
-void
-link_close(struct link *l)
-{
-	jsCtx_Destroy(l->js);
-	natsConnection_Destroy(l->nc);
-	if (l->creds.jwt != NULL)
-		creds_free(&l->creds);
-	memset(l, 0, sizeof(*l));
-}
 
 /* ---- the posts ---- */
 
@@ -74,36 +39,18 @@ post_index(const char *id)
 static void
 publish(int n)
 {
-	struct agent *a = &C.posters[n % POSTERS];
-	struct link *l = &C.poster_links[n % POSTERS];
-	char subj[512], id[64], text[64], from[160];
-	json_t *msg;
-	char *body;
+	char id[64], text[64];
+	uint64_t seq = 0;
 
-	snprintf(subj, sizeof(subj), "cotal.%s.chat.%s.%s.%s", C.mesh.token, a->owner, a->actor,
-	    C.channel);
 	snprintf(id, sizeof(id), "chaos-%d", n);
 	snprintf(text, sizeof(text), "post %d", n);
-	snprintf(from, sizeof(from), "%s.%s", a->owner, a->actor);
-	msg = json_pack("{s:s, s:I, s:s, s:{s:s, s:s}, s:[{s:s, s:s}], s:s}", "id", id, "ts",
-	    (json_int_t)now_ms(), "space", C.mesh.space, "from", "id", from, "name", a->name,
-	    "parts", "kind", "text", "text", text, "channel", C.channel);
-	body = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
 	C.posts[n].sent_ms = now_ms();
 	/* Once the load stops, a post still unacknowledged gets a minute. */
 	for (int64_t give_up = 0;;) {
-		jsPubOptions po;
-		jsPubAck *pa = NULL;
-		jsErrCode jerr = 0;
-
-		jsPubOptions_Init(&po);
-		po.MsgId = id;
-		po.MaxWait = PUB_WAIT_MS;
-		if (js_Publish(&pa, l->js, subj, body, (int)strlen(body), &po, &jerr) == NATS_OK) {
-			C.posts[n].seq = pa->Sequence;
+		if (h_post_dedup(&C.poster_conns[n % POSTERS], &C.mesh, &C.posters[n % POSTERS],
+		    C.channel, id, text, &seq) == 0) {
+			C.posts[n].seq = seq;
 			__atomic_store_n(&C.posts[n].acked_ms, now_ms(), __ATOMIC_RELEASE);
-			jsPubAck_Destroy(pa);
 			break;
 		}
 		atomic_fetch_add(&C.pub_retries, 1);
@@ -115,7 +62,6 @@ publish(int n)
 		}
 		h_nap(PUB_RETRY_MS);
 	}
-	free(body);
 }
 
 static void *
@@ -214,9 +160,9 @@ churn_write(int i, enum ev_kind kind)
 		case EV_JOIN:
 			/* The cursor: CHAT's last sequence when the change is
 			 * asked, as the registry takes it. */
-			if (h_chat_last_seq(&C.prov.c, &C.mesh, &e.seq) != 0)
+			if (h_chat_last_seq(&C.prov, &C.mesh, &e.seq) != 0)
 				continue;
-			rc = h_member_put(&C.prov.c, &C.mesh, &p->a, C.channel,
+			rc = h_member_put(&C.prov, &C.mesh, &p->a, C.channel,
 			    kind == EV_JOIN ? e.seq : p->join, kind == EV_LEAVE ? e.seq : 0,
 			    p->gen + 1, err, sizeof(err));
 			break;
@@ -224,13 +170,14 @@ churn_write(int i, enum ev_kind kind)
 		case EV_RESTORE:
 			snprintf(allow, sizeof(allow), "[\"%s\"]", kind == EV_NARROW ?
 			    "elsewhere" : C.channel);
-			rc = h_acl_put(&C.prov.c, &C.mesh, &p->a, allow, false, err, sizeof(err));
+			rc = h_acl_put(&C.prov, &C.mesh, &p->a, allow, false, err, sizeof(err));
 			break;
 		}
 		if (rc == 0)
 			break;
 	}
 	e.done_ms = now_ms();
+	p->changed_ms = e.done_ms;
 	static const char *const words[] = { [EV_LEAVE] = "leave", [EV_JOIN] = "join",
 		[EV_NARROW] = "acl-narrow", [EV_RESTORE] = "acl-restore" };
 	if (kind == EV_LEAVE || kind == EV_JOIN)
@@ -247,10 +194,9 @@ churn_write(int i, enum ev_kind kind)
 		p->leave = e.seq;
 	else
 		p->narrowed = kind == EV_NARROW;
-	pthread_mutex_lock(&C.mu);
+	/* Read by the checker once the churn thread is joined. */
 	if (C.nev < EVENTS_MAX)
 		C.ev[C.nev++] = e;
-	pthread_mutex_unlock(&C.mu);
 }
 
 static void *
@@ -304,13 +250,14 @@ load_setup(char *err, size_t errlen)
 	snprintf(C.channel, sizeof(C.channel), "chaos");
 	space_key(C.mesh.space, key, sizeof(key));
 	snprintf(path, sizeof(path), "%s/.cotal/space.%s/provisioner.creds", C.mesh.dir, key);
-	if (link_open(&C.prov, path, err, errlen) != 0)
+	if (h_connect_url(&C.mesh, NULL, path, &C.prov, err, errlen) != 0)
 		return -1;
 	C.posts = calloc(POSTS_MAX, sizeof(*C.posts));
 	for (int i = 0; i < POSTERS; i++) {
 		snprintf(name, sizeof(name), "cpost%d", i);
 		if (h_agent_add(&C.mesh, name, C.channel, &C.posters[i]) != 0 ||
-		    link_open(&C.poster_links[i], C.posters[i].creds, err, errlen) != 0) {
+		    h_connect_url(&C.mesh, NULL, C.posters[i].creds, &C.poster_conns[i], err,
+		    errlen) != 0) {
 			snprintf(err + strlen(err), errlen - strlen(err), " (poster %s)", name);
 			return -1;
 		}
@@ -321,13 +268,13 @@ load_setup(char *err, size_t errlen)
 		p->churn = i >= C.members - CHURNERS;
 		snprintf(name, sizeof(name), "cmem%02d", i);
 		if (h_agent_add(&C.mesh, name, C.channel, &p->a) != 0 ||
-		    link_open(&p->l, p->a.creds, err, errlen) != 0)
+		    h_connect_url(&C.mesh, NULL, p->a.creds, &p->c, err, errlen) != 0)
 			return -1;
-		if (h_dlv_attach(p->l.nc, p->l.creds.jwt, &C.mesh, &p->a, &p->pl, err, errlen) != 0)
+		if (h_dlv_attach(p->c.nc, p->c.creds.jwt, &C.mesh, &p->a, &p->pl, err, errlen) != 0)
 			return -1;
 		p->seen = calloc(POSTS_MAX, sizeof(*p->seen));
 	}
-	if (h_chat_last_seq(&C.prov.c, &C.mesh, &last) != 0) {
+	if (h_chat_last_seq(&C.prov, &C.mesh, &last) != 0) {
 		snprintf(err, errlen, "CHAT_%s: no stream info", C.mesh.token);
 		return -1;
 	}
@@ -335,11 +282,10 @@ load_setup(char *err, size_t errlen)
 	for (int i = 0; i < C.members; i++) {
 		C.m[i].gen = 1;
 		C.m[i].join = last;
-		if (h_member_put(&C.prov.c, &C.mesh, &C.m[i].a, C.channel, last, 0, 1, err,
+		if (h_member_put(&C.prov, &C.mesh, &C.m[i].a, C.channel, last, 0, 1, err,
 		    errlen) != 0)
 			return -1;
 	}
-	pthread_mutex_init(&C.mu, NULL);
 	return 0;
 }
 
@@ -378,12 +324,12 @@ load_free(void)
 {
 	for (int i = 0; i < C.members; i++) {
 		pull_close(&C.m[i].pl);
-		link_close(&C.m[i].l);
+		h_close(&C.m[i].c);
 		free(C.m[i].seen);
 	}
 	for (int i = 0; i < POSTERS; i++)
-		link_close(&C.poster_links[i]);
-	link_close(&C.prov);
+		h_close(&C.poster_conns[i]);
+	h_close(&C.prov);
 	free(C.posts);
 }
 

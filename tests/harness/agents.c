@@ -339,7 +339,7 @@ static int
 dlv_bind(struct conn *c, struct mesh *m, const struct agent *a, struct puller *p,
 	 char *durable, size_t dlen, char *err, size_t errlen)
 {
-	char stream[256], inbox[REPLY_INBOX_MAX], why[512];
+	char stream[256], why[512];
 	jsConsumerInfo *ci = NULL;
 	jsErrCode jerr = 0;
 	natsStatus s;
@@ -353,8 +353,7 @@ dlv_bind(struct conn *c, struct mesh *m, const struct agent *a, struct puller *p
 		snprintf(err, errlen, "bind %s: %s (jerr %d)", durable, why, (int)jerr);
 		return -1;
 	}
-	if (jwt_reply_inbox(c->creds.jwt, inbox, sizeof(inbox), why, sizeof(why)) != 0 ||
-	    pull_attach(c->nc, inbox, stream, durable, p, why, sizeof(why)) != 0) {
+	if (h_dlv_attach(c->nc, c->creds.jwt, m, a, p, why, sizeof(why)) != 0) {
 		snprintf(err, errlen, "bind %s: %s", durable, why);
 		return -1;
 	}
