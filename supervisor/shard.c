@@ -231,10 +231,15 @@ shard_workers_bound(struct sup *s)
 	startup_finish(s);
 }
 
-/* The lease ready and every worker serving: say so, renew, watch. */
+/* The lease ready and every worker serving: say so, renew, watch. The
+ * status file first, naming every worker: whoever the up line or READY=1
+ * tells (systemctl start returns on it) may run `cotal status` at once,
+ * and the periodic write (on_status_timer) comes up to half a second
+ * later. */
 static void
 startup_finish(struct sup *s)
 {
+	status_write(s);
 	if (s->lane)
 		log_ok("delivery daemon up (space %s) — a lane of the delivery host (pid %ld)",
 		    s->space, (long)getppid());

@@ -1077,6 +1077,70 @@ test_tls_required_mesh_is_refused(void **state)
 	assert_non_null(strstr(out, "refusing to dial in plaintext"));
 }
 
+/*
+ * Issue 38: "the status file exists, naming every worker, no later than
+ * the READY=1 notification (and the `up` line)". A daemon started after
+ * the suite's released the lease; the moment its log says it is up, its
+ * status file names its pid and the four workers, each connected, alive
+ * and confined, and `cotal status` says the same. Without the write at
+ * start-up the file came with the status timer's first tick, up to half a
+ * second after the line (under systemd, `systemctl start` returns on
+ * READY=1 and an operator asks at once).
+ */
+static void
+test_status_file_names_every_worker_when_up(void **state)
+{
+	struct daemon d;
+	char up[128], out[H_OUT_MAX];
+	json_t *doc = NULL;
+
+	(void)state;
+	h_daemon_stop(&dmn, 10000);
+	snprintf(up, sizeof(up), "delivery daemon up (space %s)", mesh.space);
+	long from = file_size(mesh_log());
+	assert_int_equal(h_daemon_start(&mesh, &d, NULL), 0);
+	/* The suite's daemon removed its file on the way out. */
+	assert_int_equal(access(d.status, F_OK), -1);
+	int64_t until = mono_ms() + 30000;
+	while (!text_after(d.log, from, up) && mono_ms() < until)
+		usleep(2 * 1000);
+	assert_true(text_after(d.log, from, up));
+	doc = h_daemon_status(&d);
+	bool cli_ok = h_cotal(&mesh, out, sizeof(out), "status", "--space", mesh.space, NULL) == 0;
+	if (doc == NULL) {
+		h_daemon_stop(&d, 5000);
+		fail_msg("the daemon said it was up with no status file %s", d.status);
+	}
+	json_t *workers = json_object_get(doc, "workers"), *w;
+	size_t i, named = 0;
+	char why[512] = "";
+	if (json_integer_value(json_object_get(doc, "pid")) != d.pid)
+		snprintf(why, sizeof(why), "pid %lld, not the daemon's %ld",
+		    (long long)json_integer_value(json_object_get(doc, "pid")), (long)d.pid);
+	json_array_foreach(workers, i, w) {
+		const char *role = json_string_value(json_object_get(w, "role"));
+		const char *st = json_string_value(json_object_get(w, "state"));
+		const char *conf = json_string_value(json_object_get(w, "confinement"));
+		pid_t pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
+		char want[64], line[64];
+		snprintf(want, sizeof(want), "sandbox %s: seccomp default-kill", role ? role : "?");
+		snprintf(line, sizeof(line), "  %-8s connected", role ? role : "?");
+		if (role == NULL || st == NULL || strcmp(st, "connected") != 0 || pid <= 0 ||
+		    kill(pid, 0) != 0 || conf == NULL || strncmp(conf, want, strlen(want)) != 0 ||
+		    strstr(out, line) == NULL)
+			snprintf(why, sizeof(why), "worker %s: state %s, pid %ld, confinement %s",
+			    role ? role : "?", st ? st : "?", (long)pid, conf ? conf : "?");
+		else
+			assert_confined(pid);
+		named++;
+	}
+	json_decref(doc);
+	h_daemon_stop(&d, 5000);
+	if (named != NROLES || why[0] != '\0' || !cli_ok)
+		fail_msg("when the daemon said it was up, its status file named %zu workers (%s); "
+		    "cotal status answered:\n%s", named, why[0] ? why : "each one right", out);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1096,6 +1160,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_cotal_down_a_never_stops_the_daemon_of_a_b),
 		cmocka_unit_test(test_tls_required_mesh_is_refused),
 		cmocka_unit_test(test_sigterm_stops_everything),
+		/* After the suite's daemon released the lease of the space. */
+		cmocka_unit_test(test_status_file_names_every_worker_when_up),
 		/* After the suite's daemon released the lease of the space. */
 		cmocka_unit_test(test_a_spent_signing_budget_survives_a_respawn),
 		cmocka_unit_test(test_a_worker_cannot_flood_the_log),

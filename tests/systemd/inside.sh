@@ -69,6 +69,10 @@ log_ms() { # the time of the last log line holding $1, in ms since the epoch
 	[ -n "$t" ] && echo $(($(date -d "$t" +%s%N) / 1000000))
 }
 systemctl start "$unit"   # returns once the unit is active (or failed)
+# Issue 38: what an operator asks the moment systemctl start returns (on
+# READY=1): the status file names every worker by then. Checked below.
+answer=$(/usr/bin/cotal status --space "$space" --root "$work" 2>&1)
+answered_at=$(date -u +%T.%N)
 started=$(stamp_ms InactiveExitTimestamp)
 active=$(stamp_ms ActiveEnterTimestamp)
 up=$(log_ms "delivery daemon up (space $space)")
@@ -131,8 +135,7 @@ if [ "$(awk '/^Uid:/ {print $2}' /proc/$pid/status)" = "$uid" ] &&
 else
 	no "the daemon's user and capabilities: $(grep -E '^(Uid|CapEff):' /proc/$pid/status | tr '\n' ' ')"
 fi
-workers=$(/usr/bin/cotal status --space "$space" --root "$work" 2>/dev/null |
-	awk '$1 ~ /^(fanout|reader|registry|timer)$/ {print $1 ":" $4}')
+workers=$(printf '%s\n' "$answer" | awk '$1 ~ /^(fanout|reader|registry|timer)$/ {print $1 ":" $4}')
 confined=0
 for w in $workers; do
 	wp=${w#*:}
@@ -143,8 +146,9 @@ for w in $workers; do
 		no "worker $w: $(grep -E '^(Seccomp|NoNewPrivs|Uid):' /proc/$wp/status | tr '\n' ' ')"
 	fi
 done
-[ "$confined" -eq 4 ] && ok "all 4 workers ($(echo $workers)) show Seccomp: 2 and NoNewPrivs: 1, as cotal-delivery" ||
-	no "4 confined workers (found $confined)"
+[ "$confined" -eq 4 ] && ok "right after systemctl start returned, cotal status named all 4 workers ($(echo $workers)); each shows Seccomp: 2 and NoNewPrivs: 1, as cotal-delivery" ||
+	{ no "4 confined workers right after systemctl start returned (found $confined); at $answered_at cotal status answered:"
+	  printf '%s\n' "$answer" | sed 's/^/    /'; echo "  the daemon's log:"; sed 's/^/    /' "$log"; }
 
 # ---- the sandbox: /etc read-only, addresses outside the allow list ----
 # The refusal must be the file system's: a missing daemon (no pid) is no pass.
