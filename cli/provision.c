@@ -64,7 +64,15 @@ struct stream_row {
  * 30 %, the fan-out's entries (INBOX) 10 %, the timer streams 6 %, the
  * buckets the rest. A bucket (discard new) refuses a write once full; a
  * stream (discard old, WIRE.md §3) drops its oldest messages.
+ *
+ * But the read-ACL bucket (share SHARE_UNLIMITED, issue 39): it keeps one
+ * row per lifecycle the space ever had (a retirement's tombstone is
+ * forever), written by the manager alone, never by an agent; any cap is
+ * reached by the space's own history, and then the manager can neither
+ * admit an agent nor retire one. It has no max_bytes: the broker's (or the
+ * account's) storage is its only bound.
  */
+#define SHARE_UNLIMITED (-1)
 static const struct stream_row stream_table[PROV_STREAM_KINDS] = {
 	[PROV_CHAT] = {"CHAT_", false, {"chat.>", NULL}, PER_SUBJECT_MAX, DUP_WINDOW_DEFAULT, 0, true,
 		       300},
@@ -77,7 +85,8 @@ static const struct stream_row stream_table[PROV_STREAM_KINDS] = {
 	[PROV_EPT] = {"EPT_", false, {"ept.*.*.*.*.armed", "ept.*.*.*.*.fire"}, PER_SUBJECT_UNLIMITED,
 		      DUP_WINDOW_DEFAULT, 0, false, 40},
 	[PROV_KV_CHANNELS] = {"cotal_channels_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 10},
-	[PROV_KV_ACL] = {"cotal_acl_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 10},
+	[PROV_KV_ACL] = {"cotal_acl_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true,
+			 SHARE_UNLIMITED},
 	[PROV_KV_MEMBERS] = {"cotal_members_", true, {NULL, NULL}, KV_HISTORY, 0, 0, true, 30},
 	[PROV_KV_PRESENCE] = {"cotal_presence_", true, {NULL, NULL}, KV_HISTORY, 0, PRESENCE_TTL,
 			      true, 10},
@@ -92,6 +101,8 @@ provision_max_bytes(enum prov_stream_kind kind, int64_t storage)
 	int64_t b;
 
 	if ((unsigned)kind >= PROV_STREAM_KINDS)
+		return 0;
+	if (stream_table[kind].share == SHARE_UNLIMITED)
 		return -1;
 	if (storage <= 0)
 		storage = PROV_STORAGE_DEFAULT;
@@ -642,7 +653,9 @@ space_provision_storage(natsConnection *nc, const char *space_name, int replicas
 		case STREAM_MATCHES:
 		case STREAM_NEEDS_SCHEDULES:
 			report_exists(report, &want[k]);
-			if (msg[0] != '\0')
+			/* A capped read-ACL bucket is not left as it is: it is
+			 * lifted below. */
+			if (msg[0] != '\0' && k != PROV_KV_ACL)
 				report_line(report, "  ! %s", msg);
 			break;
 		case STREAM_MISSING:
@@ -686,6 +699,18 @@ space_provision_storage(natsConnection *nc, const char *space_name, int replicas
 	for (k = 0; k < PROV_STREAM_KINDS; k++)
 		if (state[k] == STREAM_MISSING && stream_create(nc, js, &want[k], report, err, errlen) != 0)
 			goto out;
+	if (state[PROV_KV_ACL] != STREAM_MISSING) {
+		int64_t was = 0;
+		int r = provision_lift_cap(nc, want[PROV_KV_ACL].name, &was, err, errlen);
+		if (r < 0) {
+			report_line(report, "✗ %s", err);
+			goto out;
+		}
+		if (r == 1)
+			report_line(report, "✓ bucket %s no longer capped at %" PRId64 " bytes: it "
+			    "keeps a row for every lifecycle the space ever had", want[PROV_KV_ACL].name
+			    + strlen("KV_"), was);
+	}
 	if (want[PROV_EPT].schedules) {
 		int r = provision_allow_schedules(nc, want[PROV_EPT].name, err, errlen);
 		if (r < 0) {

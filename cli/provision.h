@@ -100,13 +100,14 @@ int space_provision_replicas(natsConnection *nc, const char *space_name, int rep
 #define PROV_STORAGE_MIN (INT64_C(256) << 20)   /* 256 MiB */
 #define PROV_STORAGE_MAX (INT64_C(64) << 40)    /* 64 TiB */
 /* A bucket's cap whatever the budget: the workers mirror the members,
- * channels, ACL and presence buckets in memory and replay them whole
- * (lib/nats/kvmirror.h's KVMIRROR_STAGE_MAX is twice this). */
+ * channels and presence buckets in memory and replay them whole
+ * (lib/nats/kvmirror.h's KVMIRROR_STAGE_MAX is twice this); the read-ACL
+ * bucket has none (its tombstones are not held: lib/wire/aclindex.h). */
 #define PROV_KV_BYTES_MAX (INT64_C(128) << 20)
 int space_provision_storage(natsConnection *nc, const char *space_name, int replicas,
 			    int64_t storage, FILE *report, char *err, size_t errlen);
 /* The max_bytes of one stream of a space with that budget (<= 0: the
- * default); -1 for no such stream. */
+ * default); -1: none (the read-ACL bucket); 0 for no such stream. */
 int64_t provision_max_bytes(enum prov_stream_kind kind, int64_t storage);
 
 /*
@@ -158,5 +159,10 @@ int provision_broker_schedules(natsConnection *nc, char *err, size_t errlen);
  * setting on, which the broker allows on a live stream. 1 turned on, 0 on
  * already, -1 with err. */
 int provision_allow_schedules(natsConnection *nc, const char *name, char *err, size_t errlen);
+/* Lift an existing stream's max_bytes (the read-ACL bucket's: it keeps a row
+ * per lifecycle forever). 1 lifted (*was: the cap it had), 0 it had none,
+ * -1 with err. */
+int provision_lift_cap(natsConnection *nc, const char *name, int64_t *was, char *err,
+		       size_t errlen);
 
 #endif

@@ -1,9 +1,14 @@
 /*
+ * The settings an existing stream of a space takes in place (STREAM.UPDATE,
+ * the broker's own JSON: nats.c 3.4.1's stream config lacks some fields):
+ *
  * Message schedules on EPT_<s> (WIRE.md §6): on a broker that runs them
  * (nats-server 2.12 and later) the timer writer's .armed publish carries
  * `Nats-Schedule: @at …` and the broker fires it, which the stream must
- * allow (allow_msg_schedules). nats.c 3.4.1's stream config has no such
- * field, so the setting is read and written as the broker's own JSON.
+ * allow (allow_msg_schedules).
+ *
+ * The read-ACL bucket's cap lifted (issue 39): a space provisioned before
+ * kept its share of the budget as max_bytes, which its own history fills.
  */
 #include "cli/provision.h"
 
@@ -100,6 +105,50 @@ provision_allow_schedules(natsConnection *nc, const char *name, char *err, size_
 	}
 	json_decref(upd);
 out:
+	json_decref(info);
+	return rc;
+}
+
+int
+provision_lift_cap(natsConnection *nc, const char *name, int64_t *was, char *err, size_t errlen)
+{
+	char subject[SCHED_SUBJECT_MAX];
+	json_t *info, *cfg, *upd = NULL;
+	char *body;
+	int rc = -1;
+
+	*was = 0;
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", name);
+	if ((info = api_call(nc, subject, NULL, err, errlen)) == NULL)
+		return -1;
+	cfg = json_object_get(info, "config");
+	if (!json_is_object(cfg)) {
+		snprintf(err, errlen, "%s: the answer holds no config", subject);
+		goto out;
+	}
+	*was = json_integer_value(json_object_get(cfg, "max_bytes"));
+	if (*was <= 0) {
+		rc = 0;
+		goto out;
+	}
+	if (json_object_set_new(cfg, "max_bytes", json_integer(-1)) != 0 ||
+	    (body = json_dumps(cfg, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.UPDATE.%s", name);
+	upd = api_call(nc, subject, body, err, errlen);
+	free(body);
+	if (upd != NULL) {
+		if (json_integer_value(json_object_get(json_object_get(upd, "config"),
+		    "max_bytes")) <= 0)
+			rc = 1;
+		else
+			snprintf(err, errlen, "%s: the broker took the update but kept max_bytes",
+			    subject);
+	}
+out:
+	json_decref(upd);
 	json_decref(info);
 	return rc;
 }

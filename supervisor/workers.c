@@ -32,6 +32,7 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 	"COTAL_TEST_SIGN_FLOOD", /* worker/worker.c */
 	"COTAL_TEST_LOG_WINDOW_MS", /* lib/log.c */
 	"COTAL_TEST_LOG_FLOOD", /* worker/worker.c */
+	"COTAL_TEST_STAGE_MAX", /* lib/nats/kvmirror.c */
 #endif
 };
 

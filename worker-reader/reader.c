@@ -206,6 +206,7 @@ struct item {
 	const char *key;         /* the entry's Nats-Msg-Id (fast path) */
 	bool parsed;
 	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
+	bool unmirrored;         /* its owner has no live row in the mirror: read it */
 	enum verdict v;
 };
 
@@ -289,6 +290,38 @@ mark_again(struct item *items, int n)
 	acked_say(&R.acked, "entries", &b);
 }
 
+/* The entry's member row, with the members mirror locked; NULL: none. */
+static const struct member_row *
+member_of(const struct item *it, char *key, size_t keylen)
+{
+	if (!member_key_format(it->e.channel, &it->who, key, keylen))
+		return NULL;
+	return strmap_get(&R.rows, key);
+}
+
+/* Decide the entries whose owner has no live row in the mirror, each on
+ * its row read now (lib/wire/aclindex.h); 0, or -1 with err when the ACL
+ * bucket cannot be read (the batch is retried). */
+static int
+check_unmirrored(struct item *items, int n, char *err, size_t errlen)
+{
+	char key[MEMBER_KEY_MAX + 1];
+
+	for (int i = 0; i < n; i++) {
+		struct item *it = &items[i];
+		struct acl_row acl;
+		if (!it->unmirrored)
+			continue;
+		if (aclindex_read(&R.acl, it->lc, &acl, err, errlen) != 0)
+			return -1;
+		kvmirror_lock(&R.members);
+		it->v = reader_decide(&it->e, &acl, member_of(it, key, sizeof(key)), it->delivered);
+		kvmirror_unlock(&R.members);
+		acl_row_free(&acl);
+	}
+	return 0;
+}
+
 static bool
 may_fetch(void)
 {
@@ -348,21 +381,38 @@ reader_batch(natsMsgList *list)
 	}
 
 	/* Check: every entry against the ACL and interval of now. */
+	int unmirrored = 0;
 	kvmirror_lock(&R.acl.mirror);
 	kvmirror_lock(&R.members);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
-		struct acl_row none = { 0 };
 		if (!it->parsed || it->again)
 			continue;
 		const struct acl_row *acl = aclindex_get(&R.acl, it->lc);
-		const struct member_row *row = NULL;
-		if (member_key_format(it->e.channel, &it->who, key, sizeof(key)))
-			row = strmap_get(&R.rows, key);
-		it->v = reader_decide(&it->e, acl ? acl : &none, row, it->delivered);
+		if (acl == NULL) {
+			it->unmirrored = true;
+			unmirrored++;
+			continue;
+		}
+		it->v = reader_decide(&it->e, acl, member_of(it, key, sizeof(key)), it->delivered);
 	}
 	kvmirror_unlock(&R.members);
 	kvmirror_unlock(&R.acl.mirror);
+	/* The owners the mirror holds no live row of (retired, none, or
+	 * undecodable): their rows read exactly, then decided the same way. */
+	if (unmirrored > 0 && check_unmirrored(items, list->Count, err, sizeof(err)) != 0) {
+		if (mono_ms() - last_barrier_log > BAD_LOG_EVERY_MS) {
+			log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s",
+			    list->Count, err);
+			last_barrier_log = mono_ms();
+		}
+		if (fence_begin(&W.fence, ticket)) {
+			for (int i = 0; i < list->Count; i++)
+				pull_nak(&R.pull, items[i].m, READER_RETRY_MS);
+			fence_done(&W.fence);
+		}
+		goto out;
+	}
 
 	/* Copy: the authorized frames, asynchronously. */
 	if (!fence_begin(&W.fence, ticket))

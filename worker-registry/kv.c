@@ -245,7 +245,7 @@ acl_copy(const struct acl_row *from, struct acl_row *to)
 struct alias_scan {
 	const char *prefix;   /* "<o>.<a>." */
 	size_t plen;
-	int live, retired;
+	int live;
 	char uid[2][UID_MAX + 1];
 	const struct acl_row *row;
 };
@@ -259,10 +259,7 @@ alias_match(const char *key, void *value, void *arg)
 
 	if (strncmp(key, a->prefix, a->plen) != 0 || !lifecycle_uid_valid(uid))
 		return 0;
-	if (r->state == ACL_RETIRED) {
-		a->retired++;
-		snprintf(a->uid[1], sizeof(a->uid[1]), "%s", uid);
-	} else if (r->state == ACL_LIVE) {
+	if (r->state == ACL_LIVE) { /* the mirror holds live rows only */
 		if (a->live == 0) {
 			snprintf(a->uid[0], sizeof(a->uid[0]), "%s", uid);
 			a->row = r;
@@ -305,14 +302,27 @@ acl_resolve(const char *op, const char *owner, const char *actor, char *uid, siz
 		    "guess the lifecycle", op, owner, actor, a.live, a.uid[0], a.uid[1]);
 		log_warnx("%s refused: %s.%s has %d live read-ACL rows (%s, %s)", op, owner, actor,
 		    a.live, a.uid[0], a.uid[1]);
-	} else if (a.retired > 0) {
-		snprintf(why, whylen, "%s: lifecycle %s.%s.%s is retired and never comes back", op,
-		    owner, actor, a.uid[1]);
-	} else {
-		snprintf(why, whylen, "%s: no read ACL on record for %s.%s (not provisioned for "
-		    "durable delivery)", op, owner, actor);
 	}
 	kvmirror_unlock(&G.acl.mirror);
+	if (a.live > 0)
+		return rc;
+	/* No live row: a retired lifecycle of the alias, or none. The
+	 * mirror keeps no tombstone (lib/wire/aclindex.h): the alias's rows
+	 * are read from the bucket. */
+	switch (aclindex_alias_retired(&G.acl, owner, actor, a.uid[1], sizeof(a.uid[1]), err,
+	    sizeof(err))) {
+	case 1:
+		snprintf(why, whylen, "%s: lifecycle %s.%s.%s is retired and never comes back", op,
+		    owner, actor, a.uid[1]);
+		break;
+	case 0:
+		snprintf(why, whylen, "%s: no read ACL on record for %s.%s (not provisioned for "
+		    "durable delivery)", op, owner, actor);
+		break;
+	default:
+		snprintf(why, whylen, "%s: cannot read the read ACLs now (%s); retry", op, err);
+		break;
+	}
 	return rc;
 }
 
@@ -345,9 +355,12 @@ acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen)
 	r = aclindex_get(&G.acl, lc);
 	rc = r != NULL ? acl_copy(r, row) : 0;
 	kvmirror_unlock(&G.acl.mirror);
-	if (rc != 0)
+	if (rc != 0) {
 		snprintf(err, errlen, "out of memory");
-	return rc;
+		return -1;
+	}
+	/* No live row: retired, none or undecodable, read from the bucket. */
+	return r != NULL ? 0 : aclindex_read(&G.acl, lc, row, err, errlen);
 }
 
 void

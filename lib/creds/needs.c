@@ -56,6 +56,9 @@ static const struct need table[] = {
 	/* An entry, and a member row, of a retired lifecycle are removed. */
 	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.DELETE.INBOX_<s>" },
 	{ D, F_READER, false, PUB, "$KV.cotal_members_<s>.>" },
+	/* An owner with no live ACL row in the mirror: its row read exactly
+	 * (the mirror keeps no tombstone: lib/wire/aclindex.h). */
+	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_acl_<s>" },
 	KV_WATCH(F_READER, "cotal_members"),
 	KV_WATCH(F_READER, "cotal_acl"),
 	/* An entry handed over again after its ack is acked without a second

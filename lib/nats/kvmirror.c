@@ -46,6 +46,88 @@ stage_clear(struct kvmirror *m)
 	free(m->staged);
 	m->staged = NULL;
 	m->nstaged = m->capstaged = m->staged_bytes = 0;
+	m->staged_max_rev = 0;
+	free(m->stage_slots);
+	m->stage_slots = NULL;
+	m->stage_nslots = 0;
+}
+
+/* The index of a replay's staged keys (with keep): open addressing over
+ * the staged array, 4 bytes a slot, so that an entry not kept can undo
+ * the one staged for its key before it. */
+static size_t
+key_hash(const char *key)
+{
+	uint64_t h = 14695981039346656037ull; /* FNV-1a */
+
+	for (; *key != '\0'; key++)
+		h = (h ^ (unsigned char)*key) * 1099511628211ull;
+	return (size_t)h;
+}
+
+/* The slot of key: its own, or the empty one it would take. */
+static uint32_t *
+stage_slot(struct kvmirror *m, const char *key)
+{
+	size_t mask = m->stage_nslots - 1, i = key_hash(key) & mask;
+
+	while (m->stage_slots[i] != 0 && strcmp(m->staged[m->stage_slots[i] - 1].key, key) != 0)
+		i = (i + 1) & mask;
+	return &m->stage_slots[i];
+}
+
+/* 0, or -1 when out of memory: entry at of the stage indexed by its key. */
+static int
+stage_index(struct kvmirror *m, size_t at)
+{
+	if ((at + 1) * 2 > m->stage_nslots) {
+		size_t n = m->stage_nslots ? m->stage_nslots * 2 : 1024;
+		uint32_t *old = m->stage_slots, *slots = calloc(n, sizeof(*slots));
+		size_t oldn = m->stage_nslots;
+		if (slots == NULL || at >= UINT32_MAX) {
+			free(slots);
+			return -1;
+		}
+		m->stage_slots = slots;
+		m->stage_nslots = n;
+		for (size_t i = 0; i < oldn; i++)
+			if (old[i] != 0)
+				*stage_slot(m, m->staged[old[i] - 1].key) = old[i];
+		free(old);
+	}
+	*stage_slot(m, m->staged[at].key) = (uint32_t)(at + 1);
+	return 0;
+}
+
+/* The bytes a replay may hold aside; a test build may set fewer
+ * (COTAL_TEST_STAGE_MAX) to reach the bound with a small space. */
+static size_t
+stage_max(void)
+{
+#ifdef COTAL_TEST_HOOKS
+	const char *v = getenv("COTAL_TEST_STAGE_MAX");
+	if (v != NULL && atol(v) > 0)
+		return (size_t)atol(v);
+#endif
+	return KVMIRROR_STAGE_MAX;
+}
+
+/* A put the owner does not keep, met in a replay: a delete of an entry
+ * staged for its key, else nothing at all. */
+static void
+stage_unkept(struct kvmirror *m, const char *key)
+{
+	uint32_t at = m->stage_nslots ? *stage_slot(m, key) : 0;
+	struct kvmirror_staged *st;
+
+	if (at == 0)
+		return;
+	st = &m->staged[at - 1];
+	if (st->value != NULL)
+		m->staged_bytes -= st->len + 1;
+	free(st->value);
+	st->value = NULL;
+	st->len = 0;
 }
 
 /* 0, or -1 with why when the replay would pass KVMIRROR_STAGE_MAX or
@@ -57,9 +139,11 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	    (e->origin ? strlen(e->origin) + 1 : 0) + sizeof(*m->staged);
 	struct kvmirror_staged *st;
 
-	if (m->staged_bytes + need > KVMIRROR_STAGE_MAX) {
-		snprintf(why, whylen, "the replay of %.180s passes %u bytes", m->bucket,
-		    KVMIRROR_STAGE_MAX);
+	if (m->keep != NULL)
+		need += 2 * sizeof(*m->stage_slots);
+	if (m->staged_bytes + need > stage_max()) {
+		snprintf(why, whylen, "the replay of %.180s passes %zu bytes", m->bucket,
+		    stage_max());
 		return -1;
 	}
 	if (m->nstaged == m->capstaged) {
@@ -90,6 +174,12 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	st->len = e->len;
 	st->revision = e->revision;
 	st->created_ms = e->created_ms;
+	if (m->keep != NULL && stage_index(m, m->nstaged) != 0) {
+		free(st->key);
+		free(st->value);
+		free(st->origin);
+		goto oom;
+	}
 	m->nstaged++;
 	m->staged_bytes += need;
 	return 0;
@@ -168,6 +258,12 @@ watch_thread(void *arg)
 		if (ev == KVW_TIMEOUT)
 			continue;
 		if (ev == KVW_ENTRY && replaying) {
+			if (e.revision > m->staged_max_rev)
+				m->staged_max_rev = e.revision;
+			if (e.value != NULL && m->keep != NULL && !m->keep(m->arg, &e)) {
+				stage_unkept(m, e.key);
+				continue;
+			}
 			if (stage_add(m, &e, why, sizeof(why)) == 0)
 				continue;
 			ev = KVW_LOST; /* watched again after a pause */
@@ -204,6 +300,9 @@ watch_thread(void *arg)
 				if (st->revision > m->applied)
 					m->applied = st->revision;
 			}
+			/* What the owner did not keep is applied too: as nothing. */
+			if (replaying && m->staged_max_rev > m->applied)
+				m->applied = m->staged_max_rev;
 			replaying = false;
 			m->loaded = true;
 			if (m->applied < m->rebuild_floor)
@@ -417,10 +516,20 @@ kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, 
 	      const char *bucket, kvmirror_apply_fn apply,
 	      kvmirror_reset_fn reset, void *arg, char *err, size_t errlen)
 {
+	return kvmirror_open_kept(m, nc, inbox_prefix, js, bucket, apply, reset, NULL, arg, err,
+	    errlen);
+}
+
+int
+kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
+		   kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
+{
 	char why[512];
 	natsStatus s;
 
 	memset(m, 0, sizeof(*m));
+	m->keep = keep;
 	if (strlen(bucket) >= sizeof(m->bucket)) {
 		snprintf(err, errlen, "bucket name too long");
 		return -1;

@@ -40,6 +40,13 @@ struct kvmirror_staged;
 typedef void (*kvmirror_apply_fn)(void *arg, const struct kvw_entry *e);
 /* Forget everything: a rebuilt watch delivers the whole bucket again. */
 typedef void (*kvmirror_reset_fn)(void *arg);
+/* Does the owner keep this put at all? An entry it does not keep is, to
+ * the owner, the key's delete: a replay holds nothing of it aside (one
+ * that replaces an entry staged for its key stages the delete instead),
+ * and a later update is applied as given (apply must treat it as the
+ * key's delete). Issue 39: a space's read-ACL tombstones cost no worker
+ * memory, however many there are. */
+typedef bool (*kvmirror_keep_fn)(void *arg, const struct kvw_entry *e);
 
 struct kvmirror {
 	char bucket[KVMIRROR_BUCKET_MAX];
@@ -50,6 +57,7 @@ struct kvmirror {
 	kvStore *kv;
 	kvmirror_apply_fn apply;
 	kvmirror_reset_fn reset;
+	kvmirror_keep_fn keep;   /* NULL: every entry */
 	void *arg;
 
 	pthread_t thread;
@@ -64,6 +72,9 @@ struct kvmirror {
 	/* The replay of the watch being loaded (the watch thread's own). */
 	struct kvmirror_staged *staged;
 	size_t nstaged, capstaged, staged_bytes;
+	uint32_t *stage_slots;     /* with keep: each staged key's last index + 1, by hash */
+	size_t stage_nslots;       /* a power of 2, at least twice the staged entries */
+	uint64_t staged_max_rev;   /* the replay's highest revision, kept or not */
 	bool stop;
 	char error[256];      /* why the watch is down, for the barrier's caller */
 };
@@ -73,6 +84,11 @@ struct kvmirror {
 int kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 		  const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
 		  char *err, size_t errlen);
+/* The same with the owner's filter of what it keeps (kvmirror_keep_fn). */
+int kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix,
+		       jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+		       kvmirror_reset_fn reset, kvmirror_keep_fn keep, void *arg, char *err,
+		       size_t errlen);
 /* The barrier: 0 once every write committed before the call is applied,
  * -1 with err when the bucket cannot be read. */
 int kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen);

@@ -64,6 +64,13 @@ int
 kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 	      const char *bucket, char *err, size_t errlen)
 {
+	return kvwatch_start_keys(out, nc, inbox_prefix, bucket, ">", err, errlen);
+}
+
+int
+kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
+		   const char *bucket, const char *keys, char *err, size_t errlen)
+{
 	char tok[64], deliver[SUBJ_MAX], subj[SUBJ_MAX * 3], filter[SUBJ_MAX], why[512];
 	struct kvwatch *w;
 	natsMsg *reply = NULL;
@@ -86,7 +93,7 @@ kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix
 	snprintf(w->stream, sizeof(w->stream), "KV_%s", bucket);
 	snprintf(w->name, sizeof(w->name), "kvw_%.40s", tok);
 	snprintf(w->prefix, sizeof(w->prefix), "$KV.%s.", bucket);
-	snprintf(filter, sizeof(filter), "$KV.%s.>", bucket);
+	snprintf(filter, sizeof(filter), "$KV.%s.%s", bucket, keys);
 	snprintf(deliver, sizeof(deliver), "%s.kvw.%s", inbox_prefix, tok);
 
 	s = natsConnection_SubscribeSync(&w->sub, nc, deliver);

@@ -49,6 +49,10 @@ enum kvw_event {
  * broker's words (a permission violation names the subject). */
 int kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 		  const char *bucket, char *err, size_t errlen);
+/* The same for the keys matching a pattern of the bucket's keys ("<o>.<a>.*":
+ * one alias's rows): the watch delivers only those. */
+int kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
+		       const char *bucket, const char *keys, char *err, size_t errlen);
 enum kvw_event kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err,
 			    size_t errlen);
 /* Wake and end a kvwatch_next in another thread (it returns KVW_LOST). */

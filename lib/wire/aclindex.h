@@ -1,25 +1,76 @@
 /*
- * The read-ACL rows of a space (cotal_acl_<s>), mirrored in memory and
- * decoded once per write: lifecycle key <o>.<a>.<uid> -> struct acl_row.
- * Shared by the fan-out (mentions) and the reader (every entry).
+ * The read-ACL rows of a space (cotal_acl_<s>) a worker decides on: the
+ * live rows, mirrored in memory and decoded once per write (lifecycle key
+ * <o>.<a>.<uid> -> struct acl_row). Shared by the fan-out (mentions), the
+ * reader (every entry) and the registry (joins, inventories).
+ *
+ * Issue 39: a space keeps every lifecycle it ever had, and a retired one
+ * leaves its row behind forever as a tombstone. The mirror keeps none of
+ * them (kvmirror_keep_fn): a worker's memory and a replay's staging grow
+ * with live lifecycles only. A lifecycle with no live row is read when it
+ * is met, exactly, from the bucket itself (aclindex_read: a retirement,
+ * no row, an undecodable one), never guessed; a retirement read is
+ * remembered (retired is forever) up to ACLINDEX_TOMBS_MAX of them, then
+ * they are forgotten and read again when met.
  */
 #ifndef COTAL_ACLINDEX_H
 #define COTAL_ACLINDEX_H
+
+#include <stdbool.h>
 
 #include "lib/nats/kvmirror.h"
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
 
+#define ACLINDEX_TOMBS_MAX 65536 /* retirements remembered at once */
+
 struct aclindex {
 	struct kvmirror mirror;
-	struct strmap rows;
+	struct strmap rows;   /* live rows: lifecycle -> struct acl_row */
+	struct strmap tombs;  /* retirements read and remembered: lifecycle -> (void *)1 */
+	struct strmap asking; /* lifecycles being read: -> ACLINDEX_ASK_* */
+	uint64_t tomb_resets; /* times the remembered retirements passed their bound */
 };
+
+#define ACLINDEX_ASK_CLEAN ((void *)1)
+#define ACLINDEX_ASK_CHANGED ((void *)2) /* a write of the key came meanwhile */
 
 /* Open the mirror of cotal_acl_<token>; 0, or -1 with err (close it then). */
 int aclindex_open(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 		  const char *token, char *err, size_t errlen);
 void aclindex_close(struct aclindex *x);
-/* The row of a lifecycle, or NULL: with the mirror locked. */
+/* The live row of a lifecycle, or NULL (no row, a retired one or one that
+ * does not decode: aclindex_read tells which): with the mirror locked. */
 const struct acl_row *aclindex_get(struct aclindex *x, const char *lifecycle);
+/*
+ * The row of a lifecycle the mirror holds no live row of, read exactly,
+ * without the mirror locked: a remembered retirement, else the bucket's
+ * last message for the key (STREAM.MSG.GET, answered by the stream's
+ * leader). 0 with *out (ACL_RETIRED; ACL_UNKNOWN for no row, a deleted or
+ * an undecodable one; ACL_LIVE when it became live meanwhile): free it
+ * with acl_row_free. -1 with err when the bucket cannot be read now.
+ */
+int aclindex_read(struct aclindex *x, const char *lifecycle, struct acl_row *out, char *err,
+		  size_t errlen);
+/*
+ * A retired lifecycle of the alias <owner>.<actor> (its rows read from the
+ * bucket: a watch of <owner>.<actor>.* alone): 1 with its uid (the one
+ * retired last), 0 when it has none, -1 with err.
+ */
+int aclindex_alias_retired(struct aclindex *x, const char *owner, const char *actor, char *uid,
+			   size_t uidlen, char *err, size_t errlen);
+
+/* The mirror's callbacks, for unit tests (tests/unit/test_aclindex.c). */
+void aclindex_init(struct aclindex *x);
+void aclindex_free(struct aclindex *x);
+bool aclindex_keep(void *arg, const struct kvw_entry *e);
+void aclindex_apply(void *arg, const struct kvw_entry *e);
+void aclindex_reset(void *arg);
+/* Remember what a read found, unless the key was written meanwhile (then
+ * the read is not kept: the mirror holds the newer word). With the mirror
+ * locked; ends the key's asking. */
+void aclindex_read_done(struct aclindex *x, const char *lifecycle, const struct acl_row *found);
+/* Mark a key as being read (with the mirror locked). */
+int aclindex_read_begin(struct aclindex *x, const char *lifecycle);
 
 #endif

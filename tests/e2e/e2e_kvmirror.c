@@ -25,10 +25,12 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "lib/nats/kvmirror.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/creds/perms.h"
 #include "lib/strmap.h"
+#include "lib/wire/aclindex.h"
 #include "tests/harness/harness.h"
 
 #define ROWS 3000      /* rows that stay through the whole test */
@@ -238,11 +240,122 @@ test_a_rebuild_never_shows_part_of_the_bucket(void **state)
 	kvStore_Destroy(kv);
 }
 
+/* ---- issue 39: the read-ACL index holds live rows only ---- */
+
+#define ACL_LIVE_ROWS 300
+#define ACL_TOMBS 6000
+#define ACL_STAGE_MAX "200000" /* bytes: the live rows fit, the tombstones would not */
+#define ACL_TOMB "{\"allowSubscribe\":[],\"retired\":true}"
+#define ACL_ROW "{\"allowSubscribe\":[\"general\"]}"
+
+static void
+acl_key(char *key, size_t len, const char *actor, int i)
+{
+	snprintf(key, len, "local.%s%d.%026d", actor, i, i);
+}
+
+/* Rows written without waiting for each one's acknowledgement. */
+static void
+acl_write(const char *acl, const char *actor, int from, int to, const char *value)
+{
+	char subj[512], key[128];
+
+	for (int i = from; i < to; i++) {
+		acl_key(key, sizeof(key), actor, i);
+		snprintf(subj, sizeof(subj), "$KV.%s.%s", acl, key);
+		assert_int_equal(js_PublishAsync(prov.js, subj, value, (int)strlen(value), NULL),
+		    NATS_OK);
+	}
+	assert_int_equal(js_PublishAsyncComplete(prov.js, NULL), NATS_OK);
+}
+
+/* The index's live rows are exactly the bucket's live rows. */
+static void
+expect_live(struct aclindex *x, int live_from, int live_to)
+{
+	char key[128], err[512];
+
+	assert_int_equal(kvmirror_barrier(&x->mirror, err, sizeof(err)), 0);
+	kvmirror_lock(&x->mirror);
+	assert_int_equal(x->rows.count, (size_t)(live_to - live_from));
+	for (int i = live_from; i < live_to; i++) {
+		acl_key(key, sizeof(key), "live", i);
+		if (aclindex_get(x, key) == NULL)
+			fail_msg("the live row %s is not in the index", key);
+	}
+	kvmirror_unlock(&x->mirror);
+}
+
+/*
+ * A space's history does not stop its workers: ACL_TOMBS tombstones, many
+ * times what a replay may hold aside in this test (COTAL_TEST_STAGE_MAX),
+ * beside ACL_LIVE_ROWS live rows. The index opens, holds the live rows
+ * only, through rebuilds while live rows are retired; a lifecycle with no
+ * live row is read exactly: retired, or none.
+ */
+static void
+test_tombstones_cost_no_memory_and_never_stop_a_replay(void **state)
+{
+	static struct aclindex x;
+	char acl[256], inbox[128], err[512], key[128];
+	struct acl_row r;
+
+	(void)state;
+	snprintf(acl, sizeof(acl), "cotal_acl_%s", mesh.token);
+	acl_write(acl, "tomb", 0, ACL_TOMBS, ACL_TOMB);
+	acl_write(acl, "live", 0, ACL_LIVE_ROWS, ACL_ROW);
+	setenv("COTAL_TEST_STAGE_MAX", ACL_STAGE_MAX, 1);
+	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
+	int64_t t0 = mono_ms();
+	if (aclindex_open(&x, dlv.nc, inbox, dlv.js, mesh.token, err, sizeof(err)) != 0)
+		fail_msg("the index of %d live rows and %d tombstones did not open within a "
+		    "replay bound of %s bytes: %s", ACL_LIVE_ROWS, ACL_TOMBS, ACL_STAGE_MAX, err);
+	printf("• the index of %d live rows and %d tombstones opened in %lld ms\n", ACL_LIVE_ROWS,
+	    ACL_TOMBS, (long long)(mono_ms() - t0));
+	expect_live(&x, 0, ACL_LIVE_ROWS);
+	assert_int_equal(x.tombs.count, 0);
+
+	/* Live rows retired while the watch is rebuilt: each replay holds
+	 * the rows live at its time only. */
+	for (int r2 = 0; r2 < 3; r2++) {
+		acl_write(acl, "live", r2 * 50, (r2 + 1) * 50, ACL_TOMB);
+		rebuild(&x.mirror);
+		expect_live(&x, (r2 + 1) * 50, ACL_LIVE_ROWS);
+	}
+	/* And through the watch alone. */
+	acl_write(acl, "live", 150, 160, ACL_TOMB);
+	expect_live(&x, 160, ACL_LIVE_ROWS);
+
+	/* A lifecycle met with no live row: read, exactly. */
+	acl_key(key, sizeof(key), "tomb", 17);
+	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.state, ACL_RETIRED);
+	acl_row_free(&r);
+	assert_int_equal(x.tombs.count, 1);
+	acl_key(key, sizeof(key), "live", 3); /* retired in the first round */
+	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.state, ACL_RETIRED);
+	acl_row_free(&r);
+	acl_key(key, sizeof(key), "nobody", 1);
+	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.state, ACL_UNKNOWN); /* no row: not a retirement */
+	acl_row_free(&r);
+	assert_int_equal(x.tombs.count, 2);
+	/* A live row read this way (it was not in the index yet) is live. */
+	acl_key(key, sizeof(key), "live", 200);
+	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
+	assert_int_equal(r.state, ACL_LIVE);
+	acl_row_free(&r);
+	unsetenv("COTAL_TEST_STAGE_MAX");
+	aclindex_close(&x);
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_rebuild_never_shows_part_of_the_bucket),
+		cmocka_unit_test(test_tombstones_cost_no_memory_and_never_stop_a_replay),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, teardown));

@@ -411,8 +411,8 @@ struct want_stream {
 };
 
 /* max_bytes: 4 GiB (4294967296) / 1000 × the stream's per-mille share:
- * CHAT 300, INBOX 100, DLV 450, EPT_REQ 20, EPT 40, channels 10, acl 10,
- * members 30, presence 10, delivery 1, records 29. */
+ * CHAT 300, INBOX 100, DLV 450, EPT_REQ 20, EPT 40, channels 10, members
+ * 30, presence 10, delivery 1, records 29; the read-ACL bucket none. */
 static const struct want_stream wire_streams[STREAMS] = {
 	{"CHAT_", false, {"chat.>", NULL}, 1000, 2 * NS_MIN, 0, true, 1288490100},
 	{"INBOX_", false, {"dinbox.>", NULL}, 1000, 2 * NS_HOUR, 0, false, 429496700},
@@ -421,7 +421,7 @@ static const struct want_stream wire_streams[STREAMS] = {
 	{"EPT_", false, {"ept.*.*.*.*.armed", "ept.*.*.*.*.fire"}, -1, 2 * NS_MIN, 0, false,
 	 171798680},
 	{"cotal_channels_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 42949670},
-	{"cotal_acl_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 42949670},
+	{"cotal_acl_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, -1}, /* issue 39: no cap */
 	{"cotal_members_", true, {NULL, NULL}, 1, 2 * NS_MIN, 0, true, 128849010},
 	{"cotal_presence_", true, {NULL, NULL}, 1, 6 * NS_SEC, 6 * NS_SEC, true, 42949670},
 	{"cotal_delivery_", true, {NULL, NULL}, 1, 30 * NS_SEC, 30 * NS_SEC, true, 4294967},
@@ -1008,6 +1008,83 @@ test_an_existing_stream_without_max_bytes_is_kept_and_reported(void **state)
 	jsStreamInfo_Destroy(si);
 }
 
+/*
+ * Issue 39: "Buckets are sized so that a space's history never makes the
+ * broker refuse or discard a row the manager or the daemon writes." The
+ * read-ACL bucket keeps a row per lifecycle forever: it has no max_bytes,
+ * and the smallest budget's space takes more rows than its old cap (1 %
+ * of 256 MiB, 2.56 MiB: about 15,700 such rows) held. A space provisioned
+ * before has its cap lifted in place, and the report says so.
+ */
+#define PAST_OLD_CAP 20000
+
+static void
+test_the_read_acl_bucket_is_never_full(void **state)
+{
+	struct prov_stream ps;
+	jsStreamInfo *si = NULL;
+	jsPubAck *pa = NULL;
+	char err[ERR_MAX], subj[256], want[256];
+	const char *tomb = "{\"allowSubscribe\":[\"general\",\"ops.>\"],\"retired\":true}";
+	struct run r;
+
+	(void)state;
+	assert_int_equal(space_provision_storage(g_nc, "history", 1, PROV_STORAGE_MIN, NULL, err,
+	    sizeof(err)), 0);
+	assert_int_equal(js_GetStreamInfo(&si, g_js, "KV_cotal_acl_history", NULL, NULL), NATS_OK);
+	EXPECT_FIELD("KV_cotal_acl_history", "max bytes", si->Config->MaxBytes, -1);
+	jsStreamInfo_Destroy(si);
+	si = NULL;
+	for (int i = 0; i < PAST_OLD_CAP; i++) {
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_history.u_abcdefghijklmnopqrstuvwxyz."
+		    "agent%d.%026d", i, i);
+		assert_int_equal(js_PublishAsync(g_js, subj, tomb, (int)strlen(tomb), NULL), NATS_OK);
+	}
+	assert_int_equal(js_PublishAsyncComplete(g_js, NULL), NATS_OK);
+	natsMsgList pending = { 0 };
+	int failed = 0;
+	if (js_PublishAsyncGetPendingList(&pending, g_js) == NATS_OK) {
+		failed = pending.Count;
+		natsMsgList_Destroy(&pending);
+	}
+	assert_int_equal(failed, 0);
+	/* One more, acknowledged: the bucket still takes rows. */
+	snprintf(subj, sizeof(subj), "$KV.cotal_acl_history.local.last.%026d", 0);
+	assert_int_equal(js_Publish(&pa, g_js, subj, tomb, (int)strlen(tomb), NULL, NULL), NATS_OK);
+	jsPubAck_Destroy(pa);
+	assert_int_equal(js_GetStreamInfo(&si, g_js, "KV_cotal_acl_history", NULL, NULL), NATS_OK);
+	assert_int_equal(si->State.Msgs, PAST_OLD_CAP + 1);
+	printf("• %d read-ACL rows (%llu bytes) in the bucket of a 256 MiB space; its old cap "
+	    "was 2684354 bytes\n", PAST_OLD_CAP + 1, (unsigned long long)si->State.Bytes);
+	assert_true(si->State.Bytes > INT64_C(268435456) / 1000 * 10);
+	jsStreamInfo_Destroy(si);
+	si = NULL;
+
+	/* A space provisioned before: its bucket capped, lifted by the next
+	 * provision. */
+	assert_int_equal(provision_stream_expected(PROV_KV_ACL, "capped", 0, &ps, err,
+	    sizeof(err)), 0);
+	ps.cfg.MaxBytes = 42949670;
+	assert_int_equal(js_AddStream(&si, g_js, &ps.cfg, NULL, NULL), NATS_OK);
+	jsStreamInfo_Destroy(si);
+	si = NULL;
+	provision_run(g_nc, "capped", &r);
+	assert_int_equal(r.rc, 0);
+	snprintf(want, sizeof(want), "✓ bucket cotal_acl_capped no longer capped at 42949670 "
+	    "bytes: it keeps a row for every lifecycle the space ever had\n");
+	if (strstr(r.report, want) == NULL || strstr(r.report, "left as it is") != NULL)
+		fail_msg("expected the cap lifted, and said, in:\n%s", r.report);
+	free(r.report);
+	assert_int_equal(js_GetStreamInfo(&si, g_js, "KV_cotal_acl_capped", NULL, NULL), NATS_OK);
+	EXPECT_FIELD("KV_cotal_acl_capped", "max bytes", si->Config->MaxBytes, -1);
+	jsStreamInfo_Destroy(si);
+	/* And once lifted, the next run has nothing to say of it. */
+	provision_run(g_nc, "capped", &r);
+	assert_int_equal(r.rc, 0);
+	assert_null(strstr(r.report, "no longer capped"));
+	free(r.report);
+}
+
 static void
 test_expected_configs_are_exposed(void **state)
 {
@@ -1048,6 +1125,7 @@ main(void)
 		cmocka_unit_test(test_expected_configs_are_exposed),
 		cmocka_unit_test(test_the_storage_budget_sets_max_bytes),
 		cmocka_unit_test(test_an_existing_stream_without_max_bytes_is_kept_and_reported),
+		cmocka_unit_test(test_the_read_acl_bucket_is_never_full),
 		cmocka_unit_test(test_fresh_space_creates_all_streams),
 		cmocka_unit_test(test_second_run_is_idempotent),
 		cmocka_unit_test(test_conflicting_stream_is_refused_and_untouched),
