@@ -26,7 +26,7 @@ CHAOS_SECONDS ?= 1800
 CHAOS_SEED    ?=
 CHAOS_DIR     ?= $(CURDIR)/build/chaos
 
-.PHONY: all build asan deps deb check chaos check-systemd check-systemd-loaded check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile
+.PHONY: all build asan deps deb check chaos check-systemd check-systemd-loaded check-repeat check-unit demo demo-stop clean fuzz fuzz-registry fuzz-http bench bench-host bench-hostile bench-scale
 
 all: build
 
@@ -143,6 +143,17 @@ bench-hostile: deps build
 	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_hostile $(BENCH_ARGS)
 
 # A delivery host's memory per lane and start-up at 1, 10 and 50 lanes.
+# Issue 39: one space at many lifecycles, this build beside BEFORE (a daemon
+# binary of an earlier build, optional): build/bench-scale.csv, and
+# docs/scale.svg when gnuplot is there. SCALE_SIZES=L:T,... (live:tombstones).
+SCALE_SIZES ?= 10000:30000,30000:90000,100000:300000,300000:900000
+bench-scale: deps build
+	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_scale --sizes $(SCALE_SIZES) \
+	    --csv $(BUILD)/bench-scale.csv $(if $(BEFORE),--before $(BEFORE)) $(BENCH_ARGS)
+	@if command -v gnuplot >/dev/null; then \
+	    gnuplot -e "csv='$(BUILD)/bench-scale.csv'; out='docs/scale.svg'" bench/scale.gnuplot && \
+	    echo "• docs/scale.svg"; fi
+
 bench-host: deps build
 	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_host $(BENCH_ARGS)
 

@@ -306,20 +306,38 @@ static int
 check_unmirrored(struct item *items, int n, char *err, size_t errlen)
 {
 	char key[MEMBER_KEY_MAX + 1];
+	/* Each owner read once a batch: the rows read, by the first entry of
+	 * their owner (first[i]: the index of that entry, or -1). */
+	struct acl_row *read = calloc((size_t)n, sizeof(*read));
+	int *first = calloc((size_t)n, sizeof(*first)), rc = 0;
 
-	for (int i = 0; i < n; i++) {
+	if (read == NULL || first == NULL)
+		fatalx("out of memory");
+	for (int i = 0; i < n && rc == 0; i++) {
 		struct item *it = &items[i];
-		struct acl_row acl;
+		first[i] = -1;
 		if (!it->unmirrored)
 			continue;
-		if (aclindex_read(&R.acl, it->lc, &acl, err, errlen) != 0)
-			return -1;
+		for (int j = 0; j < i && first[i] < 0; j++)
+			if (items[j].unmirrored && first[j] == j && strcmp(items[j].lc, it->lc) == 0)
+				first[i] = j;
+		if (first[i] < 0) {
+			first[i] = i;
+			if (aclindex_read(&R.acl, it->lc, &read[i], err, errlen) != 0) {
+				rc = -1;
+				break;
+			}
+		}
 		kvmirror_lock(&R.members);
-		it->v = reader_decide(&it->e, &acl, member_of(it, key, sizeof(key)), it->delivered);
+		it->v = reader_decide(&it->e, &read[first[i]], member_of(it, key, sizeof(key)),
+		    it->delivered);
 		kvmirror_unlock(&R.members);
-		acl_row_free(&acl);
 	}
-	return 0;
+	for (int i = 0; i < n; i++)
+		acl_row_free(&read[i]);
+	free(read);
+	free(first);
+	return rc;
 }
 
 static bool

@@ -125,8 +125,12 @@ stage_unkept(struct kvmirror *m, const char *key)
 	st = &m->staged[at - 1];
 	if (st->value != NULL)
 		m->staged_bytes -= st->len + 1;
+	if (st->origin != NULL)
+		m->staged_bytes -= strlen(st->origin) + 1;
 	free(st->value);
+	free(st->origin);
 	st->value = NULL;
+	st->origin = NULL;
 	st->len = 0;
 }
 
@@ -140,7 +144,7 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	struct kvmirror_staged *st;
 
 	if (m->keep != NULL)
-		need += 2 * sizeof(*m->stage_slots);
+		need += 4 * sizeof(*m->stage_slots); /* the index is at most half full */
 	if (m->staged_bytes + need > stage_max()) {
 		snprintf(why, whylen, "the replay of %.180s passes %zu bytes", m->bucket,
 		    stage_max());
@@ -250,8 +254,19 @@ watch_thread(void *arg)
 		if (rebuild) {
 			drop_watch(m);
 			replaying = start_watch(m) == 0;
-			if (!replaying)
+			if (!replaying) {
 				nap(WATCH_RETRY_MS);
+				continue;
+			}
+			/* The first load goes straight to the owner (see kvmirror.h). */
+			pthread_mutex_lock(&m->mu);
+			if (!m->ever_loaded) {
+				replaying = false;
+				if (m->partial)
+					m->reset(m->arg);
+				m->partial = false;
+			}
+			pthread_mutex_unlock(&m->mu);
 			continue;
 		}
 		enum kvw_event ev = kvwatch_next(w, WATCH_POLL_MS, &e, why, sizeof(why));
@@ -260,7 +275,10 @@ watch_thread(void *arg)
 		if (ev == KVW_ENTRY && replaying) {
 			if (e.revision > m->staged_max_rev)
 				m->staged_max_rev = e.revision;
-			if (e.value != NULL && m->keep != NULL && !m->keep(m->arg, &e)) {
+			/* With keep, a delete after the reset needs nothing staged
+			 * but the undoing of its key's staged entry, as an entry
+			 * not kept. */
+			if (m->keep != NULL && (e.value == NULL || !m->keep(m->arg, &e))) {
 				stage_unkept(m, e.key);
 				continue;
 			}
@@ -305,6 +323,8 @@ watch_thread(void *arg)
 				m->applied = m->staged_max_rev;
 			replaying = false;
 			m->loaded = true;
+			m->ever_loaded = true;
+			m->partial = false;
 			if (m->applied < m->rebuild_floor)
 				m->applied = m->rebuild_floor;
 			m->rebuilds++;
@@ -313,6 +333,8 @@ watch_thread(void *arg)
 			m->apply(m->arg, &e);
 			if (e.revision > m->applied)
 				m->applied = e.revision;
+			if (!m->ever_loaded)
+				m->partial = true;
 		}
 		pthread_cond_broadcast(&m->cv);
 		pthread_mutex_unlock(&m->mu);

@@ -16,6 +16,11 @@
  * then reset and applied in one go under the lock. Until then the owner
  * keeps reading the state it had (a barrier passed before the rebuild is
  * met by it; a barrier asked for during it waits for the new one).
+ * The first load is the exception: nothing reads the owner's state before
+ * kvmirror_open returns (its barrier waits for that load), so its entries
+ * are applied as they come, with no copy aside: a start holds the state
+ * once, not twice (issue 39). A first load cut short starts again from a
+ * reset.
  */
 #ifndef COTAL_KVMIRROR_H
 #define COTAL_KVMIRROR_H
@@ -69,6 +74,8 @@ struct kvmirror {
 	uint64_t rebuild_floor;
 	bool want_rebuild;
 	bool loaded;          /* the current watch delivered its initial state */
+	bool ever_loaded;     /* a watch did, once: the owner's state is read since */
+	bool partial;         /* a first load applied entries, then was cut short */
 	/* The replay of the watch being loaded (the watch thread's own). */
 	struct kvmirror_staged *staged;
 	size_t nstaged, capstaged, staged_bytes;

@@ -9,6 +9,7 @@
 #include "lib/log.h"
 #include "lib/nats/kvcas.h"
 #include "lib/nats/kvwatch.h"
+#include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
 
 #define ALIAS_READ_MS 5000 /* an alias's rows are all in within this */
@@ -25,6 +26,7 @@ aclindex_init(struct aclindex *x)
 {
 	strmap_init(&x->rows);
 	strmap_init(&x->tombs);
+	strmap_init(&x->aliases);
 	strmap_init(&x->asking);
 	x->tomb_resets = 0;
 }
@@ -34,7 +36,18 @@ aclindex_free(struct aclindex *x)
 {
 	strmap_clear(&x->rows, free_row);
 	strmap_clear(&x->tombs, NULL);
-	strmap_clear(&x->asking, NULL);
+	strmap_clear(&x->aliases, free);
+	strmap_clear(&x->asking, free);
+}
+
+/* A write of key came: a read of it under way is not to be remembered. */
+static void
+asked_changed(struct aclindex *x, const char *key)
+{
+	struct aclindex_ask *a = strmap_get(&x->asking, key);
+
+	if (a != NULL)
+		a->changed = true;
 }
 
 /* A live row is kept; a tombstone or a row that does not decode is not.
@@ -65,11 +78,17 @@ aclindex_apply(void *arg, const struct kvw_entry *e)
 
 	if ((old = strmap_del(&x->rows, e->key)) != NULL)
 		free_row(old);
-	/* Whatever was read of the key before is older than this. */
+	/* Whatever was read of the key, or of its alias, is older than this. */
 	strmap_del(&x->tombs, e->key);
-	if (strmap_get(&x->asking, e->key) != NULL &&
-	    strmap_put(&x->asking, e->key, ACLINDEX_ASK_CHANGED, NULL) != 0)
-		fatalx("out of memory");
+	asked_changed(x, e->key);
+	const char *dot = strrchr(e->key, '.');
+	if (dot != NULL && (size_t)(dot - e->key) <= PRINCIPAL_MAX) {
+		char alias[PRINCIPAL_MAX + 1];
+		memcpy(alias, e->key, (size_t)(dot - e->key));
+		alias[dot - e->key] = '\0';
+		free(strmap_del(&x->aliases, alias));
+		asked_changed(x, alias);
+	}
 	if (e->value == NULL)
 		return; /* deleted: no row */
 	if ((r = malloc(sizeof(*r))) == NULL)
@@ -91,28 +110,52 @@ aclindex_reset(void *arg)
 
 	strmap_clear(&x->rows, free_row);
 	strmap_clear(&x->tombs, NULL);
+	strmap_clear(&x->aliases, free);
 	/* A rebuilt watch may have passed writes of the keys being read. */
 	for (size_t i = 0; i < x->asking.nslots; i++)
 		for (n = x->asking.slots[i]; n != NULL; n = n->next)
-			n->value = ACLINDEX_ASK_CHANGED;
+			((struct aclindex_ask *)n->value)->changed = true;
 }
 
 int
-aclindex_read_begin(struct aclindex *x, const char *lifecycle)
+aclindex_read_begin(struct aclindex *x, const char *key)
 {
-	/* Two reads of one key at once: neither is remembered. */
-	void *was = strmap_get(&x->asking, lifecycle);
+	struct aclindex_ask *a = strmap_get(&x->asking, key);
 
-	return strmap_put(&x->asking, lifecycle,
-	    was != NULL ? ACLINDEX_ASK_CHANGED : ACLINDEX_ASK_CLEAN, NULL);
+	if (a != NULL) {
+		/* Two reads of one key at once: neither is remembered. */
+		a->readers++;
+		a->changed = true;
+		return 0;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return -1;
+	a->readers = 1;
+	if (strmap_put(&x->asking, key, a, NULL) != 0) {
+		free(a);
+		return -1;
+	}
+	return 0;
+}
+
+bool
+aclindex_read_end(struct aclindex *x, const char *key)
+{
+	struct aclindex_ask *a = strmap_get(&x->asking, key);
+	bool clean;
+
+	if (a == NULL)
+		return false;
+	clean = !a->changed && a->readers == 1;
+	if (--a->readers == 0)
+		free(strmap_del(&x->asking, key));
+	return clean;
 }
 
 void
 aclindex_read_done(struct aclindex *x, const char *lifecycle, const struct acl_row *found)
 {
-	void *how = strmap_del(&x->asking, lifecycle);
-
-	if (how != ACLINDEX_ASK_CLEAN || found == NULL || found->state != ACL_RETIRED)
+	if (!aclindex_read_end(x, lifecycle) || found == NULL || found->state != ACL_RETIRED)
 		return;
 	if (x->tombs.count >= ACLINDEX_TOMBS_MAX) {
 		strmap_clear(&x->tombs, NULL);
@@ -147,13 +190,44 @@ aclindex_get(struct aclindex *x, const char *lifecycle)
 	return strmap_get(&x->rows, lifecycle);
 }
 
+/* The bucket's last message for a lifecycle: 1 with its row in *out, 0 for
+ * none (never written, deleted or purged), -1 with err. A value too large
+ * to be a row is read as one that does not decode (ACL_UNKNOWN): it will
+ * not decode next time either. */
+static int
+read_row(struct aclindex *x, const char *lifecycle, struct acl_row *out, char *err,
+	 size_t errlen)
+{
+	char subj[KVMIRROR_BUCKET_MAX + LIFECYCLE_MAX + 8], what[KVMIRROR_BUCKET_MAX + 64];
+	const char *op = NULL;
+	natsMsg *m = NULL;
+	jsErrCode jerr = 0;
+	natsStatus s;
+
+	snprintf(subj, sizeof(subj), "$KV.%s.%s", x->mirror.bucket, lifecycle);
+	s = js_GetLastMsg(&m, x->mirror.js, x->mirror.stream, subj, NULL, &jerr);
+	if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
+		return 0;
+	if (s != NATS_OK) {
+		snprintf(what, sizeof(what), "read %s", x->mirror.bucket);
+		conn_jserror(what, s, jerr, err, errlen);
+		return -1;
+	}
+	if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL &&
+	    (strcmp(op, "DEL") == 0 || strcmp(op, "PURGE") == 0)) {
+		natsMsg_Destroy(m);
+		return 0;
+	}
+	if (natsMsg_GetDataLength(m) <= KVCAS_VALUE_MAX)
+		acl_row_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), out);
+	natsMsg_Destroy(m);
+	return 1;
+}
+
 int
 aclindex_read(struct aclindex *x, const char *lifecycle, struct acl_row *out, char *err,
 	      size_t errlen)
 {
-	char *value = NULL;
-	size_t len = 0;
-	uint64_t rev = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -169,11 +243,7 @@ aclindex_read(struct aclindex *x, const char *lifecycle, struct acl_row *out, ch
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	rc = kvcas_read(x->mirror.js, x->mirror.bucket, lifecycle, &value, &len, &rev, err,
-	    errlen);
-	if (rc > 0)
-		acl_row_parse(value, len, out);
-	free(value);
+	rc = read_row(x, lifecycle, out, err, errlen);
 	kvmirror_lock(&x->mirror);
 	aclindex_read_done(x, lifecycle, rc < 0 ? NULL : out);
 	kvmirror_unlock(&x->mirror);
@@ -184,26 +254,46 @@ int
 aclindex_alias_retired(struct aclindex *x, const char *owner, const char *actor, char *uid,
 		       size_t uidlen, char *err, size_t errlen)
 {
-	char keys[PRINCIPAL_MAX + 4], why[512];
+	char alias[PRINCIPAL_MAX + 1], keys[PRINCIPAL_MAX + 4], why[512];
 	struct kvwatch *w = NULL;
 	struct kvw_entry e;
 	int found = 0;
 
 	uid[0] = '\0';
-	if (!identity_token_valid(owner) || !identity_token_valid(actor)) {
+	if (!identity_token_valid(owner) || !identity_token_valid(actor) ||
+	    strlen(owner) > IDENT_MAX || strlen(actor) > IDENT_MAX) {
 		snprintf(err, errlen, "not an alias: %.64s.%.64s", owner, actor);
 		return -1;
 	}
-	snprintf(keys, sizeof(keys), "%s.%s.*", owner, actor);
-	if (kvwatch_start_keys(&w, x->mirror.nc, x->mirror.inbox_prefix, x->mirror.bucket, keys,
-	    err, errlen) != 0)
+	snprintf(alias, sizeof(alias), "%s.%s", owner, actor);
+	kvmirror_lock(&x->mirror);
+	struct aclindex_alias *known = strmap_get(&x->aliases, alias);
+	if (known != NULL) {
+		snprintf(uid, uidlen, "%s", known->uid);
+		found = known->retired;
+		kvmirror_unlock(&x->mirror);
+		return found;
+	}
+	int began = aclindex_read_begin(x, alias);
+	kvmirror_unlock(&x->mirror);
+	if (began != 0) {
+		snprintf(err, errlen, "out of memory");
 		return -1;
+	}
+	snprintf(keys, sizeof(keys), "%s.*", alias);
+	if (kvwatch_start_keys(&w, x->mirror.nc, x->mirror.inbox_prefix, x->mirror.bucket, keys,
+	    err, errlen) != 0) {
+		found = -1;
+		goto out;
+	}
 	for (int64_t until = mono_ms() + ALIAS_READ_MS;;) {
 		int64_t left = until - mono_ms();
 		enum kvw_event ev = left > 0 ? kvwatch_next(w, (int)left, &e, why, sizeof(why)) :
 		    KVW_TIMEOUT;
 		if (ev == KVW_LOADED)
 			break;
+		if (ev == KVW_TIMEOUT && left > 0)
+			continue; /* a heartbeat, or a failover looked at */
 		if (ev == KVW_ENTRY) {
 			struct acl_row r;
 			const char *u = e.key + strlen(keys) - 1;
@@ -217,11 +307,25 @@ aclindex_alias_retired(struct aclindex *x, const char *owner, const char *actor,
 			acl_row_free(&r);
 			continue;
 		}
-		snprintf(err, errlen, "the read-ACL rows of %s.%s: %s", owner, actor,
+		snprintf(err, errlen, "the read-ACL rows of %s: %s", alias,
 		    ev == KVW_TIMEOUT ? "not all in within 5 s" : why);
-		kvwatch_destroy(w);
-		return -1;
+		found = -1;
+		break;
 	}
 	kvwatch_destroy(w);
+out:
+	kvmirror_lock(&x->mirror);
+	if (aclindex_read_end(x, alias) && found >= 0) {
+		struct aclindex_alias *a = calloc(1, sizeof(*a));
+		if (x->aliases.count >= ACLINDEX_ALIASES_MAX)
+			strmap_clear(&x->aliases, free);
+		if (a != NULL) {
+			a->retired = found == 1;
+			snprintf(a->uid, sizeof(a->uid), "%s", uid);
+			if (strmap_put(&x->aliases, alias, a, NULL) != 0)
+				free(a);
+		}
+	}
+	kvmirror_unlock(&x->mirror);
 	return found;
 }

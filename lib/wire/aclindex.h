@@ -22,18 +22,30 @@
 #include "lib/wire/records.h"
 #include "lib/strmap.h"
 
-#define ACLINDEX_TOMBS_MAX 65536 /* retirements remembered at once */
+#define ACLINDEX_TOMBS_MAX 65536  /* retirements remembered at once */
+#define ACLINDEX_ALIASES_MAX 4096 /* aliases with no live row, remembered at once */
 
 struct aclindex {
 	struct kvmirror mirror;
-	struct strmap rows;   /* live rows: lifecycle -> struct acl_row */
-	struct strmap tombs;  /* retirements read and remembered: lifecycle -> (void *)1 */
-	struct strmap asking; /* lifecycles being read: -> ACLINDEX_ASK_* */
-	uint64_t tomb_resets; /* times the remembered retirements passed their bound */
+	struct strmap rows;    /* live rows: lifecycle -> struct acl_row */
+	struct strmap tombs;   /* retirements read and remembered: lifecycle -> (void *)1 */
+	struct strmap aliases; /* aliases with no live row, read: <o>.<a> -> struct aclindex_alias */
+	struct strmap asking;  /* lifecycles and aliases being read: -> struct aclindex_ask */
+	uint64_t tomb_resets;  /* times the remembered retirements passed their bound */
 };
 
-#define ACLINDEX_ASK_CLEAN ((void *)1)
-#define ACLINDEX_ASK_CHANGED ((void *)2) /* a write of the key came meanwhile */
+/* Reads of one key under way; a write of it (or of a lifecycle of the
+ * alias), or a reset, while any is: none of them is remembered. */
+struct aclindex_ask {
+	unsigned readers;
+	bool changed;
+};
+
+/* What an alias's rows said: a retired lifecycle (its uid) or none. */
+struct aclindex_alias {
+	bool retired;
+	char uid[UID_MAX + 1];
+};
 
 /* Open the mirror of cotal_acl_<token>; 0, or -1 with err (close it then). */
 int aclindex_open(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
@@ -66,11 +78,15 @@ void aclindex_free(struct aclindex *x);
 bool aclindex_keep(void *arg, const struct kvw_entry *e);
 void aclindex_apply(void *arg, const struct kvw_entry *e);
 void aclindex_reset(void *arg);
-/* Remember what a read found, unless the key was written meanwhile (then
- * the read is not kept: the mirror holds the newer word). With the mirror
- * locked; ends the key's asking. */
+/* Mark a key (a lifecycle or an alias) as being read; with the mirror
+ * locked. 0, or -1 when out of memory. */
+int aclindex_read_begin(struct aclindex *x, const char *key);
+/* End a read of key: true when what it found may be remembered (no write
+ * of the key, no reset, no other read of it meanwhile). With the mirror
+ * locked. */
+bool aclindex_read_end(struct aclindex *x, const char *key);
+/* Remember what a read of a lifecycle found (a retirement), when
+ * aclindex_read_end says it may be. With the mirror locked. */
 void aclindex_read_done(struct aclindex *x, const char *lifecycle, const struct acl_row *found);
-/* Mark a key as being read (with the mirror locked). */
-int aclindex_read_begin(struct aclindex *x, const char *lifecycle);
 
 #endif

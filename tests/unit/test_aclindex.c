@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -143,7 +144,51 @@ test_a_read_raced_by_a_write_is_not_remembered(void **state)
 	assert_int_equal(aclindex_read_begin(&x, LC), 0);
 	assert_int_equal(aclindex_read_begin(&x, LC), 0);
 	aclindex_read_done(&x, LC, &tomb);
+	aclindex_read_done(&x, LC, &tomb);
 	assert_int_equal(x.tombs.count, 0);
+	assert_int_equal(x.asking.count, 0);
+	/* Three, overlapping, with a write between (a review's case): a read
+	 * that began after the write but overlaps one from before it is not
+	 * remembered either. */
+	assert_int_equal(aclindex_read_begin(&x, LC), 0);     /* A */
+	assert_int_equal(aclindex_read_begin(&x, LC), 0);     /* B */
+	apply(&x, LC, NULL, 7);                               /* W */
+	aclindex_read_done(&x, LC, &tomb);                    /* A ends */
+	assert_int_equal(aclindex_read_begin(&x, LC), 0);     /* C */
+	aclindex_read_done(&x, LC, &tomb);                    /* B ends */
+	aclindex_read_done(&x, LC, &tomb);                    /* C ends */
+	assert_int_equal(x.tombs.count, 0);
+	assert_int_equal(x.asking.count, 0);
+	/* Alone again, after all that: remembered. */
+	assert_int_equal(aclindex_read_begin(&x, LC), 0);
+	aclindex_read_done(&x, LC, &tomb);
+	assert_int_equal(x.tombs.count, 1);
+	aclindex_free(&x);
+}
+
+/* What an alias's rows said is forgotten at any write of one of its
+ * lifecycles' rows, and a read of them under way is not remembered. */
+static void
+test_an_alias_read_is_forgotten_at_a_write_of_its_rows(void **state)
+{
+	struct aclindex x;
+	struct aclindex_alias *a;
+
+	(void)state;
+	aclindex_init(&x);
+	assert_non_null(a = calloc(1, sizeof(*a)));
+	a->retired = true;
+	assert_int_equal(strmap_put(&x.aliases, "local.alice", a, NULL), 0);
+	apply(&x, "local.bob.0123456789abcdefghijklmnop", LIVE, 1);
+	assert_non_null(strmap_get(&x.aliases, "local.alice"));
+	apply(&x, LC, LIVE, 2); /* a new lifecycle of local.alice */
+	assert_null(strmap_get(&x.aliases, "local.alice"));
+	assert_int_equal(aclindex_read_begin(&x, "local.alice"), 0);
+	apply(&x, LC, TOMB, 3);
+	assert_false(aclindex_read_end(&x, "local.alice"));
+	assert_int_equal(aclindex_read_begin(&x, "local.alice"), 0);
+	assert_true(aclindex_read_end(&x, "local.alice"));
+	assert_int_equal(x.asking.count, 0);
 	aclindex_free(&x);
 }
 
@@ -196,6 +241,7 @@ main(void)
 		cmocka_unit_test(test_insert_update_retire_delete),
 		cmocka_unit_test(test_a_read_retirement_is_remembered),
 		cmocka_unit_test(test_a_read_raced_by_a_write_is_not_remembered),
+		cmocka_unit_test(test_an_alias_read_is_forgotten_at_a_write_of_its_rows),
 		cmocka_unit_test(test_reset_forgets_everything),
 		cmocka_unit_test(test_remembered_retirements_are_bounded),
 	};

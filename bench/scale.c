@@ -1,0 +1,308 @@
+/*
+ * bench/scale: one space at many lifecycles (issue 39, "Measure"). For each
+ * size (L live lifecycles, T tombstones) on a fresh broker:
+ *   - the rows, written by this client (not the daemon's cost): each live
+ *     lifecycle a read-ACL row and one membership row (CHANNEL_MEMBERS per
+ *     channel); the first BIG of them also members of channel "big"; T
+ *     read-ACL tombstones ("retired": true) of other lifecycles;
+ *   - then, for each daemon binary given (this build's, and --before
+ *     PATH's, the same rows), its start: ready (from the spawn to its log's
+ *     "delivery daemon up"), the RSS of the supervisor and of each worker
+ *     once it served SETTLE_MS, and one post to "big": the time until
+ *     DLV_<s> holds a frame for each of its BIG members;
+ * and prints a table and, with --csv FILE, one line per (size, binary) for
+ * bench/scale.gnuplot. Figures as measured: memory has no raw-broker
+ * counterpart; the copy time is the data path's.
+ *
+ *   bench_scale [--sizes L:T,L:T,...] [--big N] [--before PATH] [--csv FILE]
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/wire/tokens.h"
+#include "tests/harness/harness.h"
+
+#define SIZES_MAX 8
+#define CHANNEL_MEMBERS 1000
+#define READY_WAIT_MS 300000
+#define COPY_WAIT_MS 120000
+#define SETTLE_MS 3000
+#define PUB_PENDING 8192
+
+static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
+
+static void
+die(const char *what, const char *err)
+{
+	fprintf(stderr, "✗ bench: %s: %s\n", what, err ? err : "");
+	exit(1);
+}
+
+static void
+nap(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static uint64_t
+stream_last_seq(struct conn *c, const char *stream)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	uint64_t seq;
+
+	if (js_GetStreamInfo(&si, c->js, stream, NULL, &jerr) != NATS_OK)
+		die("stream info", stream);
+	seq = si->State.LastSeq;
+	jsStreamInfo_Destroy(si);
+	return seq;
+}
+
+/* One row, published without waiting for its acknowledgement. */
+static void
+put(struct conn *c, const char *subj, const char *body, int len)
+{
+	if (js_PublishAsync(c->js, subj, body, len, NULL) != NATS_OK)
+		die("publish", subj);
+}
+
+/* The rows of a size; the poster's own ACL row is the CLI's. */
+static void
+write_rows(struct mesh *m, struct conn *c, int live, int tombs, int big)
+{
+	char subj[512], body[1024], ch[64];
+	int64_t now = wall_ms();
+	jsPubOptions po;
+	int64_t t0 = mono_ms();
+
+	for (int i = 0; i < live; i++) {
+		snprintf(ch, sizeof(ch), "ch%d", i / CHANNEL_MEMBERS);
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.a%d.%026d", m->token, i, i);
+		put(c, subj, body, snprintf(body, sizeof(body), "{\"allowSubscribe\":[\"%s\"%s],"
+		    "\"revision\":1,\"updatedAt\":%" PRId64 "}", ch, i < big ? ",\"big\"" : "",
+		    now));
+		for (int k = 0; k < (i < big ? 2 : 1); k++) {
+			const char *chan = k == 0 ? ch : "big";
+			snprintf(subj, sizeof(subj), "$KV.cotal_members_%s.%s/local.a%d.%026d",
+			    m->token, chan, i, i);
+			put(c, subj, body, snprintf(body, sizeof(body), "{\"channel\":\"%s\","
+			    "\"owner\":\"local.a%d\",\"lifecycleUid\":\"%026d\",\"state\":"
+			    "\"durable-active\",\"joinCursor\":0,\"generation\":1,\"activated\":true,"
+			    "\"writerIdentity\":\"bench\",\"updatedAt\":%" PRId64 "}", chan, i, i, now));
+		}
+	}
+	for (int i = 0; i < tombs; i++) {
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.t%d.%026d", m->token, i, i);
+		put(c, subj, body, snprintf(body, sizeof(body), "{\"allowSubscribe\":[],"
+		    "\"revision\":9,\"updatedAt\":%" PRId64 ",\"retired\":true,\"retiredAt\":%" PRId64
+		    "}", now, now));
+	}
+	jsPubOptions_Init(&po);
+	po.MaxWait = 600000;
+	if (js_PublishAsyncComplete(c->js, &po) != NATS_OK)
+		die("rows", "acknowledgements missing");
+	natsMsgList failed = { 0 };
+	if (js_PublishAsyncGetPendingList(&failed, c->js) == NATS_OK && failed.Count > 0)
+		die("rows", "the broker refused some (a bucket full?)");
+	fprintf(stderr, "• %d live lifecycles and %d tombstones written in %.1f s\n", live, tombs,
+	    (double)(mono_ms() - t0) / 1000);
+}
+
+static long
+rss_kb(pid_t pid)
+{
+	return pid > 0 ? h_proc_kb(pid, "status", "VmRSS") : 0;
+}
+
+static pid_t
+worker_pid(const char *status, const char *role)
+{
+	json_t *doc = json_load_file(status, 0, NULL), *w;
+	pid_t pid = 0;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "workers"), i, w) {
+		const char *r = json_string_value(json_object_get(w, "role"));
+		if (r != NULL && strcmp(r, role) == 0)
+			pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
+	}
+	json_decref(doc);
+	return pid;
+}
+
+static bool
+log_has_after(const char *path, long from, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	bool hit = false;
+
+	if (f == NULL)
+		return false;
+	fseek(f, from, SEEK_SET);
+	while (!hit && fgets(line, sizeof(line), f) != NULL)
+		hit = strstr(line, needle) != NULL;
+	fclose(f);
+	return hit;
+}
+
+struct result {
+	int live, tombs;
+	const char *binary;
+	double ready_s, copy_s;
+	long sup_kb, worker_kb[4], total_kb;
+};
+
+/* Start bin on m, measure it serving, post to "big", stop it. */
+static void
+measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, int big,
+	struct result *r)
+{
+	char key[512], log[H_PATH_MAX * 2], status[H_PATH_MAX * 2], out[H_PATH_MAX * 2],
+	    dlv[256], up[128];
+	struct stat st;
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(log, sizeof(log), "%s/.cotal/delivery.%s.log", m->dir, key);
+	snprintf(status, sizeof(status), "%s/.cotal/delivery.%s.status.json", m->dir, key);
+	snprintf(out, sizeof(out), "%s/bench-daemon.out", m->dir);
+	snprintf(up, sizeof(up), "delivery daemon up (space %s)", m->space);
+	long from = stat(log, &st) == 0 ? (long)st.st_size : 0;
+	int64_t t0 = mono_ms();
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork", bin);
+	if (pid == 0) {
+		FILE *o = freopen(out, "a", stdout);
+		(void)o;
+		dup2(1, 2);
+		execl(bin, bin, "--space", m->space, "--root", m->dir, "--server", m->url,
+		    (char *)NULL);
+		_exit(127);
+	}
+	while (!log_has_after(log, from, up)) {
+		if (mono_ms() - t0 > READY_WAIT_MS || waitpid(pid, NULL, WNOHANG) == pid)
+			die("daemon", "did not come up; see its log");
+		nap(5);
+	}
+	r->ready_s = (double)(mono_ms() - t0) / 1000;
+	nap(SETTLE_MS);
+	r->sup_kb = rss_kb(pid);
+	r->total_kb = r->sup_kb;
+	for (int k = 0; k < 4; k++) {
+		r->worker_kb[k] = rss_kb(worker_pid(status, roles[k]));
+		r->total_kb += r->worker_kb[k];
+	}
+	snprintf(dlv, sizeof(dlv), "DLV_%s", m->token);
+	uint64_t base = stream_last_seq(c, dlv);
+	int64_t p0 = mono_ms();
+	if (h_post(&poster->c, m, &poster->a, "big", "", "to every member of big", NULL) != 0)
+		die("post", "big");
+	while (stream_last_seq(c, dlv) < base + (uint64_t)big) {
+		if (mono_ms() - p0 > COPY_WAIT_MS)
+			die("copy", "the post to big did not reach every member");
+		nap(5);
+	}
+	r->copy_s = (double)(mono_ms() - p0) / 1000;
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	r->binary = bin;
+}
+
+static void
+print_result(const struct result *r, FILE *csv, const char *label)
+{
+	printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n",
+	    r->live, r->tombs, label, r->ready_s, r->sup_kb / 1024.0, r->worker_kb[0] / 1024.0,
+	    r->worker_kb[1] / 1024.0, r->worker_kb[2] / 1024.0, r->worker_kb[3] / 1024.0,
+	    r->total_kb / 1024.0, r->copy_s);
+	fflush(stdout);
+	if (csv != NULL) {
+		fprintf(csv, "%s %d %d %.3f %.1f %.1f %.1f %.1f %.1f %.1f %.3f\n", label, r->live,
+		    r->tombs, r->ready_s, r->sup_kb / 1024.0, r->worker_kb[0] / 1024.0,
+		    r->worker_kb[1] / 1024.0, r->worker_kb[2] / 1024.0, r->worker_kb[3] / 1024.0,
+		    r->total_kb / 1024.0, r->copy_s);
+		fflush(csv);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	int live[SIZES_MAX] = { 10000, 100000 }, tombs[SIZES_MAX] = { 30000, 300000 }, n = 2;
+	int big = 10000;
+	const char *before = NULL, *csv_path = NULL;
+	FILE *csv = NULL;
+	char err[1024];
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+			char *s = argv[++i], *tok, *save = NULL;
+			n = 0;
+			for (tok = strtok_r(s, ",", &save); tok != NULL && n < SIZES_MAX;
+			    tok = strtok_r(NULL, ",", &save))
+				if (sscanf(tok, "%d:%d", &live[n], &tombs[n]) == 2 && live[n] > 0 &&
+				    tombs[n] >= 0)
+					n++;
+			if (n == 0)
+				die("--sizes", "expected L:T,L:T,... (live lifecycles:tombstones)");
+		} else if (strcmp(argv[i], "--big") == 0 && i + 1 < argc) {
+			big = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--before") == 0 && i + 1 < argc) {
+			before = argv[++i];
+		} else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
+			csv_path = argv[++i];
+		} else {
+			fprintf(stderr, "usage: bench_scale [--sizes L:T,...] [--big N] "
+			    "[--before PATH] [--csv FILE]\n");
+			return 2;
+		}
+	}
+	if (big <= 0)
+		die("--big", "expected a positive member count");
+	if (csv_path != NULL && (csv = fopen(csv_path, "w")) == NULL)
+		die("--csv", csv_path);
+	if (csv != NULL)
+		fprintf(csv, "# binary live tombstones ready_s sup_mb fanout_mb reader_mb "
+		    "registry_mb timer_mb total_mb copy_s\n");
+	printf("| live | tombstones | daemon | ready s | supervisor MB | fanout MB | reader MB | "
+	    "registry MB | timer MB | total MB | copy to %d members, s |\n", big);
+	printf("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (int s = 0; s < n; s++) {
+		struct mesh m;
+		struct conn c;
+		struct h_peer poster;
+		int b = big < live[s] ? big : live[s];
+		if (h_mesh_up(&m, "scale", true) != 0)
+			die("mesh", "cannot bring the broker up");
+		if (h_connect_profile(&m, "provisioner", &c, err, sizeof(err)) != 0)
+			die("provisioner", err);
+		if (h_peer_up(&m, "poster", "big", &poster, err, sizeof(err)) != 0)
+			die("poster", err);
+		write_rows(&m, &c, live[s], tombs[s], b);
+		struct result r = { .live = live[s], .tombs = tombs[s] };
+		measure(&m, &c, &poster, COTAL_DAEMON_PATH, b, &r);
+		print_result(&r, csv, "after");
+		if (before != NULL) {
+			struct result rb = { .live = live[s], .tombs = tombs[s] };
+			measure(&m, &c, &poster, before, b, &rb);
+			print_result(&rb, csv, "before");
+		}
+		h_peer_down(&poster);
+		h_close(&c);
+		h_mesh_down(&m);
+	}
+	if (csv != NULL)
+		fclose(csv);
+	return 0;
+}
