@@ -15,9 +15,16 @@
  * counterpart; the copy time is the data path's.
  *
  *   bench_scale [--sizes L:T,L:T,...] [--big N] [--before PATH] [--csv FILE]
+ *               [--sync always|default]
+ *
+ * --sync: the broker store's sync_interval (`cotal mesh init`'s default,
+ * always: every write on disk before its ack; or the broker's own flush).
+ * A copy is two stored writes per member, so with always the copy time is
+ * mostly the disk's (the broker's CPU time in the table says so).
  */
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +125,27 @@ write_rows(struct mesh *m, struct conn *c, int live, int tombs, int big)
 	    (double)(mono_ms() - t0) / 1000);
 }
 
+/* A process's CPU time so far, in ticks (0 when gone). */
+static long
+cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if (pid <= 0 || (f = fopen(path, "r")) == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+	    &st) != 2)
+		return 0;
+	return (long)(ut + st);
+}
+
 static long
 rss_kb(pid_t pid)
 {
@@ -160,6 +188,7 @@ struct result {
 	int live, tombs;
 	const char *binary;
 	double ready_s, copy_s;
+	double copy_cpu_s[3]; /* the fan-out's, the reader's and the broker's during the copy */
 	long sup_kb, worker_kb[4], total_kb;
 };
 
@@ -178,6 +207,8 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 	snprintf(out, sizeof(out), "%s/bench-daemon.out", m->dir);
 	snprintf(up, sizeof(up), "delivery daemon up (space %s)", m->space);
 	long from = stat(log, &st) == 0 ? (long)st.st_size : 0;
+	fflush(stdout); /* the child's freopen would write what is buffered again */
+	fflush(stderr);
 	int64_t t0 = mono_ms();
 	pid_t pid = fork();
 	if (pid < 0)
@@ -205,6 +236,10 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 	}
 	snprintf(dlv, sizeof(dlv), "DLV_%s", m->token);
 	uint64_t base = stream_last_seq(c, dlv);
+	pid_t who[3] = { worker_pid(status, "fanout"), worker_pid(status, "reader"), m->broker };
+	long cpu0[3];
+	for (int k = 0; k < 3; k++)
+		cpu0[k] = cpu_ticks(who[k]);
 	int64_t p0 = mono_ms();
 	if (h_post(&poster->c, m, &poster->a, "big", "", "to every member of big", NULL) != 0)
 		die("post", "big");
@@ -214,6 +249,8 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 		nap(5);
 	}
 	r->copy_s = (double)(mono_ms() - p0) / 1000;
+	for (int k = 0; k < 3; k++)
+		r->copy_cpu_s[k] = (double)(cpu_ticks(who[k]) - cpu0[k]) / (double)sysconf(_SC_CLK_TCK);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	r->binary = bin;
@@ -222,10 +259,11 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 static void
 print_result(const struct result *r, FILE *csv, const char *label)
 {
-	printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f |\n",
-	    r->live, r->tombs, label, r->ready_s, r->sup_kb / 1024.0, r->worker_kb[0] / 1024.0,
-	    r->worker_kb[1] / 1024.0, r->worker_kb[2] / 1024.0, r->worker_kb[3] / 1024.0,
-	    r->total_kb / 1024.0, r->copy_s);
+	printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f (%.2f, %.2f, "
+	    "%.2f) |\n", r->live, r->tombs, label, r->ready_s, r->sup_kb / 1024.0,
+	    r->worker_kb[0] / 1024.0, r->worker_kb[1] / 1024.0, r->worker_kb[2] / 1024.0,
+	    r->worker_kb[3] / 1024.0, r->total_kb / 1024.0, r->copy_s, r->copy_cpu_s[0],
+	    r->copy_cpu_s[1], r->copy_cpu_s[2]);
 	fflush(stdout);
 	if (csv != NULL) {
 		fprintf(csv, "%s %d %d %.3f %.1f %.1f %.1f %.1f %.1f %.1f %.3f\n", label, r->live,
@@ -241,7 +279,7 @@ main(int argc, char **argv)
 {
 	int live[SIZES_MAX] = { 10000, 100000 }, tombs[SIZES_MAX] = { 30000, 300000 }, n = 2;
 	int big = 10000;
-	const char *before = NULL, *csv_path = NULL;
+	const char *before = NULL, *csv_path = NULL, *sync = "always";
 	FILE *csv = NULL;
 	char err[1024];
 
@@ -262,21 +300,27 @@ main(int argc, char **argv)
 			before = argv[++i];
 		} else if (strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
 			csv_path = argv[++i];
+		} else if (strcmp(argv[i], "--sync") == 0 && i + 1 < argc &&
+		    (strcmp(argv[i + 1], "always") == 0 || strcmp(argv[i + 1], "default") == 0)) {
+			sync = argv[++i];
 		} else {
 			fprintf(stderr, "usage: bench_scale [--sizes L:T,...] [--big N] "
-			    "[--before PATH] [--csv FILE]\n");
+			    "[--before PATH] [--csv FILE] [--sync always|default]\n");
 			return 2;
 		}
 	}
 	if (big <= 0)
 		die("--big", "expected a positive member count");
+	setenv("COTAL_TEST_SYNC_INTERVAL", sync, 1);
+	printf("broker store: sync_interval %s\n\n", sync);
 	if (csv_path != NULL && (csv = fopen(csv_path, "w")) == NULL)
 		die("--csv", csv_path);
 	if (csv != NULL)
 		fprintf(csv, "# binary live tombstones ready_s sup_mb fanout_mb reader_mb "
 		    "registry_mb timer_mb total_mb copy_s\n");
 	printf("| live | tombstones | daemon | ready s | supervisor MB | fanout MB | reader MB | "
-	    "registry MB | timer MB | total MB | copy to %d members, s |\n", big);
+	    "registry MB | timer MB | total MB | copy to %d members, s (CPU s: fan-out, reader, "
+	    "broker) |\n", big);
 	printf("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int s = 0; s < n; s++) {
 		struct mesh m;
@@ -290,13 +334,13 @@ main(int argc, char **argv)
 		if (h_peer_up(&m, "poster", "big", &poster, err, sizeof(err)) != 0)
 			die("poster", err);
 		write_rows(&m, &c, live[s], tombs[s], b);
-		struct result r = { .live = live[s], .tombs = tombs[s] };
-		measure(&m, &c, &poster, COTAL_DAEMON_PATH, b, &r);
-		print_result(&r, csv, "after");
-		if (before != NULL) {
-			struct result rb = { .live = live[s], .tombs = tombs[s] };
-			measure(&m, &c, &poster, before, b, &rb);
-			print_result(&rb, csv, "before");
+		/* Which binary starts first alternates with the size: the second
+		 * finds the broker's caches warm. */
+		for (int k = 0; k < (before != NULL ? 2 : 1); k++) {
+			bool after = before == NULL || (k + s) % 2 == 0;
+			struct result r = { .live = live[s], .tombs = tombs[s] };
+			measure(&m, &c, &poster, after ? COTAL_DAEMON_PATH : before, b, &r);
+			print_result(&r, csv, after ? "after" : "before");
 		}
 		h_peer_down(&poster);
 		h_close(&c);

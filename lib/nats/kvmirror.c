@@ -2,6 +2,7 @@
 #include "lib/nats/kvmirror.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -272,6 +273,8 @@ watch_thread(void *arg)
 		enum kvw_event ev = kvwatch_next(w, WATCH_POLL_MS, &e, why, sizeof(why));
 		if (ev == KVW_TIMEOUT)
 			continue;
+		if (ev == KVW_ENTRY)
+			atomic_store(&m->progress_ms, mono_ms());
 		if (ev == KVW_ENTRY && replaying) {
 			if (e.revision > m->staged_max_rev)
 				m->staged_max_rev = e.revision;
@@ -336,7 +339,14 @@ watch_thread(void *arg)
 			if (!m->ever_loaded)
 				m->partial = true;
 		}
-		pthread_cond_broadcast(&m->cv);
+		/* A barrier waits for a loaded watch: before that, waking it
+		 * at every entry of a first load would only put it back to
+		 * sleep (a context switch an entry). */
+		if (m->loaded)
+			/* A barrier waits for a loaded watch: before that, waking it
+		 * at every entry of a load would only put it back to sleep. */
+		if (m->loaded)
+			pthread_cond_broadcast(&m->cv);
 		pthread_mutex_unlock(&m->mu);
 		if (ev == KVW_LOADED)
 			stage_clear(m);
@@ -371,20 +381,44 @@ current(const struct kvmirror *m, uint64_t last)
 	return m->loaded && m->applied >= last;
 }
 
+/* A watch loading its initial state that took an entry within the last
+ * KVMIRROR_BARRIER_MS: it is not silent, only large. */
+static bool
+loading(const struct kvmirror *m)
+{
+	return m->watcher != NULL && !m->loaded &&
+	    mono_ms() - atomic_load(&m->progress_ms) < KVMIRROR_BARRIER_MS;
+}
+
+/* Wait (mu held) up to ms until m has applied last with at least
+ * min_rebuilds loads done; past ms, as long as a load is under way and
+ * moving (issue 39: a large bucket's load was cut short after 1 s and
+ * started again, or failed after 10 s, so a large space started slowly or
+ * never). Whether it has. */
+static bool
+wait_current(struct kvmirror *m, uint64_t last, uint64_t min_rebuilds, int ms)
+{
+	struct timespec dl = deadline_in_ms(CLOCK_REALTIME, ms);
+
+	while (!(m->rebuilds >= min_rebuilds && current(m, last))) {
+		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) != ETIMEDOUT)
+			continue;
+		if (!loading(m))
+			break;
+		dl = deadline_in_ms(CLOCK_REALTIME, KVMIRROR_BARRIER_MS);
+	}
+	return m->rebuilds >= min_rebuilds && current(m, last);
+}
+
 /* Wait until m has applied last (rebuilding the watch if it does not). */
 static int
 barrier_wait(struct kvmirror *m, uint64_t last, char *err, size_t errlen)
 {
-	struct timespec dl;
 	uint64_t target;
 	int rc = 0;
 
 	pthread_mutex_lock(&m->mu);
-	dl = deadline_in_ms(CLOCK_REALTIME, KVMIRROR_BARRIER_MS);
-	while (!current(m, last))
-		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
-			break;
-	if (current(m, last))
+	if (wait_current(m, last, 0, KVMIRROR_BARRIER_MS))
 		goto out;
 	/* The watch did not catch up (silent after a broker restart, or the
 	 * last message is no longer held): read the bucket again. */
@@ -394,11 +428,7 @@ barrier_wait(struct kvmirror *m, uint64_t last, char *err, size_t errlen)
 	target = m->rebuilds + 1;
 	if (m->watcher != NULL)
 		kvwatch_stop(m->watcher);
-	dl = deadline_in_ms(CLOCK_REALTIME, KVMIRROR_REBUILD_MS);
-	while (!(m->rebuilds >= target && current(m, last)))
-		if (pthread_cond_timedwait(&m->cv, &m->mu, &dl) == ETIMEDOUT)
-			break;
-	if (!(m->rebuilds >= target && current(m, last))) {
+	if (!wait_current(m, last, target, KVMIRROR_REBUILD_MS)) {
 		snprintf(err, errlen, "the watch of %s is not current (%s)", m->bucket,
 		    m->error[0] ? m->error : "no answer");
 		rc = -1;

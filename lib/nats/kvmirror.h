@@ -35,7 +35,8 @@ struct kvw_entry;
 
 #define KVMIRROR_BUCKET_MAX 300
 #define KVMIRROR_BARRIER_MS 1000   /* the watch gets this long to catch up */
-#define KVMIRROR_REBUILD_MS 10000  /* a rebuilt watch gets this long to load */
+#define KVMIRROR_REBUILD_MS 10000  /* a rebuilt watch gets this long to load, and
+				    * longer while it keeps taking entries */
 #define KVMIRROR_STAGE_MAX (256u * 1024 * 1024) /* bytes a replay may hold aside */
 
 struct kvmirror_staged;
@@ -75,6 +76,7 @@ struct kvmirror {
 	bool want_rebuild;
 	bool loaded;          /* the current watch delivered its initial state */
 	bool ever_loaded;     /* a watch did, once: the owner's state is read since */
+	_Atomic int64_t progress_ms; /* when the watch last gave an entry (mono_ms) */
 	bool partial;         /* a first load applied entries, then was cut short */
 	/* The replay of the watch being loaded (the watch thread's own). */
 	struct kvmirror_staged *staged;
