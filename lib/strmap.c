@@ -62,6 +62,14 @@ strmap_get(const struct strmap *m, const char *key)
 	return p != NULL ? (*p)->value : NULL;
 }
 
+const char *
+strmap_key(const struct strmap *m, const char *key)
+{
+	struct strmap_node **p = find(m, key, hash_key(key));
+
+	return p != NULL ? (*p)->key : NULL;
+}
+
 static int
 grow(struct strmap *m)
 {

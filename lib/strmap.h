@@ -27,6 +27,8 @@ void *strmap_get(const struct strmap *m, const char *key);
 /* Insert or replace; the old value (or NULL) is returned through old.
  * -1 when out of memory. */
 int strmap_put(struct strmap *m, const char *key, void *value, void **old);
+/* The map's own copy of key (valid until the entry is removed), or NULL. */
+const char *strmap_key(const struct strmap *m, const char *key);
 /* Remove; returns the value or NULL. */
 void *strmap_del(struct strmap *m, const char *key);
 /* A count kept as the value of key (no allocation of its own): add delta

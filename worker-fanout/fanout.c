@@ -334,29 +334,6 @@ match_name(const char *key, void *value, void *arg)
 	return 0;
 }
 
-struct alias_match {
-	const char *alias;   /* "<o>.<a>." */
-	size_t len;
-	const char *key;
-	const struct acl_row *row;
-	int count;
-};
-
-static int
-match_alias(const char *key, void *value, void *arg)
-{
-	const struct acl_row *r = value;
-	struct alias_match *m = arg;
-
-	if (strncmp(key, m->alias, m->len) == 0 && r->state == ACL_LIVE &&
-	    strchr(key + m->len, '.') == NULL) {
-		m->key = key;
-		m->row = r;
-		m->count++;
-	}
-	return 0;
-}
-
 /* Live channel: each @mention resolved against the presence roster
  * (exactly one live match), skipping the sender, to that alias's single live
  * ACL row, copied only if the row covers the channel. Presence and acl
@@ -366,7 +343,7 @@ route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets 
 {
 	const char *names[MENTIONS_MAX];
 	size_t n = post_mentions(msg, names, MENTIONS_MAX);
-	char sender[PRINCIPAL_MAX + 1], alias[PRINCIPAL_MAX + 2];
+	char sender[PRINCIPAL_MAX + 1];
 	struct lifecycle who;
 
 	principal_format(cs->owner, cs->actor, sender, sizeof(sender));
@@ -380,12 +357,11 @@ route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets 
 		strmap_each(&F.roster_live, match_name, &nm);
 		if (nm.count != 1 || strcmp(nm.key, sender) == 0)
 			continue;
-		snprintf(alias, sizeof(alias), "%s.", nm.key);
-		struct alias_match am = { .alias = alias, .len = strlen(alias) };
-		strmap_each(&F.acl.rows, match_alias, &am);
-		if (am.count != 1 || !acl_covers(am.row, cs->channel))
+		const char *lc = NULL;
+		if (aclindex_alias_lives(&F.acl, nm.key, &lc, 1) != 1)
 			continue;
-		if (lifecycle_parse(am.key, &who) != 0)
+		const struct acl_row *row = aclindex_get(&F.acl, lc);
+		if (row == NULL || !acl_covers(row, cs->channel) || lifecycle_parse(lc, &who) != 0)
 			continue;
 		targets_add(t, &who, 0, REASON_MENTION);
 	}
@@ -693,7 +669,8 @@ setup(char *err, size_t errlen)
 	if (kvmirror_open(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply,
 	    presence_reset, NULL, err, errlen) != 0)
 		return -1;
-	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, err, errlen) != 0)
+	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, true, err,
+	    errlen) != 0)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
 	lead_open(F.pub.js, F.inbox);

@@ -582,7 +582,8 @@ setup(char *err, size_t errlen)
 	if (pull_bind(R.pub.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
 	    errlen) != 0)
 		return -1;
-	if (aclindex_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, token, err, errlen) != 0)
+	if (aclindex_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, token, false, err,
+	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
 	if (kvmirror_open(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,

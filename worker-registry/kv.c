@@ -206,7 +206,7 @@ kv_open(char *err, size_t errlen)
 			return -1;
 		G.channels_open = true;
 	}
-	return aclindex_open(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, err, errlen);
+	return aclindex_open(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, true, err, errlen);
 }
 
 void
@@ -242,35 +242,6 @@ acl_copy(const struct acl_row *from, struct acl_row *to)
 	return 0;
 }
 
-struct alias_scan {
-	const char *prefix;   /* "<o>.<a>." */
-	size_t plen;
-	int live;
-	char uid[2][UID_MAX + 1];
-	const struct acl_row *row;
-};
-
-static int
-alias_match(const char *key, void *value, void *arg)
-{
-	struct alias_scan *a = arg;
-	const struct acl_row *r = value;
-	const char *uid = key + a->plen;
-
-	if (strncmp(key, a->prefix, a->plen) != 0 || !lifecycle_uid_valid(uid))
-		return 0;
-	if (r->state == ACL_LIVE) { /* the mirror holds live rows only */
-		if (a->live == 0) {
-			snprintf(a->uid[0], sizeof(a->uid[0]), "%s", uid);
-			a->row = r;
-		} else if (a->live == 1) {
-			snprintf(a->uid[1], sizeof(a->uid[1]), "%s", uid);
-		}
-		a->live++;
-	}
-	return 0;
-}
-
 /*
  * The caller's single live read-ACL row (WIRE.md §4: an alias resolves to
  * its single live row), after a barrier so the reading is fresh. 0 with the
@@ -280,40 +251,44 @@ static int
 acl_resolve(const char *op, const char *owner, const char *actor, char *uid, size_t uidlen,
 	    struct acl_row *row, char *why, size_t whylen)
 {
-	char prefix[PRINCIPAL_MAX + 2], err[512];
-	struct alias_scan a = { .prefix = prefix };
+	char alias[PRINCIPAL_MAX + 1], retired[UID_MAX + 1], err[512];
+	const char *lcs[2];
+	size_t plen, live;
 	int rc = -1;
 
-	snprintf(prefix, sizeof(prefix), "%s.%s.", owner, actor);
-	a.plen = strlen(prefix);
+	if (!principal_format(owner, actor, alias, sizeof(alias))) {
+		snprintf(why, whylen, "%s: not an alias: %s.%s", op, owner, actor);
+		return -1;
+	}
+	plen = strlen(alias) + 1; /* a lifecycle's uid follows "<o>.<a>." */
 	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0) {
 		snprintf(why, whylen, "%s: cannot read the read ACLs now (%s); retry", op, err);
 		return -1;
 	}
 	kvmirror_lock(&G.acl.mirror);
-	strmap_each(&G.acl.rows, alias_match, &a);
-	if (a.live == 1) {
-		snprintf(uid, uidlen, "%s", a.uid[0]);
-		rc = acl_copy(a.row, row);
+	live = aclindex_alias_lives(&G.acl, alias, lcs, 2);
+	if (live == 1) {
+		snprintf(uid, uidlen, "%s", lcs[0] + plen);
+		rc = acl_copy(aclindex_get(&G.acl, lcs[0]), row);
 		if (rc != 0)
 			snprintf(why, whylen, "%s: out of memory", op);
-	} else if (a.live > 1) {
-		snprintf(why, whylen, "%s: %s.%s has %d live read-ACL rows (%s and %s); refusing to "
-		    "guess the lifecycle", op, owner, actor, a.live, a.uid[0], a.uid[1]);
-		log_warnx("%s refused: %s.%s has %d live read-ACL rows (%s, %s)", op, owner, actor,
-		    a.live, a.uid[0], a.uid[1]);
+	} else if (live > 1) {
+		snprintf(why, whylen, "%s: %s has %zu live read-ACL rows (%s and %s); refusing to "
+		    "guess the lifecycle", op, alias, live, lcs[0] + plen, lcs[1] + plen);
+		log_warnx("%s refused: %s has %zu live read-ACL rows (%s, %s)", op, alias, live,
+		    lcs[0] + plen, lcs[1] + plen);
 	}
 	kvmirror_unlock(&G.acl.mirror);
-	if (a.live > 0)
+	if (live > 0)
 		return rc;
 	/* No live row: a retired lifecycle of the alias, or none. The
 	 * mirror keeps no tombstone (lib/wire/aclindex.h): the alias's rows
 	 * are read from the bucket. */
-	switch (aclindex_alias_retired(&G.acl, owner, actor, a.uid[1], sizeof(a.uid[1]), err,
+	switch (aclindex_alias_retired(&G.acl, owner, actor, retired, sizeof(retired), err,
 	    sizeof(err))) {
 	case 1:
 		snprintf(why, whylen, "%s: lifecycle %s.%s.%s is retired and never comes back", op,
-		    owner, actor, a.uid[1]);
+		    owner, actor, retired);
 		break;
 	case 0:
 		snprintf(why, whylen, "%s: no read ACL on record for %s.%s (not provisioned for "

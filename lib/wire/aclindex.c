@@ -21,9 +21,87 @@ free_row(void *v)
 	free(v);
 }
 
-void
-aclindex_init(struct aclindex *x)
+static void
+free_lives(void *v)
 {
+	struct aclindex_lives *l = v;
+
+	free(l->lc);
+	free(l);
+}
+
+/* The alias of a lifecycle key, when it is one (a valid <o>.<a>.<uid>). */
+static bool
+alias_of(const char *lc, char *alias, size_t len)
+{
+	struct lifecycle who;
+
+	if (lifecycle_parse(lc, &who) != 0)
+		return false;
+	return principal_format(who.owner, who.actor, alias, len);
+}
+
+/* A live row's key (the rows map's own copy) joins its alias's lives. */
+static void
+lives_add(struct aclindex *x, const char *lc)
+{
+	char alias[PRINCIPAL_MAX + 1];
+	struct aclindex_lives *l;
+
+	if (!x->by_alias || lc == NULL || !alias_of(lc, alias, sizeof(alias)))
+		return;
+	if ((l = strmap_get(&x->lives, alias)) == NULL) {
+		if ((l = calloc(1, sizeof(*l))) == NULL ||
+		    strmap_put(&x->lives, alias, l, NULL) != 0)
+			fatalx("out of memory");
+	}
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 1;
+		const char **v = realloc(l->lc, cap * sizeof(*v));
+		if (v == NULL)
+			fatalx("out of memory");
+		l->lc = v;
+		l->cap = cap;
+	}
+	l->lc[l->n++] = lc;
+}
+
+/* Before a live row goes: its key leaves its alias's lives. */
+static void
+lives_del(struct aclindex *x, const char *lc)
+{
+	char alias[PRINCIPAL_MAX + 1];
+	struct aclindex_lives *l;
+
+	if (!x->by_alias || !alias_of(lc, alias, sizeof(alias)) ||
+	    (l = strmap_get(&x->lives, alias)) == NULL)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->lc[i], lc) == 0) {
+			l->lc[i] = l->lc[--l->n];
+			break;
+		}
+	if (l->n == 0)
+		free_lives(strmap_del(&x->lives, alias));
+}
+
+size_t
+aclindex_alias_lives(struct aclindex *x, const char *alias, const char **lcs, size_t max)
+{
+	struct aclindex_lives *l = strmap_get(&x->lives, alias);
+
+	if (l == NULL)
+		return 0;
+	for (size_t i = 0; i < l->n && i < max; i++)
+		lcs[i] = l->lc[i];
+	return l->n;
+}
+
+void
+aclindex_init(struct aclindex *x, bool by_alias)
+{
+	x->by_alias = by_alias;
+	strmap_init(&x->lives);
 	strmap_init(&x->rows);
 	strmap_init(&x->tombs);
 	strmap_init(&x->aliases);
@@ -34,6 +112,7 @@ aclindex_init(struct aclindex *x)
 void
 aclindex_free(struct aclindex *x)
 {
+	strmap_clear(&x->lives, free_lives);
 	strmap_clear(&x->rows, free_row);
 	strmap_clear(&x->tombs, NULL);
 	strmap_clear(&x->aliases, free);
@@ -76,6 +155,8 @@ aclindex_apply(void *arg, const struct kvw_entry *e)
 	struct aclindex *x = arg;
 	struct acl_row *r, *old;
 
+	if (strmap_get(&x->rows, e->key) != NULL)
+		lives_del(x, e->key); /* before its key, which lives holds, is freed */
 	if ((old = strmap_del(&x->rows, e->key)) != NULL)
 		free_row(old);
 	/* Whatever was read of the key, or of its alias, is older than this. */
@@ -100,6 +181,7 @@ aclindex_apply(void *arg, const struct kvw_entry *e)
 	}
 	if (strmap_put(&x->rows, e->key, r, NULL) != 0)
 		fatalx("out of memory");
+	lives_add(x, strmap_key(&x->rows, e->key));
 }
 
 void
@@ -108,6 +190,7 @@ aclindex_reset(void *arg)
 	struct aclindex *x = arg;
 	struct strmap_node *n;
 
+	strmap_clear(&x->lives, free_lives);
 	strmap_clear(&x->rows, free_row);
 	strmap_clear(&x->tombs, NULL);
 	strmap_clear(&x->aliases, free);
@@ -167,11 +250,11 @@ aclindex_read_done(struct aclindex *x, const char *lifecycle, const struct acl_r
 
 int
 aclindex_open(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
-	      const char *token, char *err, size_t errlen)
+	      const char *token, bool by_alias, char *err, size_t errlen)
 {
 	char bucket[KVMIRROR_BUCKET_MAX];
 
-	aclindex_init(x);
+	aclindex_init(x, by_alias);
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
 	return kvmirror_open_kept(&x->mirror, nc, inbox_prefix, js, bucket, aclindex_apply,
 	    aclindex_reset, aclindex_keep, x, err, errlen);

@@ -32,6 +32,15 @@ struct aclindex {
 	struct strmap aliases; /* aliases with no live row, read: <o>.<a> -> struct aclindex_alias */
 	struct strmap asking;  /* lifecycles and aliases being read: -> struct aclindex_ask */
 	uint64_t tomb_resets;  /* times the remembered retirements passed their bound */
+	bool by_alias;         /* keep lives (the fan-out's mentions, the registry's callers) */
+	struct strmap lives;   /* <o>.<a> -> struct aclindex_lives: its live lifecycles */
+};
+
+/* An alias's live lifecycles: the rows map's own keys (a space's alias has
+ * one at a time; more is the manager's mistake, refused by the rails). */
+struct aclindex_lives {
+	size_t n, cap;
+	const char **lc;
 };
 
 /* Reads of one key under way; a write of it (or of a lifecycle of the
@@ -47,13 +56,20 @@ struct aclindex_alias {
 	char uid[UID_MAX + 1];
 };
 
-/* Open the mirror of cotal_acl_<token>; 0, or -1 with err (close it then). */
+/* Open the mirror of cotal_acl_<token>, with the live lifecycles of each
+ * alias indexed when by_alias; 0, or -1 with err (close it then). */
 int aclindex_open(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
-		  const char *token, char *err, size_t errlen);
+		  const char *token, bool by_alias, char *err, size_t errlen);
 void aclindex_close(struct aclindex *x);
 /* The live row of a lifecycle, or NULL (no row, a retired one or one that
  * does not decode: aclindex_read tells which): with the mirror locked. */
 const struct acl_row *aclindex_get(struct aclindex *x, const char *lifecycle);
+/* How many live lifecycles the alias <o>.<a> has, and up to max of them in
+ * lcs (the index's own keys: valid while the mirror stays locked). With the
+ * mirror locked, on an index opened by alias: one look-up, not a scan of
+ * every row (issue 39). */
+size_t aclindex_alias_lives(struct aclindex *x, const char *alias, const char **lcs,
+			    size_t max);
 /*
  * The row of a lifecycle the mirror holds no live row of, read exactly,
  * without the mirror locked: a remembered retirement, else the bucket's
@@ -73,7 +89,7 @@ int aclindex_alias_retired(struct aclindex *x, const char *owner, const char *ac
 			   size_t uidlen, char *err, size_t errlen);
 
 /* The mirror's callbacks, for unit tests (tests/unit/test_aclindex.c). */
-void aclindex_init(struct aclindex *x);
+void aclindex_init(struct aclindex *x, bool by_alias);
 void aclindex_free(struct aclindex *x);
 bool aclindex_keep(void *arg, const struct kvw_entry *e);
 void aclindex_apply(void *arg, const struct kvw_entry *e);

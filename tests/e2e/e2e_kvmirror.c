@@ -307,7 +307,7 @@ test_tombstones_cost_no_memory_and_never_stop_a_replay(void **state)
 	setenv("COTAL_TEST_STAGE_MAX", ACL_STAGE_MAX, 1);
 	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
 	int64_t t0 = mono_ms();
-	if (aclindex_open(&x, dlv.nc, inbox, dlv.js, mesh.token, err, sizeof(err)) != 0)
+	if (aclindex_open(&x, dlv.nc, inbox, dlv.js, mesh.token, true, err, sizeof(err)) != 0)
 		fail_msg("the index of %d live rows and %d tombstones did not open within a "
 		    "replay bound of %s bytes: %s", ACL_LIVE_ROWS, ACL_TOMBS, ACL_STAGE_MAX, err);
 	printf("• the index of %d live rows and %d tombstones opened in %lld ms\n", ACL_LIVE_ROWS,

@@ -434,6 +434,38 @@ test_retired_lifecycle_never_joins_again(void **state)
 	h_peer_down(&a);
 }
 
+/*
+ * WIRE.md §4: an alias resolves to its single live row. The manager's
+ * mistake, a second live lifecycle of one alias, is refused naming both,
+ * and once it is retired the alias resolves again (issue 39: the registry
+ * looks the alias up in the index it keeps as rows come and go, not by
+ * scanning every row).
+ */
+static void
+test_two_live_rows_of_one_alias_are_refused(void **state)
+{
+	struct h_peer a;
+	struct agent twin;
+	char err[512], want[512];
+
+	(void)state;
+	peer_up(&a, "twin", "general");
+	twin = a.a;
+	snprintf(twin.uid, sizeof(twin.uid), "%s", "zz0000000000000000000000zz");
+	if (h_acl_put(&prov, &mesh, &twin, "[\"general\"]", false, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	/* In the order the rows came. */
+	snprintf(want, sizeof(want), "durableJoin: %s.%s has 2 live read-ACL rows (%s and %s); "
+	    "refusing to guess the lifecycle", a.a.owner, a.a.actor, a.a.uid, twin.uid);
+	assert_refused(a.cl, RAIL_CTL, "durableJoin", "{\"channel\":\"general\"}", want);
+	assert_null(row_get(&a, "general"));
+	if (h_acl_put(&prov, &mesh, &twin, NULL, true, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	json_decref(join(&a, "general"));
+	assert_non_null(row_get(&a, "general"));
+	h_peer_down(&a);
+}
+
 /* A rejoin after a leave is generation+1 with a new joinCursor (WIRE §4). */
 static void
 test_rejoin_is_a_new_generation(void **state)
@@ -1258,6 +1290,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_join_post_receive),
 		cmocka_unit_test(test_join_refusals_and_leave_after_narrowing),
 		cmocka_unit_test(test_retired_lifecycle_never_joins_again),
+		cmocka_unit_test(test_two_live_rows_of_one_alias_are_refused),
 		cmocka_unit_test(test_rejoin_is_a_new_generation),
 		cmocka_unit_test(test_history_newest_two_oldest_first),
 		cmocka_unit_test(test_register_channel_is_create_only),

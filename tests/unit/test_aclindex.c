@@ -65,7 +65,7 @@ test_insert_update_retire_delete(void **state)
 	const struct acl_row *r;
 
 	(void)state;
-	aclindex_init(&x);
+	aclindex_init(&x, true);
 	apply(&x, LC, LIVE, 1);
 	assert_non_null(r = aclindex_get(&x, LC));
 	assert_int_equal(r->state, ACL_LIVE);
@@ -98,7 +98,7 @@ test_a_read_retirement_is_remembered(void **state)
 	struct acl_row tomb = { .state = ACL_RETIRED }, none = { .state = ACL_UNKNOWN };
 
 	(void)state;
-	aclindex_init(&x);
+	aclindex_init(&x, true);
 	assert_int_equal(aclindex_read_begin(&x, LC), 0);
 	aclindex_read_done(&x, LC, &tomb);
 	assert_non_null(strmap_get(&x.tombs, LC));
@@ -123,7 +123,7 @@ test_a_read_raced_by_a_write_is_not_remembered(void **state)
 	struct acl_row tomb = { .state = ACL_RETIRED };
 
 	(void)state;
-	aclindex_init(&x);
+	aclindex_init(&x, true);
 	/* A write of the key while it was read: the read is older. */
 	assert_int_equal(aclindex_read_begin(&x, LC), 0);
 	apply(&x, LC, TOMB, 4);
@@ -175,7 +175,7 @@ test_an_alias_read_is_forgotten_at_a_write_of_its_rows(void **state)
 	struct aclindex_alias *a;
 
 	(void)state;
-	aclindex_init(&x);
+	aclindex_init(&x, true);
 	assert_non_null(a = calloc(1, sizeof(*a)));
 	a->retired = true;
 	assert_int_equal(strmap_put(&x.aliases, "local.alice", a, NULL), 0);
@@ -192,6 +192,42 @@ test_an_alias_read_is_forgotten_at_a_write_of_its_rows(void **state)
 	aclindex_free(&x);
 }
 
+/* The live lifecycles of an alias, kept as rows come and go: one look-up
+ * for the fan-out's mentions and the registry's callers. */
+static void
+test_an_alias_lives_are_kept(void **state)
+{
+	struct aclindex x;
+	const char *lcs[2];
+	const char *other = "local.alice.zzzzzzzzzzzzzzzzzzzzzzzzzz";
+
+	(void)state;
+	aclindex_init(&x, true);
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 0);
+	apply(&x, LC, LIVE, 1);
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 1);
+	assert_string_equal(lcs[0], LC);
+	assert_ptr_equal(lcs[0], strmap_key(&x.rows, LC)); /* the rows map's own key */
+	apply(&x, LC, NARROW, 2); /* still live: still one */
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 1);
+	assert_ptr_equal(lcs[0], strmap_key(&x.rows, LC));
+	apply(&x, other, LIVE, 3); /* the manager's mistake: two at once */
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 2);
+	apply(&x, LC, TOMB, 4);
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 1);
+	assert_string_equal(lcs[0], other);
+	apply(&x, other, NULL, 5);
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 0);
+	assert_int_equal(x.lives.count, 0);
+	/* A key that is not a lifecycle is a row, but no alias's. */
+	apply(&x, "local.alice.NOT-A-UID", LIVE, 6);
+	assert_int_equal(aclindex_alias_lives(&x, "local.alice", lcs, 2), 0);
+	apply(&x, LC, LIVE, 7);
+	aclindex_reset(&x);
+	assert_int_equal(x.lives.count, 0);
+	aclindex_free(&x);
+}
+
 static void
 test_reset_forgets_everything(void **state)
 {
@@ -199,7 +235,7 @@ test_reset_forgets_everything(void **state)
 	struct acl_row tomb = { .state = ACL_RETIRED };
 
 	(void)state;
-	aclindex_init(&x);
+	aclindex_init(&x, true);
 	apply(&x, LC, LIVE, 1);
 	assert_int_equal(aclindex_read_begin(&x, "local.bob.0123456789abcdefghijklmnop"), 0);
 	aclindex_read_done(&x, "local.bob.0123456789abcdefghijklmnop", &tomb);
@@ -219,7 +255,7 @@ test_remembered_retirements_are_bounded(void **state)
 	char key[64];
 
 	(void)state;
-	aclindex_init(&x);
+	aclindex_init(&x, true);
 	for (int i = 0; i <= ACLINDEX_TOMBS_MAX; i++) {
 		snprintf(key, sizeof(key), "local.a%d.0123456789abcdefghijklmnop", i);
 		assert_int_equal(aclindex_read_begin(&x, key), 0);
@@ -242,6 +278,7 @@ main(void)
 		cmocka_unit_test(test_a_read_retirement_is_remembered),
 		cmocka_unit_test(test_a_read_raced_by_a_write_is_not_remembered),
 		cmocka_unit_test(test_an_alias_read_is_forgotten_at_a_write_of_its_rows),
+		cmocka_unit_test(test_an_alias_lives_are_kept),
 		cmocka_unit_test(test_reset_forgets_everything),
 		cmocka_unit_test(test_remembered_retirements_are_bounded),
 	};
