@@ -240,7 +240,7 @@ check_config(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *
 		if (c.broker_ports[i] > IPC_PORT_MAX)
 			return refuse(err, errlen, "ipc: CONFIG broker_ports[%zu] %" PRIu32 " is not "
 			    "a TCP port", i, c.broker_ports[i]);
-	if ((c.features_off & ~(IPC_OFF_REGISTER | IPC_OFF_READER_MEMORY)) != 0)
+	if ((c.features_off & ~(IPC_OFF_REGISTER | IPC_OFF_READER_MEMORY | IPC_OFF_WATCH_FC)) != 0)
 		return refuse(err, errlen, "ipc: CONFIG features_off 0x%" PRIx32 " names an unknown "
 		    "feature", c.features_off);
 	/* Dropping to id -1 would keep root and look like success. */

@@ -105,6 +105,7 @@ struct ipc_config {
 /* registerChannel: the credential may not write channel config rows. */
 #define IPC_OFF_REGISTER 1u
 #define IPC_OFF_READER_MEMORY 2u   /* no DLV stream info: the reader forgets what it acked */
+#define IPC_OFF_WATCH_FC 4u        /* no $JS.FC grants: the KV watches run without flow control */
 
 /* STATUS payload: a worker's state and counters. */
 #define IPC_COUNTERS 13

@@ -12,6 +12,7 @@
 #include "lib/log.h"
 #include "lib/clock.h"
 #include "lib/creds/verdict.h"
+#include "lib/nats/kvwatch.h"
 #include "supervisor/supervisor.h"
 
 /* The credential a kind of need is checked against, or NULL when the
@@ -69,5 +70,7 @@ preflight(struct sup *s)
 	}
 	s->register_off = (off & VERDICT_OFF_REGISTER) != 0;
 	s->reader_memory_off = (off & VERDICT_OFF_READER_MEMORY) != 0;
+	s->watch_fc_off = (off & VERDICT_OFF_WATCH_FC) != 0;
+	kvwatch_flow_control(!s->watch_fc_off); /* the lease's watch */
 	return 0;
 }

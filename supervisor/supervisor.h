@@ -105,6 +105,7 @@ struct sup {
 	bool have_sys[3];
 	bool register_off;            /* preflight: no grant for channel config rows */
 	bool reader_memory_off;       /* preflight: no grant for DLV's stream info (worker/acked.h) */
+	bool watch_fc_off;            /* preflight: no grant to answer a watch's flow control */
 	uint32_t max_memberships;     /* --max-memberships: rows one lifecycle may hold */
 	uint32_t max_channels;        /* --max-channels: channel rows one lifecycle may create */
 	char instance[IPC_INSTANCE_MAX]; /* this process's incarnation */

@@ -372,7 +372,8 @@ worker_spawn(struct sup_worker *w)
 	cfg.gid = s->gid;
 	cfg.drop_privs = s->drop;
 	cfg.features_off = (s->register_off ? IPC_OFF_REGISTER : 0) |
-	    (s->reader_memory_off ? IPC_OFF_READER_MEMORY : 0);
+	    (s->reader_memory_off ? IPC_OFF_READER_MEMORY : 0) |
+	    (s->watch_fc_off ? IPC_OFF_WATCH_FC : 0);
 	cfg.max_memberships = s->max_memberships;
 	cfg.max_channels = s->max_channels;
 	/* The socket buffer holds both: a blocking worker reads them at once. */

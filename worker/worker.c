@@ -20,6 +20,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/nats/kvwatch.h"
 #include "lib/nats/natsconn.h"
 #include "sandbox/sandbox.h"
 
@@ -641,6 +642,8 @@ worker_main(const char *role, const struct worker_role *const *roles)
 	    m.type != IPC_CONFIG)
 		fatalx("ipc: no CONFIG from the supervisor");
 	memcpy(&W.cfg, m.payload, sizeof(W.cfg));
+	/* Without $JS.FC grants the KV watches run without flow control. */
+	kvwatch_flow_control(!(W.cfg.features_off & IPC_OFF_WATCH_FC));
 	if (strcmp(W.cfg.role, role) != 0)
 		fatalx("ipc: CONFIG for role %s sent to the %s worker", W.cfg.role, role);
 	if (recv_within(WORKER_FD_MAIN, buf, &m, WORKER_CONFIG_TIMEOUT_MS) != 0 ||

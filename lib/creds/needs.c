@@ -26,6 +26,10 @@
 	{ D, f, false, PUB, "$JS.API.STREAM.INFO.KV_" b "_<s>" }, \
 	{ D, f, false, PUB, "$JS.API.CONSUMER.CREATE.KV_" b "_<s>.*.$KV." b "_<s>.>" }, \
 	{ D, f, false, PUB, "$JS.API.CONSUMER.DELETE.KV_" b "_<s>.*" }
+/* The answers to a watch's flow control requests (issue 39: a bucket
+ * larger than what the broker pushes at once loads without being dropped
+ * as a slow consumer's). Optional: without them the watches run as before. */
+#define KV_WATCH_FC(b) { D, NEED_F_WATCH_FC, true, PUB, "$JS.FC.KV_" b "_<s>.>" }
 
 /* A durable pull consumer the daemon creates (named form, with its
  * filter), reads, pulls from and acks. */
@@ -41,6 +45,12 @@ static const struct need table[] = {
 	{ D, F_LEASE, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_delivery_<s>" },
 	{ D, F_LEASE, false, PUB, "$KV.cotal_delivery_<s>.lease.*" },
 	KV_WATCH(F_LEASE, "cotal_delivery"),
+
+	KV_WATCH_FC("cotal_delivery"),
+	KV_WATCH_FC("cotal_members"),
+	KV_WATCH_FC("cotal_channels"),
+	KV_WATCH_FC("cotal_presence"),
+	KV_WATCH_FC("cotal_acl"),
 
 	DURABLE(F_FANOUT, "CHAT_<s>", "fanout"),
 	{ D, F_FANOUT, false, PUB, "$JS.API.STREAM.INFO.INBOX_<s>" },

@@ -30,6 +30,7 @@ enum need_cred {
  * them (the supervisor turns each off on its own). */
 #define NEED_F_REGISTER "registerChannel"
 #define NEED_F_READER_MEMORY "the reader's check of what it framed"
+#define NEED_F_WATCH_FC "the flow control of the mirrors' watches"
 
 struct need {
 	enum need_cred cred;

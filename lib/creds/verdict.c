@@ -158,6 +158,12 @@ grants(const struct verdict_in *in, const struct perms *p, const char *inbox, ve
 			    "eviction is off (deny-new-only posture)", cred_words(in->cred), verb,
 			    subj, denied, feats);
 			*off |= VERDICT_OFF_EVICTOR;
+		} else if (strcmp(t[i].feature, NEED_F_WATCH_FC) == 0) {
+			snprintf(line, sizeof(line), "the %s may not %s \"%s\"%s (%s needs it); it "
+			    "is off: a bucket larger than what the broker pushes at once may be "
+			    "dropped as a slow consumer's and loaded again", cred_words(in->cred), verb,
+			    subj, denied, feats);
+			*off |= VERDICT_OFF_WATCH_FC;
 		} else if (strcmp(t[i].feature, NEED_F_READER_MEMORY) == 0) {
 			snprintf(line, sizeof(line), "the %s may not %s \"%s\"%s (%s needs it); it "
 			    "is off: an entry the broker hands over again after it lost the reader's "

@@ -23,6 +23,7 @@
 #define VERDICT_OFF_REGISTER 1u       /* registerChannel */
 #define VERDICT_OFF_EVICTOR 2u        /* eviction (the $SYS evictor's grants) */
 #define VERDICT_OFF_READER_MEMORY 4u  /* the reader's check of what it framed */
+#define VERDICT_OFF_WATCH_FC 8u       /* the flow control of the mirrors' watches */
 
 struct verdict_in {
 	enum need_cred cred;

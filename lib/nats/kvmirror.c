@@ -259,13 +259,14 @@ watch_thread(void *arg)
 				nap(WATCH_RETRY_MS);
 				continue;
 			}
-			/* The first load goes straight to the owner (see kvmirror.h). */
+			/* The first load goes straight to the owner (see kvmirror.h),
+			 * from a reset as every load: the owner may hold the state
+			 * of a mirror it closed before (a retried bind) or of a
+			 * load cut short. */
 			pthread_mutex_lock(&m->mu);
 			if (!m->ever_loaded) {
 				replaying = false;
-				if (m->partial)
-					m->reset(m->arg);
-				m->partial = false;
+				m->reset(m->arg);
 			}
 			pthread_mutex_unlock(&m->mu);
 			continue;
@@ -327,7 +328,6 @@ watch_thread(void *arg)
 			replaying = false;
 			m->loaded = true;
 			m->ever_loaded = true;
-			m->partial = false;
 			if (m->applied < m->rebuild_floor)
 				m->applied = m->rebuild_floor;
 			m->rebuilds++;
@@ -336,8 +336,6 @@ watch_thread(void *arg)
 			m->apply(m->arg, &e);
 			if (e.revision > m->applied)
 				m->applied = e.revision;
-			if (!m->ever_loaded)
-				m->partial = true;
 		}
 		/* A barrier waits for a loaded watch: before that, waking it
 		 * at every entry of a first load would only put it back to

@@ -19,8 +19,8 @@
  * The first load is the exception: nothing reads the owner's state before
  * kvmirror_open returns (its barrier waits for that load), so its entries
  * are applied as they come, with no copy aside: a start holds the state
- * once, not twice (issue 39). A first load cut short starts again from a
- * reset.
+ * once, not twice (issue 39). Every load starts from a reset, this one at
+ * its start.
  */
 #ifndef COTAL_KVMIRROR_H
 #define COTAL_KVMIRROR_H
@@ -77,7 +77,6 @@ struct kvmirror {
 	bool loaded;          /* the current watch delivered its initial state */
 	bool ever_loaded;     /* a watch did, once: the owner's state is read since */
 	_Atomic int64_t progress_ms; /* when the watch last gave an entry (mono_ms) */
-	bool partial;         /* a first load applied entries, then was cut short */
 	/* The replay of the watch being loaded (the watch thread's own). */
 	struct kvmirror_staged *staged;
 	size_t nstaged, capstaged, staged_bytes;

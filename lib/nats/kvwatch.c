@@ -19,6 +19,7 @@
 #define INACTIVE_NS 30000000000LL /* the broker drops a consumer nobody listens to */
 #define NAME_MAX_LEN 48
 #define SUBJ_MAX 512
+#define KVWATCH_PENDING_BYTES (64 * 1024 * 1024) /* above the broker's 32 MiB window */
 
 struct kvwatch {
 	natsConnection *nc;
@@ -60,6 +61,14 @@ api_error(json_t *doc, char *buf, size_t len)
 	return buf;
 }
 
+static atomic_bool flow_control = true;
+
+void
+kvwatch_flow_control(bool on)
+{
+	atomic_store(&flow_control, on);
+}
+
 int
 kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 	      const char *bucket, char *err, size_t errlen)
@@ -97,17 +106,29 @@ kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_p
 	snprintf(deliver, sizeof(deliver), "%s.kvw.%s", inbox_prefix, tok);
 
 	s = natsConnection_SubscribeSync(&w->sub, nc, deliver);
+	/* The broker's flow control holds what it pushed and we did not take
+	 * to 32 MiB (nats-server's JsFlowControlMaxPending); the library's
+	 * default of 65,536 messages would drop a bucket's small rows first,
+	 * as a slow consumer's. The queue is bounded by bytes alone. */
+	if (s == NATS_OK && atomic_load(&flow_control))
+		s = natsSubscription_SetPendingLimits(w->sub, -1, KVWATCH_PENDING_BYTES);
 	if (s != NATS_OK) {
 		conn_strerror(s, why, sizeof(why));
 		snprintf(err, errlen, "watch %s: cannot subscribe to %s: %s", bucket, deliver, why);
 		goto out;
 	}
-	req = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:I, s:I}}",
+	/* Flow control: the broker pauses once what it pushed is not yet
+	 * taken, until the watch answers its request, so a bucket larger
+	 * than the subscription's pending limit is never dropped as a slow
+	 * consumer's (issue 39: a space of 100,000 lifecycles never loaded)
+	 * and what waits in the watch's queue stays bounded. */
+	req = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:I, s:I, s:b}}",
 	    "stream_name", w->stream, "config", "name", w->name, "deliver_subject", deliver,
 	    "deliver_policy", "last_per_subject", "ack_policy", "none", "replay_policy", "instant",
 	    "filter_subject", filter, "mem_storage", 1, "num_replicas", 1,
 	    "inactive_threshold", (json_int_t)INACTIVE_NS,
-	    "idle_heartbeat", (json_int_t)KVWATCH_HEARTBEAT_MS * 1000000);
+	    "idle_heartbeat", (json_int_t)KVWATCH_HEARTBEAT_MS * 1000000, "flow_control",
+	    atomic_load(&flow_control));
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
@@ -203,8 +224,8 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 	w->last_heard_ms = mono_ms();
 	if (natsMsg_GetDataLength(m) == 0 && natsMsgHeader_Get(m, "Status", &st) == NATS_OK &&
 	    st != NULL) {
-		/* 100: heartbeat (or flow control, never asked for); anything
-		 * else (409 consumer deleted, ...) ends the watch. */
+		/* 100: a heartbeat or a flow control request; anything else
+		 * (409 consumer deleted, ...) ends the watch. */
 		if (strcmp(st, "100") != 0) {
 			natsMsgHeader_Get(m, "Description", &v);
 			snprintf(err, errlen, "%s: the broker ended the watch: %s %s", w->stream, st,
@@ -212,6 +233,16 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 			natsMsg_Destroy(m);
 			return KVW_LOST;
 		}
+		/* Flow control: everything before the request is taken, go on
+		 * (answered on its reply subject, $JS.FC.<stream>.>). A
+		 * heartbeat of a consumer stalled on an answer that got lost
+		 * names where to send it again. */
+		const char *fc = natsMsg_GetReply(m), *stalled = NULL;
+		if (fc != NULL && fc[0] != '\0')
+			natsConnection_Publish(w->nc, fc, NULL, 0);
+		else if (natsMsgHeader_Get(m, "Nats-Consumer-Stalled", &stalled) == NATS_OK &&
+		    stalled != NULL && stalled[0] != '\0')
+			natsConnection_Publish(w->nc, stalled, NULL, 0);
 		if (natsMsgHeader_Get(m, "Nats-Last-Consumer", &v) == NATS_OK && v != NULL &&
 		    strtoull(v, NULL, 10) != w->dseq) {
 			unsigned long long last = strtoull(v, NULL, 10);
@@ -273,6 +304,13 @@ kvwatch_destroy(struct kvwatch *w)
 	natsMsg_Destroy(w->held);
 	if (w->sub != NULL) {
 		natsSubscription_Unsubscribe(w->sub);
+		/* nats.c 3.4.1 (Debian 12's) can still be handing a message to
+		 * a subscription that is destroyed meanwhile, and crash in its
+		 * read loop (nats.c issue 637, fixed after 3.5.0): a watch torn down
+		 * while the broker floods it hit it (issue 39's large spaces). A
+		 * flush returns once the read loop processed everything the
+		 * broker sent before its PONG, the UNSUB's last message among it. */
+		natsConnection_FlushTimeout(w->nc, DELETE_TIMEOUT_MS);
 		natsSubscription_Destroy(w->sub);
 		/* Gone with its interest after INACTIVE_NS anyway. */
 		snprintf(subj, sizeof(subj), "$JS.API.CONSUMER.DELETE.%s.%s", w->stream, w->name);

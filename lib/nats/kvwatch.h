@@ -29,6 +29,10 @@
 
 struct kvwatch;
 
+/* Whether the watches started from now on ask for flow control (the
+ * credential may answer it: $JS.FC.<stream>.>); on by default. */
+void kvwatch_flow_control(bool on);
+
 struct kvw_entry {
 	const char *key;     /* valid until the next call */
 	const char *value;   /* NULL: deleted or purged */

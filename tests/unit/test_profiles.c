@@ -205,6 +205,8 @@ test_delivery_holds_nothing_broader(void **state)
 	    "|\\$JS\\.API\\.CONSUMER\\.DELETE\\."
 	    "KV_cotal_(presence|channels|members|acl|delivery)_demo\\.\\*"
 	    "|\\$KV\\.cotal_members_demo\\.>|\\$KV\\.cotal_delivery_demo\\.lease\\.\\*"
+	    /* the watches' flow control answers, within §7's $JS.FC.> (issue 39) */
+	    "|\\$JS\\.FC\\.KV_cotal_(presence|channels|members|acl|delivery)_demo\\.>"
 	    /* registerChannel's create, beyond §7 (docs/security.md) */
 	    "|\\$KV\\.cotal_channels_demo\\.>"
 	    "|cotal\\.demo\\.(dinbox|dlv)\\.\\*\\.\\*\\.\\*"
