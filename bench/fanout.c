@@ -76,26 +76,6 @@ die(const char *what, const char *err)
 	exit(1);
 }
 
-/* CPU ticks (utime + stime) of a process. */
-static uint64_t
-cpu_ticks(pid_t pid)
-{
-	char path[64], buf[2048];
-	unsigned long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-	    &ut, &st) != 2)
-		return 0;
-	return ut + st;
-}
 
 /* The daemon's tree: the supervisor and each worker in its status file;
  * the fan-out's and the reader's own shares in role[0], role[1]. */
@@ -103,11 +83,11 @@ static uint64_t
 daemon_ticks(uint64_t role[2])
 {
 	static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
-	uint64_t t = cpu_ticks(dmn.pid);
+	uint64_t t = h_proc_ticks(dmn.pid);
 
 	for (int i = 0; i < 4; i++) {
 		pid_t p = h_daemon_worker_pid(&dmn, roles[i]);
-		uint64_t c = p > 0 ? cpu_ticks(p) : 0;
+		uint64_t c = p > 0 ? h_proc_ticks(p) : 0;
 		if (i < 2)
 			role[i] = c;
 		t += c;
@@ -379,9 +359,9 @@ broker_ticks(void)
 	uint64_t t = 0;
 
 	if (mesh.nnodes == 0)
-		return cpu_ticks(mesh.broker);
+		return h_proc_ticks(mesh.broker);
 	for (int i = 0; i < mesh.nnodes; i++)
-		t += cpu_ticks(mesh.nodes[i].pid);
+		t += h_proc_ticks(mesh.nodes[i].pid);
 	return t;
 }
 
@@ -716,7 +696,7 @@ metrics_compare(int copies, int rounds, int lat_posts)
 		struct result r;
 		daemon_restart(on);
 		pid_t srv = on ? metrics_server_pid() : 0;
-		uint64_t s0 = srv > 0 ? cpu_ticks(srv) : 0;
+		uint64_t s0 = srv > 0 ? h_proc_ticks(srv) : 0;
 		if (on) {
 			atomic_store(&scraping, true);
 			if (pthread_create(&th, NULL, scraper, NULL) != 0)
@@ -725,15 +705,15 @@ metrics_compare(int copies, int rounds, int lat_posts)
 		/* Idle first: what the daemon (and the metrics server) cost a
 		 * second with no post at all, the fixed price of --metrics. */
 		sleep(3);
-		uint64_t unused[2], i0 = daemon_ticks(unused) + (srv > 0 ? cpu_ticks(srv) : 0);
+		uint64_t unused[2], i0 = daemon_ticks(unused) + (srv > 0 ? h_proc_ticks(srv) : 0);
 		sleep(IDLE_S);
-		uint64_t i1 = daemon_ticks(unused) + (srv > 0 ? cpu_ticks(srv) : 0);
+		uint64_t i1 = daemon_ticks(unused) + (srv > 0 ? h_proc_ticks(srv) : 0);
 		double idle_ms = (double)(i1 - i0) / (double)sysconf(_SC_CLK_TCK) * 1000 / IDLE_S;
 		fprintf(stderr, "• M=100, --metrics %s ...\n", on ? "on, scraped every second" : "off");
 		run_round(100, copies, 0, lat_posts, &r);
 		double srv_us = 0;
 		if (on) {
-			uint64_t s1 = srv > 0 ? cpu_ticks(srv) : 0;
+			uint64_t s1 = srv > 0 ? h_proc_ticks(srv) : 0;
 			srv_us = (double)(s1 - s0) / (double)sysconf(_SC_CLK_TCK) * 1e6 /
 			    ((double)r.posts * r.members);
 			atomic_store(&scraping, false);

@@ -44,14 +44,6 @@ die(const char *what, const char *err)
 	exit(1);
 }
 
-static void
-nap(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /* Pss of a process, kB (0 when gone). */
 static long
 pss_kb(pid_t pid)
@@ -206,10 +198,10 @@ main(int argc, char **argv)
 			if (mono_ms() - t0 > SERVE_WAIT_MS)
 				die("start-up", hostout);
 			if (ready < n)
-				nap(50);
+				h_sleep_ms(50);
 		}
 		int64_t up_ms = mono_ms() - t0;
-		nap(SETTLE_MS);
+		h_sleep_ms(SETTLE_MS);
 		long sum = 0, max = 0;
 		for (int i = 0; i < n; i++) {
 			long kb = lane_pss_kb(hoststat, i, &procs);

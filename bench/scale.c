@@ -42,7 +42,6 @@
 #define READY_WAIT_MS 300000
 #define COPY_WAIT_MS 120000
 #define SETTLE_MS 3000
-#define PUB_PENDING 8192
 
 static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
 
@@ -51,14 +50,6 @@ die(const char *what, const char *err)
 {
 	fprintf(stderr, "✗ bench: %s: %s\n", what, err ? err : "");
 	exit(1);
-}
-
-static void
-nap(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
 }
 
 static uint64_t
@@ -125,26 +116,6 @@ write_rows(struct mesh *m, struct conn *c, int live, int tombs, int big)
 	    (double)(mono_ms() - t0) / 1000);
 }
 
-/* A process's CPU time so far, in ticks (0 when gone). */
-static long
-cpu_ticks(pid_t pid)
-{
-	char path[64], buf[1024];
-	unsigned long ut = 0, st = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (pid <= 0 || (f = fopen(path, "r")) == NULL)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-	    &st) != 2)
-		return 0;
-	return (long)(ut + st);
-}
 
 static long
 rss_kb(pid_t pid)
@@ -152,54 +123,6 @@ rss_kb(pid_t pid)
 	return pid > 0 ? h_proc_kb(pid, "status", "VmRSS") : 0;
 }
 
-static pid_t
-worker_pid(const char *status, const char *role)
-{
-	json_t *doc = json_load_file(status, 0, NULL), *w;
-	pid_t pid = 0;
-	size_t i;
-
-	json_array_foreach(json_object_get(doc, "workers"), i, w) {
-		const char *r = json_string_value(json_object_get(w, "role"));
-		if (r != NULL && strcmp(r, role) == 0)
-			pid = (pid_t)json_integer_value(json_object_get(w, "pid"));
-	}
-	json_decref(doc);
-	return pid;
-}
-
-/* Lines of path after its first from bytes that hold needle. */
-static int
-log_count_after(const char *path, long from, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	int n = 0;
-
-	if (f == NULL)
-		return 0;
-	fseek(f, from, SEEK_SET);
-	while (fgets(line, sizeof(line), f) != NULL)
-		n += strstr(line, needle) != NULL;
-	fclose(f);
-	return n;
-}
-
-static bool
-log_has_after(const char *path, long from, const char *needle)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	bool hit = false;
-
-	if (f == NULL)
-		return false;
-	fseek(f, from, SEEK_SET);
-	while (!hit && fgets(line, sizeof(line), f) != NULL)
-		hit = strstr(line, needle) != NULL;
-	fclose(f);
-	return hit;
-}
 
 struct result {
 	int live, tombs;
@@ -223,6 +146,8 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 	space_key(m->space, key, sizeof(key));
 	snprintf(log, sizeof(log), "%s/.cotal/delivery.%s.log", m->dir, key);
 	snprintf(status, sizeof(status), "%s/.cotal/delivery.%s.status.json", m->dir, key);
+	struct daemon d = { 0 };
+	snprintf(d.status, sizeof(d.status), "%s", status);
 	snprintf(out, sizeof(out), "%s/bench-daemon.out", m->dir);
 	snprintf(up, sizeof(up), "delivery daemon up (space %s)", m->space);
 	long from = stat(log, &st) == 0 ? (long)st.st_size : 0;
@@ -240,7 +165,7 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 		    (char *)NULL);
 		_exit(127);
 	}
-	while (!log_has_after(log, from, up)) {
+	while (h_log_count_after(log, from, up) == 0) {
 		if (waitpid(pid, NULL, WNOHANG) == pid)
 			die("daemon", "exited before it came up; see its log");
 		if (mono_ms() - t0 > READY_WAIT_MS) {
@@ -259,39 +184,40 @@ measure(struct mesh *m, struct conn *c, struct h_peer *poster, const char *bin, 
 			r->binary = bin;
 			return;
 		}
-		nap(5);
+		h_sleep_ms(5);
 	}
 	r->ready_s = (double)(mono_ms() - t0) / 1000;
 	/* A watch that fell behind its broker and started its load again. */
-	r->dropped = log_count_after(log, from, "Slow Consumer") +
-	    log_count_after(log, from, "is not current");
-	nap(SETTLE_MS);
+	r->dropped = h_log_count_after(log, from, "Slow Consumer") +
+	    h_log_count_after(log, from, "is not current");
+	h_sleep_ms(SETTLE_MS);
 	r->sup_kb = rss_kb(pid);
 	r->total_kb = r->sup_kb;
 	for (int k = 0; k < 4; k++) {
-		r->worker_kb[k] = rss_kb(worker_pid(status, roles[k]));
+		r->worker_kb[k] = rss_kb(h_daemon_worker_pid(&d, roles[k]));
 		r->total_kb += r->worker_kb[k];
 	}
 	snprintf(dlv, sizeof(dlv), "DLV_%s", m->token);
 	uint64_t base = stream_last_seq(c, dlv);
-	pid_t who[3] = { worker_pid(status, "fanout"), worker_pid(status, "reader"), m->broker };
+	pid_t who[3] = { h_daemon_worker_pid(&d, "fanout"), h_daemon_worker_pid(&d, "reader"), m->broker };
 	long cpu0[3];
 	for (int k = 0; k < 3; k++)
-		cpu0[k] = cpu_ticks(who[k]);
+		cpu0[k] = (long)h_proc_ticks(who[k]);
 	int64_t p0 = mono_ms();
 	if (h_post(&poster->c, m, &poster->a, "big", "", "to every member of big", NULL) != 0)
 		die("post", "big");
 	while (stream_last_seq(c, dlv) < base + (uint64_t)big) {
 		if (mono_ms() - p0 > COPY_WAIT_MS)
 			die("copy", "the post to big did not reach every member");
-		nap(5);
+		h_sleep_ms(5);
 	}
 	r->copy_s = (double)(mono_ms() - p0) / 1000;
 	if (r->dropped > 0)
 		fprintf(stderr, "! %s: %d log lines of a watch dropped or not current before it "
 		    "was up\n", bin, r->dropped);
 	for (int k = 0; k < 3; k++)
-		r->copy_cpu_s[k] = (double)(cpu_ticks(who[k]) - cpu0[k]) / (double)sysconf(_SC_CLK_TCK);
+		r->copy_cpu_s[k] = (double)((long)h_proc_ticks(who[k]) - cpu0[k]) /
+		    (double)sysconf(_SC_CLK_TCK);
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
 	r->binary = bin;

@@ -63,22 +63,62 @@ provision_broker_schedules(natsConnection *nc, char *err, size_t errlen)
 	return conn_broker_schedules(nc, SCHED_API_WAIT_MS, err, errlen);
 }
 
+/* A stream's config as the broker has it: the STREAM.INFO answer in *info
+ * (json_decref it) and its config, or NULL with err. */
+static json_t *
+stream_config(natsConnection *nc, const char *name, json_t **info, char *err, size_t errlen)
+{
+	char subject[SCHED_SUBJECT_MAX];
+	json_t *cfg;
+
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", name);
+	if ((*info = api_call(nc, subject, NULL, err, errlen)) == NULL)
+		return NULL;
+	cfg = json_object_get(*info, "config");
+	if (!json_is_object(cfg)) {
+		snprintf(err, errlen, "%s: the answer holds no config", subject);
+		return NULL;
+	}
+	return cfg;
+}
+
+/* STREAM.UPDATE with cfg: 1 when the answer's config has field (a true
+ * boolean, or a number <= 0 when at_most_zero), else -1 with err. */
+static int
+stream_update(natsConnection *nc, const char *name, json_t *cfg, const char *field,
+	      bool at_most_zero, char *err, size_t errlen)
+{
+	char subject[SCHED_SUBJECT_MAX], *body = json_dumps(cfg, JSON_COMPACT);
+	json_t *upd, *v;
+	int rc = -1;
+
+	if (body == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	snprintf(subject, sizeof(subject), "$JS.API.STREAM.UPDATE.%s", name);
+	upd = api_call(nc, subject, body, err, errlen);
+	free(body);
+	if (upd == NULL)
+		return -1;
+	v = json_object_get(json_object_get(upd, "config"), field);
+	if (at_most_zero ? json_integer_value(v) <= 0 : json_is_true(v))
+		rc = 1;
+	else
+		snprintf(err, errlen, "%s: the broker took the update but its config's %s is not "
+		    "what was asked", subject, field);
+	json_decref(upd);
+	return rc;
+}
+
 int
 provision_allow_schedules(natsConnection *nc, const char *name, char *err, size_t errlen)
 {
-	char subject[SCHED_SUBJECT_MAX];
-	json_t *info, *cfg, *upd;
-	char *body;
+	json_t *info = NULL, *cfg = stream_config(nc, name, &info, err, errlen);
 	int rc = -1;
 
-	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", name);
-	if ((info = api_call(nc, subject, NULL, err, errlen)) == NULL)
-		return -1;
-	cfg = json_object_get(info, "config");
-	if (!json_is_object(cfg)) {
-		snprintf(err, errlen, "%s: the answer holds no config", subject);
+	if (cfg == NULL)
 		goto out;
-	}
 	if (json_is_true(json_object_get(cfg, "allow_msg_schedules"))) {
 		rc = 0;
 		goto out;
@@ -87,23 +127,11 @@ provision_allow_schedules(natsConnection *nc, const char *name, char *err, size_
 	 * subject), and a schedule's fire purges its .armed. */
 	if (json_object_set_new(cfg, "allow_msg_schedules", json_true()) != 0 ||
 	    json_object_set_new(cfg, "allow_rollup_hdrs", json_true()) != 0 ||
-	    json_object_set_new(cfg, "deny_purge", json_false()) != 0 ||
-	    (body = json_dumps(cfg, JSON_COMPACT)) == NULL) {
+	    json_object_set_new(cfg, "deny_purge", json_false()) != 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	snprintf(subject, sizeof(subject), "$JS.API.STREAM.UPDATE.%s", name);
-	upd = api_call(nc, subject, body, err, errlen);
-	free(body);
-	if (upd != NULL) {
-		if (json_is_true(json_object_get(json_object_get(upd, "config"),
-		    "allow_msg_schedules")))
-			rc = 1;
-		else
-			snprintf(err, errlen, "%s: the broker took the update but its config does "
-			    "not allow message schedules", subject);
-	}
-	json_decref(upd);
+	rc = stream_update(nc, name, cfg, "allow_msg_schedules", false, err, errlen);
 out:
 	json_decref(info);
 	return rc;
@@ -112,43 +140,23 @@ out:
 int
 provision_lift_cap(natsConnection *nc, const char *name, int64_t *was, char *err, size_t errlen)
 {
-	char subject[SCHED_SUBJECT_MAX];
-	json_t *info, *cfg, *upd = NULL;
-	char *body;
+	json_t *info = NULL, *cfg = stream_config(nc, name, &info, err, errlen);
 	int rc = -1;
 
 	*was = 0;
-	snprintf(subject, sizeof(subject), "$JS.API.STREAM.INFO.%s", name);
-	if ((info = api_call(nc, subject, NULL, err, errlen)) == NULL)
-		return -1;
-	cfg = json_object_get(info, "config");
-	if (!json_is_object(cfg)) {
-		snprintf(err, errlen, "%s: the answer holds no config", subject);
+	if (cfg == NULL)
 		goto out;
-	}
 	*was = json_integer_value(json_object_get(cfg, "max_bytes"));
 	if (*was <= 0) {
 		rc = 0;
 		goto out;
 	}
-	if (json_object_set_new(cfg, "max_bytes", json_integer(-1)) != 0 ||
-	    (body = json_dumps(cfg, JSON_COMPACT)) == NULL) {
+	if (json_object_set_new(cfg, "max_bytes", json_integer(-1)) != 0) {
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	snprintf(subject, sizeof(subject), "$JS.API.STREAM.UPDATE.%s", name);
-	upd = api_call(nc, subject, body, err, errlen);
-	free(body);
-	if (upd != NULL) {
-		if (json_integer_value(json_object_get(json_object_get(upd, "config"),
-		    "max_bytes")) <= 0)
-			rc = 1;
-		else
-			snprintf(err, errlen, "%s: the broker took the update but kept max_bytes",
-			    subject);
-	}
+	rc = stream_update(nc, name, cfg, "max_bytes", true, err, errlen);
 out:
-	json_decref(upd);
 	json_decref(info);
 	return rc;
 }

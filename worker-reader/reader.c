@@ -340,6 +340,24 @@ check_unmirrored(struct item *items, int n, char *err, size_t errlen)
 	return rc;
 }
 
+/* A batch that cannot be re-authorized now (a barrier or a row read
+ * failed): handed back whole, to be checked again after READER_RETRY_MS. */
+static void
+retry_batch(struct item *items, int n, uint64_t ticket, const char *err)
+{
+	static int64_t last_log;
+
+	if (mono_ms() - last_log > BAD_LOG_EVERY_MS) {
+		log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s", n, err);
+		last_log = mono_ms();
+	}
+	if (fence_begin(&W.fence, ticket)) {
+		for (int i = 0; i < n; i++)
+			pull_nak(&R.pull, items[i].m, READER_RETRY_MS);
+		fence_done(&W.fence);
+	}
+}
+
 static bool
 may_fetch(void)
 {
@@ -353,7 +371,6 @@ reader_batch(natsMsgList *list)
 	uint64_t ticket = fence_ticket(&W.fence);
 	struct item *items = calloc((size_t)list->Count, sizeof(*items));
 	char why[WHY_MAX], err[512], key[MEMBER_KEY_MAX + 1];
-	static int64_t last_barrier_log;
 
 	if (items == NULL)
 		fatalx("out of memory");
@@ -385,16 +402,7 @@ reader_batch(natsMsgList *list)
 	 * was fetched is seen by it. */
 	struct kvmirror *mirrors[] = { &R.acl.mirror, &R.members };
 	if (kvmirror_barrier_all(mirrors, 2, err, sizeof(err)) != 0) {
-		if (mono_ms() - last_barrier_log > BAD_LOG_EVERY_MS) {
-			log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s",
-			    list->Count, err);
-			last_barrier_log = mono_ms();
-		}
-		if (fence_begin(&W.fence, ticket)) {
-			for (int i = 0; i < list->Count; i++)
-				pull_nak(&R.pull, items[i].m, READER_RETRY_MS);
-			fence_done(&W.fence);
-		}
+		retry_batch(items, list->Count, ticket, err);
 		goto out;
 	}
 
@@ -419,16 +427,7 @@ reader_batch(natsMsgList *list)
 	/* The owners the mirror holds no live row of (retired, none, or
 	 * undecodable): their rows read exactly, then decided the same way. */
 	if (unmirrored > 0 && check_unmirrored(items, list->Count, err, sizeof(err)) != 0) {
-		if (mono_ms() - last_barrier_log > BAD_LOG_EVERY_MS) {
-			log_warnx("cannot re-authorize a batch of %d entries, retrying it: %s",
-			    list->Count, err);
-			last_barrier_log = mono_ms();
-		}
-		if (fence_begin(&W.fence, ticket)) {
-			for (int i = 0; i < list->Count; i++)
-				pull_nak(&R.pull, items[i].m, READER_RETRY_MS);
-			fence_done(&W.fence);
-		}
+		retry_batch(items, list->Count, ticket, err);
 		goto out;
 	}
 

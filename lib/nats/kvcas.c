@@ -41,8 +41,15 @@ kvcas_read(jsCtx *js, const char *bucket, const char *key, char **value, size_t 
 		return 0;
 	}
 	*len = (size_t)natsMsg_GetDataLength(m);
-	if (*len > KVCAS_VALUE_MAX || (*value = malloc(*len + 1)) == NULL) {
-		snprintf(err, errlen, "read %s/%.150s: a value of %zu bytes", bucket, key, *len);
+	if (*len > KVCAS_VALUE_MAX) {
+		snprintf(err, errlen, "read %s/%.150s: a value of %zu bytes (over %d)", bucket, key,
+		    *len, KVCAS_VALUE_MAX);
+		natsMsg_Destroy(m);
+		*len = 0;
+		return KVCAS_TOO_LARGE;
+	}
+	if ((*value = malloc(*len + 1)) == NULL) {
+		snprintf(err, errlen, "read %s/%.150s: out of memory", bucket, key);
 		natsMsg_Destroy(m);
 		return -1;
 	}

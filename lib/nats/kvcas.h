@@ -19,8 +19,10 @@
 /*
  * The latest value of key in bucket: 1 with value (malloc'd, NUL-ended)
  * and rev; 0 when absent or deleted (rev: the delete marker's sequence, or
- * 0 when the key has no message); -1 with err.
+ * 0 when the key has no message); -1 with err; KVCAS_TOO_LARGE (also
+ * negative) with err when the value passes KVCAS_VALUE_MAX (rev is set).
  */
+#define KVCAS_TOO_LARGE (-2)
 int kvcas_read(jsCtx *js, const char *bucket, const char *key, char **value, size_t *len,
 	       uint64_t *rev, char *err, size_t errlen);
 

@@ -9,7 +9,6 @@
 #include "lib/log.h"
 #include "lib/nats/kvcas.h"
 #include "lib/nats/kvwatch.h"
-#include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
 
 #define ALIAS_READ_MS 5000 /* an alias's rows are all in within this */
@@ -273,38 +272,26 @@ aclindex_get(struct aclindex *x, const char *lifecycle)
 	return strmap_get(&x->rows, lifecycle);
 }
 
-/* The bucket's last message for a lifecycle: 1 with its row in *out, 0 for
- * none (never written, deleted or purged), -1 with err. A value too large
- * to be a row is read as one that does not decode (ACL_UNKNOWN): it will
- * not decode next time either. */
+/* The bucket's row of a lifecycle: 1 with it in *out, 0 for none (never
+ * written, deleted or purged), -1 with err. A value too large to be a row
+ * is read as one that does not decode (ACL_UNKNOWN): it will not decode
+ * next time either. */
 static int
 read_row(struct aclindex *x, const char *lifecycle, struct acl_row *out, char *err,
 	 size_t errlen)
 {
-	char subj[KVMIRROR_BUCKET_MAX + LIFECYCLE_MAX + 8], what[KVMIRROR_BUCKET_MAX + 64];
-	const char *op = NULL;
-	natsMsg *m = NULL;
-	jsErrCode jerr = 0;
-	natsStatus s;
+	char *value = NULL;
+	size_t len = 0;
+	uint64_t rev = 0;
+	int rc = kvcas_read(x->mirror.js, x->mirror.bucket, lifecycle, &value, &len, &rev, err,
+	    errlen);
 
-	snprintf(subj, sizeof(subj), "$KV.%s.%s", x->mirror.bucket, lifecycle);
-	s = js_GetLastMsg(&m, x->mirror.js, x->mirror.stream, subj, NULL, &jerr);
-	if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr)
-		return 0;
-	if (s != NATS_OK) {
-		snprintf(what, sizeof(what), "read %s", x->mirror.bucket);
-		conn_jserror(what, s, jerr, err, errlen);
-		return -1;
-	}
-	if (natsMsgHeader_Get(m, "KV-Operation", &op) == NATS_OK && op != NULL &&
-	    (strcmp(op, "DEL") == 0 || strcmp(op, "PURGE") == 0)) {
-		natsMsg_Destroy(m);
-		return 0;
-	}
-	if (natsMsg_GetDataLength(m) <= KVCAS_VALUE_MAX)
-		acl_row_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), out);
-	natsMsg_Destroy(m);
-	return 1;
+	if (rc == KVCAS_TOO_LARGE)
+		return 1;
+	if (rc > 0)
+		acl_row_parse(value, len, out);
+	free(value);
+	return rc;
 }
 
 int

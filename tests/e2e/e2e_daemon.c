@@ -593,17 +593,7 @@ mesh_log(void)
 static bool
 text_after(const char *path, long from, const char *needle)
 {
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	bool hit = false;
-
-	if (f == NULL)
-		return false;
-	fseek(f, from, SEEK_SET);
-	while (!hit && fgets(line, sizeof(line), f) != NULL)
-		hit = strstr(line, needle) != NULL;
-	fclose(f);
-	return hit;
+	return h_log_count_after(path, from, needle) > 0;
 }
 
 /*

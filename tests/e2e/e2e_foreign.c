@@ -273,7 +273,9 @@ test_audit_reads_the_files_shapes(void **state)
 	if (strstr(out, want) == NULL)
 		fail_msg("expected \"%s\" in:\n%s", want, out);
 	assert_non_null(strstr(out, "✓ the daemon takes this credential for the delivery profile"));
-	assert_non_null(strstr(out, "  + $JS.FC.>  — beyond the profile"));
+	/* §7's $JS.FC.> answers the watches' flow control (issue 39). */
+	if (strstr(out, "  ✓ $JS.FC.>  — the flow control of the mirrors' watches\n") == NULL)
+		fail_msg("expected $JS.FC.> used by the watches' flow control in:\n%s", out);
 	free(out);
 }
 

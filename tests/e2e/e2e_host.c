@@ -103,27 +103,6 @@ host_lane(const char *statpath, int i, long *reopens)
 	return pid;
 }
 
-/* utime + stime of a process, in clock ticks. */
-static long
-cpu_ticks(pid_t pid)
-{
-	char path[64], buf[2048];
-	unsigned long ut = 0, st = 0;
-	FILE *f;
-	size_t n;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-	    &st) != 2)
-		return 0;
-	return (long)(ut + st);
-}
 
 /* Lane i serves: its own status file names the pid the host gave it and a
  * serving shard. */
@@ -805,7 +784,7 @@ test_sighup_adds_one_space_and_removes_another(void **state)
 	fprintf(f, "{\"spaces\":[{\"space\":\"h2\",\"root\":\"%s\",\"server\":\"%s\"},"
 	    "{\"space\":\"h3\",\"root\":\"%s\"}]}\n", base.dir, base.url, base.dir);
 	fclose(f);
-	long cpu0 = cpu_ticks(host);
+	long cpu0 = (long)h_proc_ticks(host);
 	int64_t t0 = mono_ms();
 	assert_int_equal(kill(host, SIGHUP), 0);
 	assert_true(h_log_has(outp, "host: SIGHUP: lane h2 changed its root or server; closing it",
@@ -816,7 +795,7 @@ test_sighup_adds_one_space_and_removes_another(void **state)
 			break;
 	}
 	int64_t wall = mono_ms() - t0;
-	long cpu = (cpu_ticks(host) - cpu0) * 1000 / sysconf(_SC_CLK_TCK);
+	long cpu = ((long)h_proc_ticks(host) - cpu0) * 1000 / sysconf(_SC_CLK_TCK);
 	printf("• h2 reopened on its new server %lld ms after SIGHUP; the host used %ld ms of CPU\n",
 	    (long long)wall, cpu);
 	assert_true(lane_serving(hoststat, 1, 0));

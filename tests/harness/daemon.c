@@ -289,6 +289,22 @@ h_log_has(const char *path, const char *needle, int ms)
 }
 
 int
+h_log_count_after(const char *path, long from, const char *needle)
+{
+	char line[8192];
+	int n = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL)
+		return 0;
+	if (fseek(f, from, SEEK_SET) == 0)
+		while (fgets(line, sizeof(line), f) != NULL)
+			n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+int
 h_log_count(const char *path, const char *needle)
 {
 	char line[8192];
@@ -324,6 +340,34 @@ h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
 	if (chdir(here) != 0)
 		return -1;
 	return rc;
+}
+
+void
+h_sleep_ms(int ms)
+{
+	hi_sleep_ms(ms);
+}
+
+uint64_t
+h_proc_ticks(pid_t pid)
+{
+	char path[64], buf[2048];
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if (pid <= 0 || (f = fopen(path, "r")) == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* After the command's closing parenthesis: state, then utime and
+	 * stime as the 12th and 13th fields. */
+	const char *p = strrchr(buf, ')');
+	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+	    &ut, &st) != 2)
+		return 0;
+	return ut + st;
 }
 
 long

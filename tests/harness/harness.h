@@ -464,6 +464,10 @@ json_t *h_daemon_status(struct daemon *d);
 pid_t h_daemon_worker_pid(struct daemon *d, const char *role);
 /* A "<field>: N kB" line of /proc/<pid>/<file> (status: VmRSS;
  * smaps_rollup: Pss), 0 when it cannot be read. */
+/* Sleep ms, whatever signals come meanwhile. */
+void h_sleep_ms(int ms);
+/* A process's CPU time so far, utime + stime in clock ticks (0: gone). */
+uint64_t h_proc_ticks(pid_t pid);
 long h_proc_kb(pid_t pid, const char *file, const char *field);
 /* The daemon's memory: the supervisor's and every worker's resident set, kB. */
 long h_daemon_rss_kb(struct daemon *d);
@@ -492,6 +496,8 @@ bool h_log_has(const char *path, const char *needle, int ms);
 char *h_file_text(const char *path, long from);
 /* Lines of the file at path holding needle (0 when there is no file). */
 int h_log_count(const char *path, const char *needle);
+/* The lines of path after its first from bytes that hold needle. */
+int h_log_count_after(const char *path, long from, const char *needle);
 /*
  * Issue 31: `cotal creds audit creds --profile P --space S` (the observer
  * with the space's account) agrees with what the daemon said of the same
