@@ -181,7 +181,8 @@ test_delivery_holds_every_wire_grant(void **state)
 
 /* "never allow-all": every publish grant has one of the shapes WIRE.md §7
  * names, scoped to this space's streams, buckets and subjects. No stream
- * look-up by subject, no unnamed or durable-form create, no flow control. */
+ * look-up by subject, no unnamed or durable-form create; flow control
+ * answers for the KV watches' own streams only. */
 static void
 test_delivery_holds_nothing_broader(void **state)
 {
