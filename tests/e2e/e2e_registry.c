@@ -462,7 +462,9 @@ test_two_live_rows_of_one_alias_are_refused(void **state)
 	if (h_acl_put(&prov, &mesh, &twin, NULL, true, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
 	json_decref(join(&a, "general"));
-	assert_non_null(row_get(&a, "general"));
+	json_t *row = row_get(&a, "general");
+	assert_non_null(row);
+	json_decref(row);
 	h_peer_down(&a);
 }
 
