@@ -7,8 +7,8 @@
 
 #define STRMAP_MIN_SLOTS 64
 
-static size_t
-hash_key(const char *k)
+size_t
+strmap_hash(const char *k)
 {
 	uint64_t h = 1469598103934665603ULL;
 
@@ -57,7 +57,7 @@ find(const struct strmap *m, const char *key, size_t h)
 void *
 strmap_get(const struct strmap *m, const char *key)
 {
-	struct strmap_node **p = find(m, key, hash_key(key));
+	struct strmap_node **p = find(m, key, strmap_hash(key));
 
 	return p != NULL ? (*p)->value : NULL;
 }
@@ -65,7 +65,7 @@ strmap_get(const struct strmap *m, const char *key)
 const char *
 strmap_key(const struct strmap *m, const char *key)
 {
-	struct strmap_node **p = find(m, key, hash_key(key));
+	struct strmap_node **p = find(m, key, strmap_hash(key));
 
 	return p != NULL ? (*p)->key : NULL;
 }
@@ -95,7 +95,7 @@ grow(struct strmap *m)
 int
 strmap_put(struct strmap *m, const char *key, void *value, void **old)
 {
-	size_t h = hash_key(key), kl = strlen(key);
+	size_t h = strmap_hash(key), kl = strlen(key);
 	struct strmap_node **p = find(m, key, h), *n;
 
 	if (old != NULL)
@@ -122,7 +122,7 @@ strmap_put(struct strmap *m, const char *key, void *value, void **old)
 void *
 strmap_del(struct strmap *m, const char *key)
 {
-	struct strmap_node **p = find(m, key, hash_key(key)), *n;
+	struct strmap_node **p = find(m, key, strmap_hash(key)), *n;
 	void *v;
 
 	if (p == NULL)

@@ -20,6 +20,8 @@ struct strmap {
 	size_t count;
 };
 
+/* The map's hash of a key (FNV-1a), for an index of its own over keys. */
+size_t strmap_hash(const char *key);
 void strmap_init(struct strmap *m);
 /* Free every node; free_value (may be NULL) is called on each value. */
 void strmap_clear(struct strmap *m, void (*free_value)(void *));

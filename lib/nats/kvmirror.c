@@ -12,6 +12,7 @@
 
 #include "lib/clock.h"
 #include "lib/nats/kvwatch.h"
+#include "lib/strmap.h"
 #include "lib/nats/natsconn.h"
 
 #define WATCH_POLL_MS 250
@@ -56,21 +57,11 @@ stage_clear(struct kvmirror *m)
 /* The index of a replay's staged keys (with keep): open addressing over
  * the staged array, 4 bytes a slot, so that an entry not kept can undo
  * the one staged for its key before it. */
-static size_t
-key_hash(const char *key)
-{
-	uint64_t h = 14695981039346656037ull; /* FNV-1a */
-
-	for (; *key != '\0'; key++)
-		h = (h ^ (unsigned char)*key) * 1099511628211ull;
-	return (size_t)h;
-}
-
 /* The slot of key: its own, or the empty one it would take. */
 static uint32_t *
 stage_slot(struct kvmirror *m, const char *key)
 {
-	size_t mask = m->stage_nslots - 1, i = key_hash(key) & mask;
+	size_t mask = m->stage_nslots - 1, i = strmap_hash(key) & mask;
 
 	while (m->stage_slots[i] != 0 && strcmp(m->staged[m->stage_slots[i] - 1].key, key) != 0)
 		i = (i + 1) & mask;
@@ -338,10 +329,6 @@ watch_thread(void *arg)
 				m->applied = e.revision;
 		}
 		/* A barrier waits for a loaded watch: before that, waking it
-		 * at every entry of a first load would only put it back to
-		 * sleep (a context switch an entry). */
-		if (m->loaded)
-			/* A barrier waits for a loaded watch: before that, waking it
 		 * at every entry of a load would only put it back to sleep. */
 		if (m->loaded)
 			pthread_cond_broadcast(&m->cv);

@@ -29,15 +29,26 @@ free_lives(void *v)
 	free(l);
 }
 
+/* A key's <o>.<a>: all before its last dot (false: none, or too long). */
+static bool
+key_alias(const char *key, char alias[PRINCIPAL_MAX + 1])
+{
+	const char *dot = strrchr(key, '.');
+
+	if (dot == NULL || (size_t)(dot - key) > PRINCIPAL_MAX)
+		return false;
+	memcpy(alias, key, (size_t)(dot - key));
+	alias[dot - key] = '\0';
+	return true;
+}
+
 /* The alias of a lifecycle key, when it is one (a valid <o>.<a>.<uid>). */
 static bool
-alias_of(const char *lc, char *alias, size_t len)
+alias_of(const char *lc, char alias[PRINCIPAL_MAX + 1])
 {
 	struct lifecycle who;
 
-	if (lifecycle_parse(lc, &who) != 0)
-		return false;
-	return principal_format(who.owner, who.actor, alias, len);
+	return lifecycle_parse(lc, &who) == 0 && key_alias(lc, alias);
 }
 
 /* A live row's key (the rows map's own copy) joins its alias's lives. */
@@ -47,7 +58,7 @@ lives_add(struct aclindex *x, const char *lc)
 	char alias[PRINCIPAL_MAX + 1];
 	struct aclindex_lives *l;
 
-	if (!x->by_alias || lc == NULL || !alias_of(lc, alias, sizeof(alias)))
+	if (!x->by_alias || lc == NULL || !alias_of(lc, alias))
 		return;
 	if ((l = strmap_get(&x->lives, alias)) == NULL) {
 		if ((l = calloc(1, sizeof(*l))) == NULL ||
@@ -72,7 +83,7 @@ lives_del(struct aclindex *x, const char *lc)
 	char alias[PRINCIPAL_MAX + 1];
 	struct aclindex_lives *l;
 
-	if (!x->by_alias || !alias_of(lc, alias, sizeof(alias)) ||
+	if (!x->by_alias || !alias_of(lc, alias) ||
 	    (l = strmap_get(&x->lives, alias)) == NULL)
 		return;
 	for (size_t i = 0; i < l->n; i++)
@@ -152,20 +163,17 @@ void
 aclindex_apply(void *arg, const struct kvw_entry *e)
 {
 	struct aclindex *x = arg;
-	struct acl_row *r, *old;
+	struct acl_row *r;
+	char alias[PRINCIPAL_MAX + 1];
 
-	if (strmap_get(&x->rows, e->key) != NULL)
+	if (strmap_get(&x->rows, e->key) != NULL) {
 		lives_del(x, e->key); /* before its key, which lives holds, is freed */
-	if ((old = strmap_del(&x->rows, e->key)) != NULL)
-		free_row(old);
+		free_row(strmap_del(&x->rows, e->key));
+	}
 	/* Whatever was read of the key, or of its alias, is older than this. */
 	strmap_del(&x->tombs, e->key);
 	asked_changed(x, e->key);
-	const char *dot = strrchr(e->key, '.');
-	if (dot != NULL && (size_t)(dot - e->key) <= PRINCIPAL_MAX) {
-		char alias[PRINCIPAL_MAX + 1];
-		memcpy(alias, e->key, (size_t)(dot - e->key));
-		alias[dot - e->key] = '\0';
+	if (key_alias(e->key, alias)) {
 		free(strmap_del(&x->aliases, alias));
 		asked_changed(x, alias);
 	}
