@@ -60,6 +60,8 @@ struct presence {
 	int64_t created_ms;
 };
 
+struct post;
+
 struct fanout {
 	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
 	char stream[SPACE_TOKEN_MAX + 8];   /* CHAT_<s> */
@@ -75,6 +77,7 @@ struct fanout {
 
 	char inbox[SPACE_TOKEN_MAX + 8];
 	struct acked acked;        /* posts acked, by CHAT sequence */
+	struct post *posts;        /* a batch's, FANOUT_BATCH of them, kept (post_reset) */
 	char bound[SPACE_TOKEN_MAX + 32];
 };
 
@@ -380,6 +383,23 @@ struct post {
 	bool again;            /* acked before: acked again, not copied (worker/acked.h) */
 };
 
+/* A post made ready for the batch's next message: the array is allocated
+ * once (a post holds a CHANNEL_MAX buffer; reader.c's item_reset says why
+ * a batch's worth allocated anew costs), and only what a message fills is
+ * written. */
+static void
+post_reset(struct post *p, natsMsg *m)
+{
+	p->m = m;
+	p->seq = 0;
+	p->ts_ns = 0;
+	p->copies = 0;
+	p->cs.owner[0] = p->cs.actor[0] = p->cs.channel[0] = '\0';
+	p->msg = NULL;
+	p->class = CLASS_DURABLE; /* as calloc left it: set once the barrier passed */
+	p->again = false;
+}
+
 /* Publish every entry of post i; false when the post cannot be copied at
  * all (dropped, not retried: it would fail the same way forever). */
 static bool
@@ -484,13 +504,14 @@ static void
 fanout_batch(natsMsgList *list)
 {
 	uint64_t ticket = fence_ticket(&W.fence);
-	struct post *posts = calloc((size_t)list->Count, sizeof(*posts));
+	struct post *posts = F.posts;
 	struct targets t = { 0 };
 	char why[WHY_MAX], err[512];
 	static int64_t last_barrier_log;
 
-	if (posts == NULL)
-		fatalx("out of memory");
+	if (list->Count > FANOUT_BATCH)
+		fatalx("a batch of %d posts, more than the %d asked for", list->Count,
+		    FANOUT_BATCH);
 	worker_count(C_POSTS, (uint64_t)list->Count);
 	worker_count(C_BATCHES, 1);
 
@@ -498,7 +519,7 @@ fanout_batch(natsMsgList *list)
 	for (int i = 0; i < list->Count; i++) {
 		struct post *p = &posts[i];
 		struct js_ack_meta md;
-		p->m = list->Msgs[i];
+		post_reset(p, list->Msgs[i]);
 		if (js_ack_meta(natsMsg_GetReply(p->m), &md)) {
 			p->seq = md.sseq;
 			p->ts_ns = md.ts_ns;
@@ -610,7 +631,6 @@ fanout_batch(natsMsgList *list)
 out:
 	for (int i = 0; i < list->Count; i++)
 		json_decref(posts[i].msg);
-	free(posts);
 	free(t.v);
 }
 
@@ -697,7 +717,11 @@ fanout_run(void)
 	strmap_init(&F.rosters);
 	strmap_init(&F.configs);
 	strmap_init(&F.roster_live);
+	if ((F.posts = calloc(FANOUT_BATCH, sizeof(*F.posts))) == NULL)
+		fatalx("out of memory");
 	pull_loop_run(&loop);
+	free(F.posts);
+	F.posts = NULL;
 }
 
 const struct worker_role fanout_role = {

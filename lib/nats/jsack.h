@@ -32,5 +32,8 @@ bool js_ack_meta(const char *reply, struct js_ack_meta *out);
  * what is wrong with the answer). The common answer is read in place.
  */
 int js_puback_parse(const char *data, size_t len, uint64_t *seq, char *why, size_t whylen);
+/* That common answer, as each broker lays it out, read in place: 0 with
+ * *seq, or -1 (js_puback_parse then decodes it in full). */
+int js_puback_in_place(const char *data, size_t len, uint64_t *seq);
 
 #endif

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "lib/clock.h"
 #include "lib/creds/jwt.h"
 #include "lib/creds/perms.h"
 #include "lib/creds/nkeys.h"
@@ -204,6 +206,28 @@ void
 conn_push(natsConnection *nc)
 {
 	natsConnection_FlushTimeout(nc, PUSH_MS);
+}
+
+natsStatus
+conn_next_gather(natsSubscription *sub, natsMsg **m, int64_t wait_ms, int expected)
+{
+	int64_t start = mono_ms(), left;
+	long us = (long)expected * GATHER_EACH_US;
+	struct timespec nap = { 0, (us < GATHER_NAP_MAX_US ? us : GATHER_NAP_MAX_US) * 1000L };
+	int queued = 0;
+
+	*m = NULL;
+	for (;;) {
+		/* Closed, or something queued: NextMsg says which at once. */
+		if (natsSubscription_GetPending(sub, &queued, NULL) != NATS_OK || queued > 0)
+			return natsSubscription_NextMsg(m, sub, 0);
+		left = wait_ms - (mono_ms() - start);
+		if (left <= 0)
+			return NATS_TIMEOUT;
+		if (expected < GATHER_MIN || mono_ms() - start >= GATHER_POLL_MS)
+			return natsSubscription_NextMsg(m, sub, left);
+		nanosleep(&nap, NULL);
+	}
 }
 
 int

@@ -90,6 +90,23 @@ uint64_t conn_reconnects(natsConnection *nc);
  */
 void conn_push(natsConnection *nc);
 
+/*
+ * The next message of sub within wait_ms (NextMsg's answers), for a caller
+ * that expects `expected` more on their way (the PubAcks of a batch, a
+ * pull request's deliveries). libnats wakes a thread waiting on a
+ * subscription for each message that finds its queue empty: a futex wake
+ * and two switches per message when the worker keeps up with the broker.
+ * With GATHER_MIN or more expected and none queued, it naps instead, about
+ * as long as GATHER_EACH_US × expected (at most GATHER_NAP_MAX_US), and
+ * takes what arrived meanwhile one after the other; after GATHER_POLL_MS of
+ * naps, or with fewer expected, it waits as NextMsg does.
+ */
+#define GATHER_MIN 32
+#define GATHER_EACH_US 4
+#define GATHER_NAP_MAX_US 1000
+#define GATHER_POLL_MS 20
+natsStatus conn_next_gather(natsSubscription *sub, natsMsg **m, int64_t wait_ms, int expected);
+
 /* A fresh unique subject token of [A-Za-z0-9] (nats.c's inbox NUID), for
  * reply subjects and consumer names under the credential's own prefix.
  * 0, or -1 out of memory. */

@@ -122,7 +122,9 @@ drain(struct pubbatch *b, int64_t wait_ms)
 			break;
 		if (left > PUBBATCH_SLICE_MS)
 			left = PUBBATCH_SLICE_MS;
-		natsStatus s = natsSubscription_NextMsg(&m, b->sub, left);
+		/* Answers are on their way (inflight): gathered, not woken for
+		 * one by one. */
+		natsStatus s = conn_next_gather(b->sub, &m, left, (int)b->inflight);
 		if (s == NATS_TIMEOUT) {
 			if (wait_ms <= 0 || mono_ms() >= until)
 				break;

@@ -215,14 +215,17 @@ request_state(struct puller *p)
 	return -1;
 }
 
-/* The next queued message, waiting up to wait_ms: 1 a message taken into
+/* The next queued message, waiting up to wait_ms (gathered: when more is
+ * said to be pending, natsconn.h conn_next_gather): 1 a message taken into
  * the list, 2 a request's end, 0 nothing in time, -1 a failure (*s). */
 static int
-next(struct puller *p, natsMsgList *list, int64_t wait_ms, natsStatus *s)
+next(struct puller *p, natsMsgList *list, int64_t wait_ms, bool gather, natsStatus *s)
 {
 	natsMsg *m = NULL;
 
-	*s = natsSubscription_NextMsg(&m, p->sub, wait_ms > 0 ? wait_ms : 0);
+	*s = gather ? conn_next_gather(p->sub, &m, wait_ms > 0 ? wait_ms : 0,
+	    p->behind < (uint64_t)p->credit ? (int)p->behind : p->credit) :
+	    natsSubscription_NextMsg(&m, p->sub, wait_ms > 0 ? wait_ms : 0);
 	if (*s == NATS_TIMEOUT) {
 		*s = NATS_OK;
 		return 0;
@@ -269,7 +272,7 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 		return NATS_NO_MEMORY;
 	/* What has arrived already: ours, whichever request it answered. */
 	for (int got = 1; got != 0 && list->Count < max;)
-		if ((got = next(p, list, 0, &s)) < 0)
+		if ((got = next(p, list, 0, false, &s)) < 0)
 			return s;
 	/* Nothing: the first message to arrive within wait_ms. */
 	while (list->Count == 0) {
@@ -283,7 +286,7 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 		int64_t left = quiet - mono_ms(), overdue = p->req_until + PULL_LATE_MS - mono_ms();
 		if (left <= 0)
 			return NATS_OK; /* a quiet consumer; the request stays open */
-		if (next(p, list, left < overdue ? left : overdue, &s) < 0)
+		if (next(p, list, left < overdue ? left : overdue, false, &s) < 0)
 			return s;
 		if (list->Count == 0 && p->credit == 0)
 			return NATS_OK; /* it expired: a quiet consumer */
@@ -295,12 +298,12 @@ pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
 				break; /* handle what we have; the next fetch sees the failure */
 			conn_push(p->nc);
 		}
-		if (next(p, list, PULL_BEHIND_MS, &s) <= 0)
+		if (next(p, list, PULL_BEHIND_MS, true, &s) <= 0)
 			break; /* said pending, yet nothing came in time: hand on what we have */
 	}
 	/* And what arrived meanwhile, without waiting for it. */
 	for (int got = 1; got != 0 && list->Count < max;)
-		if ((got = next(p, list, 0, &s)) < 0)
+		if ((got = next(p, list, 0, false, &s)) < 0)
 			break;
 	/* More pending than this batch holds: the next request goes out now,
 	 * so its messages arrive while this batch is handled. */

@@ -259,7 +259,13 @@ entry_view(const char *data, size_t len, struct entry_view *v)
 	json_t *t = NULL;
 	int rc = -1;
 
-	memset(v, 0, sizeof(*v));
+	/* Not the whole struct: its channel is CHANNEL_MAX bytes, and the
+	 * reader views a batch's entries into buffers it keeps (issue 40). */
+	v->msg = NULL;
+	v->msglen = 0;
+	v->channel[0] = '\0';
+	v->seq = v->generation = 0;
+	v->reason = REASON_DURABLE;
 	if (len < sizeof(head) || len > RECORD_MAX || memcmp(data, head, sizeof(head) - 1) != 0)
 		return -1;
 	m = data + sizeof(head) - 2;
@@ -310,13 +316,20 @@ out:
 char *
 frame_build_raw(const char *msg, size_t msglen, const char *channel, size_t *len)
 {
-	char *out = NULL;
-	int n = asprintf(&out, "{\"version\":1,\"channel\":\"%s\",\"msg\":%.*s}", channel,
-	    (int)msglen, msg);
+	/* Put together by hand, not by a printf: it is made once per copy. */
+	static const char head[] = "{\"version\":1,\"channel\":\"", mid[] = "\",\"msg\":";
+	size_t cl = strlen(channel), n = sizeof(head) - 1 + cl + sizeof(mid) - 1 + msglen + 1;
+	char *out = malloc(n + 1), *p = out;
 
-	if (n < 0)
+	if (out == NULL)
 		return NULL;
+	memcpy(p, head, sizeof(head) - 1), p += sizeof(head) - 1;
+	memcpy(p, channel, cl), p += cl;
+	memcpy(p, mid, sizeof(mid) - 1), p += sizeof(mid) - 1;
+	memcpy(p, msg, msglen), p += msglen;
+	*p++ = '}';
+	*p = '\0';
 	if (len != NULL)
-		*len = (size_t)n;
+		*len = n;
 	return out;
 }

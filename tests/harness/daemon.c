@@ -21,6 +21,8 @@
 #error "COTAL_DAEMON_PATH must name the cotal-deliveryd binary"
 #endif
 
+const char *h_daemon_bin = COTAL_DAEMON_PATH;
+
 int
 h_daemon_start(struct mesh *m, struct daemon *d, ...)
 {
@@ -34,7 +36,7 @@ h_daemon_start(struct mesh *m, struct daemon *d, ...)
 	space_key(m->space, key, sizeof(key));
 	snprintf(d->log, sizeof(d->log), "%s/.cotal/delivery.%s.log", m->dir, key);
 	snprintf(d->status, sizeof(d->status), "%s/.cotal/delivery.%s.status.json", m->dir, key);
-	argv[n++] = (char *)COTAL_DAEMON_PATH;
+	argv[n++] = (char *)h_daemon_bin;
 	argv[n++] = (char *)"--space";
 	argv[n++] = m->space;
 	argv[n++] = (char *)"--root";

@@ -439,6 +439,9 @@ char *h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key
 
 /* ---- the daemon under test (daemon.c) ---- */
 
+/* The binary h_daemon_start runs: this build's, unless a benchmark set an
+ * earlier build's (bench/fanout --before). */
+extern const char *h_daemon_bin;
 /* Start cotal-deliveryd --space <space> --root <dir> [extra...] (NULL-ended),
  * stdout/stderr into <dir>/daemon.out. */
 int h_daemon_start(struct mesh *m, struct daemon *d, ...) __attribute__((sentinel));

@@ -223,6 +223,19 @@ test_ack_metadata_both_forms(void **state)
 	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.0.7.1.3", &m));  /* sseq 0 */
 	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.1", &m));    /* short */
 	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.99999999999999999999.3", &m));
+	/* Read in place (issue 40): every field whole, 64 bits at most. */
+	assert_true(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.1.18446744073709551615", &m));
+	assert_true(m.pending == UINT64_MAX);
+	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.1.18446744073709551616", &m));
+	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.1.000000000000000000003", &m));
+	assert_false(js_ack_meta("$JS.ACK.KV_b..1.42.7.1.3", &m));        /* an empty token */
+	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.1.3.", &m));  /* an empty last one */
+	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.1.42.7.1.3x", &m));
+	assert_false(js_ack_meta("$JS.ACK.a.b.c.d.e.f.1.42.7.1.3.g.h.i.j.k.l", &m)); /* 18 */
+	assert_false(js_ack_meta("$JS.ACK.KV_b.kvw_x.-1.42.7.1.3", &m));
+	char longer[JS_ACK_SUBJECT_MAX + 64];
+	snprintf(longer, sizeof(longer), "$JS.ACK.KV_b.%0*d.1.42.7.1.3", JS_ACK_SUBJECT_MAX, 7);
+	assert_false(js_ack_meta(longer, &m));
 }
 
 /* Issue 18: the PubAck read in place, and in full where it is not the
@@ -269,6 +282,48 @@ test_puback_read_in_place_and_in_full(void **state)
 	}
 }
 
+/* Issue 40: the answers the brokers send for a stored frame, byte for byte
+ * as each writes them (captured from 2.9.10, 2.10.27 and 2.14.0), are read
+ * in place. 2.9 and 2.10 put a space after the stream's name: the reading
+ * in place had matched none of them, and every PubAck of a 2.10 mesh was
+ * decoded with jansson (8 % of the reader's CPU). */
+static void
+test_puback_of_every_broker_read_in_place(void **state)
+{
+	static const struct {
+		const char *body;
+		uint64_t seq;
+	} brokers[] = {
+		{ "{\"stream\":\"DLV_s\", \"seq\":1}", 1 },                          /* 2.9, 2.10 */
+		{ "{\"stream\":\"DLV_s\", \"seq\":1,\"duplicate\": true}", 1 },     /* 2.9, 2.10 */
+		{ "{\"stream\":\"DLV_s\",\"seq\":2}", 2 },                           /* 2.14 */
+		{ "{\"stream\":\"DLV_s\",\"seq\":2,\"duplicate\": true}", 2 },      /* 2.14 */
+		{ "{\"stream\":\"DLV_s\", \"domain\":\"hub\", \"seq\":3}", 3 },
+	};
+	static const char *const decoded[] = {
+		"{\"error\":{\"code\":503,\"err_code\":10077,\"description\":\"x\"},"
+		"\"stream\":\"DLV_s\",\"seq\":0}",
+		"{\"stream\":\"DLV_s\", \"seq\":1,\"error\":{\"code\":400}}",
+		"{\"stream\":\"DLV_s\", \"seq\":0}",
+		"{\"stream\":\"DLV_s\", \"seq\":1,\"duplicate\": yes}",
+		"{\"stream\":\"DLV_s\", \"seq\":1} x",
+		"{\"stream\":\"DLV_s\", \"seq\":99999999999999999999}",
+		"{\"stream\":\"DLV\\u0041\", \"seq\":1}",
+	};
+	uint64_t seq;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(brokers) / sizeof(brokers[0]); i++) {
+		seq = 0;
+		if (js_puback_in_place(brokers[i].body, strlen(brokers[i].body), &seq) != 0)
+			fail_msg("not read in place: %s", brokers[i].body);
+		assert_true(seq == brokers[i].seq);
+	}
+	for (size_t i = 0; i < sizeof(decoded) / sizeof(decoded[0]); i++)
+		if (js_puback_in_place(decoded[i], strlen(decoded[i]), &seq) == 0)
+			fail_msg("read in place, not decoded: %s", decoded[i]);
+}
+
 int
 main(void)
 {
@@ -281,6 +336,7 @@ main(void)
 		cmocka_unit_test(test_need_names_are_filled),
 		cmocka_unit_test(test_ack_metadata_both_forms),
 		cmocka_unit_test(test_puback_read_in_place_and_in_full),
+		cmocka_unit_test(test_puback_of_every_broker_read_in_place),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

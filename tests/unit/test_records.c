@@ -1704,6 +1704,19 @@ test_entry_view_takes_the_fanouts_entry_apart(void **state)
 	json_t *back = json_loadb(v.msg, v.msglen, 0, NULL);
 	assert_true(json_equal(back, msg));
 	char *f = frame_build_raw(v.msg, v.msglen, v.channel, &fl);
+	/* Byte for byte: the frame around the stored message, as frame_build
+	 * writes it (a client compares neither, but the bytes are the wire). */
+	char *want = NULL;
+	assert_true(asprintf(&want, "{\"version\":1,\"channel\":\"room.a\",\"msg\":%.*s}",
+	    (int)v.msglen, v.msg) > 0);
+	assert_int_equal(fl, strlen(want));
+	assert_string_equal(f, want);
+	size_t bl;
+	char *built = frame_build(msg, "room.a", &bl);
+	assert_int_equal(bl, fl);
+	assert_memory_equal(built, f, fl);
+	free(built);
+	free(want);
 	json_t *fr = json_loadb(f, fl, 0, NULL);
 	assert_int_equal(json_integer_value(json_object_get(fr, "version")), 1);
 	assert_string_equal(json_string_value(json_object_get(fr, "channel")), "room.a");
