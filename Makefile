@@ -45,14 +45,15 @@ asan:
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCOTAL_SANITIZE=ON -DCOTAL_TEST_HOOKS=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j$(JOBS)
 
-# All tests: the release build, then the ASan+UBSan build (LeakSanitizer
-# on), each through ctest; the fuzzers; the Debian package and lintian. The e2e tests run against nats-server 2.10, and
+# All tests: the release build, its data path's guard (bench-guard), then
+# the ASan+UBSan build (LeakSanitizer on), each through ctest; the fuzzers;
+# the Debian package and lintian. The e2e tests run against nats-server 2.10, and
 # their core subset also against Debian 12's 2.9.10 (tests labelled
 # "nats29") and the npm registry's 2.14 ("nats214").
 check: deps build asan
 	@echo "• tests of the release build"
 	@cd $(BUILD) && $(BROKER_ENV) ctest --output-on-failure -j$(TEST_JOBS)
-	@$(MAKE) --no-print-directory bench-guard
+	$(GUARD)
 	@echo "• tests of the ASan+UBSan build"
 	@cd $(ASAN_BUILD) && $(BROKER_ENV) \
 	    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -144,10 +145,11 @@ bench: deps build
 # per raw stored publish, and the broker's per copy over its floor, both
 # measured in the run, under the bounds docs/BENCHMARKS.md gives ("The
 # guard"). DAEMON=<an earlier build's cotal-deliveryd> checks that one.
-bench-guard: deps build
-	@echo "• bench-guard: the data path's cost per copy against the broker's (about a minute)"
-	@COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_guard \
+GUARD = @echo "• bench-guard: the data path's cost per copy against the broker's (about a minute)"; \
+	COTAL_TEST_NATS_SERVER=$(NATS_210) $(BUILD)/bench/bench_guard \
 	    $(if $(DAEMON),--daemon $(DAEMON)) $(GUARD_ARGS)
+bench-guard: deps build
+	$(GUARD)
 
 # What one agent flooding its rail costs the others (issue 28): join latency
 # and copies/s with and without the flood, in one run.
