@@ -295,8 +295,13 @@ test_renewed_in_time_keeps_serving(void **state)
 	assert_int_equal(kill(r.d.pid, 0), 0);
 	assert_false(h_log_has(r.d.log, "credential expired", 0));
 	char inst[64], why[256];
-	assert_int_equal(ctl_liveness(r.cl, CALL_MS, inst, sizeof(inst), why, sizeof(why)),
-	    LIVE_BOUND);
+	enum liveness l = ctl_liveness(r.cl, CALL_MS, inst, sizeof(inst), why, sizeof(why));
+	if (l != LIVE_BOUND) {
+		/* Seen once under ASan with 2.14 (LIVE_UNBOUND: no responder);
+		 * what the daemon said is what finds why. */
+		h_log_print_tail(r.d.log, 60);
+		fail_msg("liveness after the renewal: %s (%s)", liveness_name(l), why);
+	}
 	rig_down(&r);
 }
 

@@ -321,6 +321,35 @@ h_log_count(const char *path, const char *needle)
 	return n;
 }
 
+void
+h_log_print_tail(const char *path, int n)
+{
+	char line[8192], (*ring)[512] = calloc((size_t)n, sizeof(*ring));
+	long total = 0;
+	FILE *f = fopen(path, "r");
+
+	if (f == NULL || ring == NULL || n <= 0) {
+		fprintf(stderr, "  (no log at %s)\n", path);
+		if (f != NULL)
+			fclose(f);
+		free(ring);
+		return;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *slot = ring[total++ % n];
+		size_t len = strnlen(line, sizeof(ring[0]) - 2);
+		memcpy(slot, line, len);
+		if (len > 0 && slot[len - 1] != '\n')
+			slot[len++] = '\n';
+		slot[len] = '\0';
+	}
+	fclose(f);
+	fprintf(stderr, "  the last %ld lines of %s:\n", total < n ? total : (long)n, path);
+	for (long i = total < n ? 0 : total - n; i < total; i++)
+		fprintf(stderr, "  | %s", ring[i % n]);
+	free(ring);
+}
+
 int
 h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
 {

@@ -499,6 +499,9 @@ bool h_log_has(const char *path, const char *needle, int ms);
 char *h_file_text(const char *path, long from);
 /* Lines of the file at path holding needle (0 when there is no file). */
 int h_log_count(const char *path, const char *needle);
+/* The last n lines of a log on stderr (each cut at 511 bytes): what a
+ * failing assertion shows of the daemon's side. */
+void h_log_print_tail(const char *path, int n);
 /* The lines of path after its first from bytes that hold needle. */
 int h_log_count_after(const char *path, long from, const char *needle);
 /*
