@@ -36,7 +36,7 @@
 #define LL_ABI_SCOPE 6 /* abstract unix sockets and signals scoped */
 
 #define SECCOMP_RIGHTS "default-kill allow-list"
-#define SOCKET_RIGHTS "TCP stream (IPv4, IPv6) only: no unix, abstract, UDP, raw or socketpair"
+#define SOCKET_RIGHTS "TCP stream (IPv4, IPv6) only: no unix, abstract, UDP, raw or socketpair; no connect by sending (TCP Fast Open answers EPERM)"
 #define FILE_RIGHTS "none (openat answers EACCES)"
 #define PROCESS_RIGHTS "no exec, fork or ptrace; signals to itself only"
 #define TCP_OPEN "TCP to any address: the unit's IPAddressAllow= is the operator's control"

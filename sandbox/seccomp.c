@@ -8,7 +8,8 @@
  * nats.c's threads, keep time, read from and write to the descriptors it
  * holds (the two supervisor channels, the log, the broker socket), and
  * open TCP stream sockets and connect them (Landlock narrows them to the
- * brokers' ports where the kernel can). It opens no file: openat answers
+ * brokers' ports where the kernel can), but never connect one by sending
+ * (TCP Fast Open, EPERM). It opens no file: openat answers
  * EACCES. Anything else kills the process with SIGSYS, or is logged when
  * the daemon runs with COTAL_SECCOMP=log.
  *
@@ -108,6 +109,13 @@ allow_if(struct policy *p, int nr, const char *name, struct scmp_arg_cmp cmp)
 	allow(p, nr, name, 1, &cmp);
 }
 
+/* A refusal the caller copes with, under one argument condition. */
+static void
+soft_fail_if(struct policy *p, int nr, const char *name, int err, struct scmp_arg_cmp cmp)
+{
+	rule(p, SCMP_ACT_ERRNO((uint32_t)err), nr, name, 1, &cmp);
+}
+
 /* Memory: malloc arenas, buffers, (a worker's) thread stacks and their
  * guard pages. Never executable: nothing is loaded after confinement. */
 static void
@@ -186,8 +194,17 @@ worker_base(struct policy *p)
 	 * reaches the log instead of a bare SIGSYS. */
 	ALLOW_IF(p, writev, arg_eq(0, 2));
 	ALLOW(p, recvfrom);
-	ALLOW(p, sendto);
-	ALLOW(p, sendmsg);
+	/* Sending, but never a send that connects: MSG_FASTOPEN makes
+	 * sendto and sendmsg open a TCP connection inside the send path,
+	 * which the Landlock port rule of some kernels does not check (issue
+	 * 41). Refused here on every kernel, with EPERM (Landlock's refusal
+	 * is EACCES); no other send flag connects. sendmmsg kills. */
+	ALLOW_IF(p, sendto, arg_masked_eq(3, MSG_FASTOPEN, 0));
+	soft_fail_if(p, SCMP_SYS(sendto), "sendto", EPERM,
+	    arg_masked_eq(3, MSG_FASTOPEN, MSG_FASTOPEN));
+	ALLOW_IF(p, sendmsg, arg_masked_eq(2, MSG_FASTOPEN, 0));
+	soft_fail_if(p, SCMP_SYS(sendmsg), "sendmsg", EPERM,
+	    arg_masked_eq(2, MSG_FASTOPEN, MSG_FASTOPEN));
 	ALLOW(p, poll);
 	ALLOW(p, close);
 	ALLOW_IF(p, fcntl, arg_eq(1, F_GETFL));
@@ -251,13 +268,6 @@ worker_base(struct policy *p)
  */
 #if defined(SANDBOX_ASAN)
 #define LSAN_TRACER_CLONE_FLAGS (CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_UNTRACED)
-
-/* A refusal the caller copes with, under one argument condition. */
-static void
-soft_fail_if(struct policy *p, int nr, const char *name, int err, struct scmp_arg_cmp cmp)
-{
-	rule(p, SCMP_ACT_ERRNO((uint32_t)err), nr, name, 1, &cmp);
-}
 
 static void
 sanitizer_extra(struct policy *p)

@@ -13,7 +13,12 @@
  *                      (read a file), tcp PORT (connect to 127.0.0.1:PORT),
  *                      listen (bind and listen on a loopback port);
  *                      exit 0 when the sandbox refused it
- *                      (or death by SIGSYS), 3 when it succeeded
+ *                      (or death by SIGSYS), 3 when it succeeded;
+ *                      tfo PORT, tfo-msg PORT: a TCP Fast Open connect
+ *                      to 127.0.0.1:PORT through sendto or sendmsg
+ *                      (issue 41): exit 0 only when the filter itself
+ *                      refused it (EPERM), 4 when something else did
+ *                      (Landlock's EACCES), 3 when it connected
  *   landlock URL       fail to read any file, and to connect anywhere but
  *                      the broker's port where Landlock has ABI 4 (exit 0)
  *   nats URL           publish, flush, request/reply, JetStream publish
@@ -277,6 +282,45 @@ unix_connect(const struct sockaddr_un *addr, socklen_t len)
 }
 
 /*
+ * A TCP Fast Open connect to 127.0.0.1:port, the data sent with the SYN:
+ * through sendto, or sendmsg (msg). 0 when the filter refused it (EPERM),
+ * 4 when something else did, 3 when it connected.
+ */
+static int
+try_fast_open(const char *arg, bool msg)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(arg)) };
+	struct iovec iov = { .iov_base = (void *)"x", .iov_len = 1 };
+	struct msghdr mh = { .msg_name = &sin, .msg_namelen = sizeof(sin), .msg_iov = &iov,
+		.msg_iovlen = 1 };
+	const char *how = msg ? "sendmsg" : "sendto";
+	int fd, e;
+	ssize_t n;
+
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+		say("probe: fast open: socket: %s", strerror(errno));
+		return 4;
+	}
+	n = msg ? sendmsg(fd, &mh, MSG_FASTOPEN | MSG_NOSIGNAL) :
+	    sendto(fd, "x", 1, MSG_FASTOPEN | MSG_NOSIGNAL, (struct sockaddr *)&sin, sizeof(sin));
+	e = errno;
+	close(fd);
+	if (n >= 0) {
+		say("probe: escape fast open (%s) to port %s: SUCCEEDED", how, arg);
+		return 3;
+	}
+	if (e != EPERM) {
+		say("probe: escape fast open (%s) to port %s: refused, but not by the filter "
+		    "(%s, want EPERM)", how, arg, strerror(e));
+		return 4;
+	}
+	say("probe: escape fast open (%s) to port %s: refused by the filter (%s)", how, arg,
+	    strerror(e));
+	return 0;
+}
+
+/*
  * One thing a compromised worker would try (issue 27): 0 when the sandbox
  * refused it, 3 when it worked. A call seccomp kills never returns.
  */
@@ -287,6 +331,8 @@ try_escape(const char *what, const char *arg)
 	int fd = -1, sv[2], rc = -1;
 	socklen_t len = sizeof(sun);
 
+	if ((strcmp(what, "tfo") == 0 || strcmp(what, "tfo-msg") == 0) && arg != NULL)
+		return try_fast_open(arg, strcmp(what, "tfo-msg") == 0);
 	if (strcmp(what, "unix") == 0 && arg != NULL) {
 		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", arg);
 		rc = unix_connect(&sun, len);

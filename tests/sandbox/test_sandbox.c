@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -397,6 +398,75 @@ test_no_role_escapes_its_sandbox(void **state)
 		fail_msg("a confined worker did what it must not:%s", escaped);
 }
 
+/*
+ * Issue 41, finding 1: "refuse MSG_FASTOPEN (and any flag that connects) in
+ * every confined role's filter". A TCP Fast Open connect opens its
+ * connection inside the send path, which the Landlock port rule of some
+ * kernels does not check. Each worker role's filter, from inside a process
+ * confined by it, with Landlock and without, is refused by the filter itself
+ * (EPERM, where Landlock's refusal is EACCES) through sendto and sendmsg,
+ * to a loopback port that listens (unconfined, it connects: checked first,
+ * so the test shows the filter is what stands in the way).
+ */
+static void
+test_fast_open_is_refused_by_the_filter(void **state)
+{
+	static const char *const roles[] = { "fanout", "reader", "registry", "timer" };
+	static const char *const ways[] = { "tfo", "tfo-msg" };
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sin);
+	char port[16], bad[2048] = "";
+	size_t used = 0;
+	int lfd;
+
+	(void)state;
+	inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(lfd, 64), 0);
+	assert_int_equal(getsockname(lfd, (struct sockaddr *)&sin, &len), 0);
+	snprintf(port, sizeof(port), "%u", (unsigned)ntohs(sin.sin_port));
+
+	/* Unconfined, the same send connects (the kernel's client-side Fast
+	 * Open, on by default). */
+	int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(cfd >= 0);
+	ssize_t n = sendto(cfd, "x", 1, MSG_FASTOPEN | MSG_NOSIGNAL, (struct sockaddr *)&sin,
+	    sizeof(sin));
+	if (n != 1)
+		fail_msg("an unconfined Fast Open connect to %s: %s", port, strerror(errno));
+	close(cfd);
+
+	setenv("COTAL_PROBE_NODROP", "1", 1);
+	for (int landlock = 1; landlock >= 0; landlock--) {
+		if (!landlock)
+			setenv("COTAL_PROBE_NO_LANDLOCK", "1", 1);
+		for (size_t r = 0; r < sizeof(roles) / sizeof(roles[0]); r++) {
+			setenv("COTAL_PROBE_ROLE", roles[r], 1);
+			for (size_t w = 0; w < sizeof(ways) / sizeof(ways[0]); w++) {
+				const char *args[] = { "escape", ways[w], port, NULL };
+				int status = probe_run(args);
+				if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) &&
+				    used < sizeof(bad))
+					used += (size_t)snprintf(bad + used, sizeof(bad) - used,
+					    "\n  %s%s, %s: %s (status 0x%x)", roles[r],
+					    landlock ? "" : " without Landlock", ways[w],
+					    WIFEXITED(status) && WEXITSTATUS(status) == 3 ?
+					    "connected" : WIFEXITED(status) && WEXITSTATUS(status) == 4 ?
+					    "refused, not by the filter" : "not refused with EPERM",
+					    status);
+			}
+		}
+	}
+	unsetenv("COTAL_PROBE_NO_LANDLOCK");
+	unsetenv("COTAL_PROBE_ROLE");
+	unsetenv("COTAL_PROBE_NODROP");
+	close(lfd);
+	if (used > 0)
+		fail_msg("a Fast Open connect was not refused by the filter:%s", bad);
+}
+
 /* The nats.c work of a worker fits in the filter: publish, flush,
  * request/reply, JetStream publish, clean shutdown. */
 static void
@@ -591,6 +661,7 @@ main(void)
 		cmocka_unit_test(test_landlock_leaves_the_broker_alone),
 		cmocka_unit_test(test_without_landlock_no_file_opens),
 		cmocka_unit_test(test_no_role_escapes_its_sandbox),
+		cmocka_unit_test(test_fast_open_is_refused_by_the_filter),
 		cmocka_unit_test(test_no_daemon_without_seccomp),
 		cmocka_unit_test(test_nats_roundtrip_under_filter),
 		cmocka_unit_test(test_nats_threads_inherit_filter),

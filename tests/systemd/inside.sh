@@ -201,6 +201,28 @@ if [ "$prc" = 0 ] && [ -n "$abi" ] && [ "$abi" -ge 4 ]; then
 else
 	no "a worker's sandbox in the unit: exit $prc, Landlock ABI '${abi}': $(echo "$probe" | tr '\n' ' ')"
 fi
+# Issue 41: no connect by sending. A TCP Fast Open connect (sendto or
+# sendmsg with MSG_FASTOPEN) to loopback port+1, which listens, from inside
+# each worker role's sandbox in the unit's cgroup as cotal-delivery: refused
+# by the filter itself (EPERM), not by Landlock (EACCES), whatever the
+# kernel's Landlock checks on the send path.
+tfo_bad=
+for role in fanout reader registry timer; do
+	for way in tfo tfo-msg; do
+		out=$(CG="$cg" R="$role" W="$way" T="$((port + 1))" timeout 30 bash -c \
+			'echo $$ > "/sys/fs/cgroup/unified$CG/cgroup.procs" 2>/dev/null ||
+			echo $$ > "/sys/fs/cgroup$CG/cgroup.procs"; COTAL_PROBE_ROLE=$R exec setpriv \
+			--reuid=cotal-delivery --regid=cotal-delivery --clear-groups \
+			/usr/local/bin/cotal-sandbox-probe escape "$W" "$T"' 2>&1)
+		rc=$?
+		[ "$rc" = 0 ] || tfo_bad="$tfo_bad $role/$way: exit $rc ($(echo "$out" | tail -1));"
+	done
+done
+if [ -z "$tfo_bad" ]; then
+	ok "a TCP Fast Open connect to loopback port $((port + 1)), through sendto and sendmsg, from each worker role's sandbox in the unit's cgroup: refused by the filter (EPERM)"
+else
+	no "a Fast Open connect from a worker's sandbox in the unit:$tfo_bad"
+fi
 kill $plain 2>/dev/null
 if [ "$outside" = connected ] && ! echo "$inside" | grep -q connected; then
 	ok "a connection to $addr:$((port + 1)) (outside IPAddressAllow=localhost) connects from outside the unit's cgroup, and from inside it $([ -z "$inside" ] && echo "never (its packets dropped: nothing within 5 s)" || echo "fails: $(echo "$inside" | head -1)")"
