@@ -340,8 +340,11 @@ host_metrics(struct host *h, const char *opt)
 		}
 		h->metrics.drop = true;
 	}
-	h->metrics.seccomp_log = getenv("COTAL_SECCOMP") != NULL &&
-	    strcmp(getenv("COTAL_SECCOMP"), "log") == 0;
+	bool log_ignored;
+	h->metrics.seccomp_log = sandbox_seccomp_log_requested(&log_ignored);
+	if (log_ignored)
+		log_warnx("host: COTAL_SECCOMP=log ignored: only a test build logs seccomp "
+		    "violations instead of killing; this build kills");
 	h->metrics.self_exe = h->self_exe;
 	h->metrics.log_fd = 2;
 	h->metrics.tick = metrics_tick;

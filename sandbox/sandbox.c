@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -181,4 +182,19 @@ sandbox_confine(const struct sandbox_opts *o, char *err, size_t errlen)
 	else
 		log_info("%s", line);
 	return 0;
+}
+
+bool
+sandbox_seccomp_log_wanted(const char *value, bool test_build, bool *ignored)
+{
+	bool asked = value != NULL && strcmp(value, "log") == 0;
+
+	*ignored = asked && !test_build;
+	return asked && test_build;
+}
+
+bool
+sandbox_seccomp_log_requested(bool *ignored)
+{
+	return sandbox_seccomp_log_wanted(getenv("COTAL_SECCOMP"), SANDBOX_TEST_BUILD, ignored);
 }

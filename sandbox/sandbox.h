@@ -67,6 +67,24 @@ int sandbox_seccomp(enum sandbox_role role, bool log_only, char *err, size_t err
 
 const char *sandbox_role_name(enum sandbox_role r);
 
+/*
+ * COTAL_SECCOMP=log, the filters logging a violation instead of killing
+ * (diagnosis): honoured by a test build (COTAL_TEST_HOOKS) alone, so that a
+ * release build keeps what its start-up refusal guarantees (issue 41).
+ * value: the variable's value (NULL when unset); test_build: whether this
+ * build has test hooks. True when the filters are to log; *ignored true
+ * when log mode was asked for and is not honoured. sandbox_seccomp itself
+ * never loads a logging filter in a build without test hooks.
+ */
+bool sandbox_seccomp_log_wanted(const char *value, bool test_build, bool *ignored);
+/* The same for this build and its environment. */
+bool sandbox_seccomp_log_requested(bool *ignored);
+#ifdef COTAL_TEST_HOOKS
+#define SANDBOX_TEST_BUILD true
+#else
+#define SANDBOX_TEST_BUILD false
+#endif
+
 /* Can this kernel load the workers' seccomp filters (SECCOMP_RET_KILL_PROCESS)?
  * 0, or -1 with err naming the kernel's answer: the daemon refuses to run. */
 int sandbox_can_confine(char *err, size_t errlen);

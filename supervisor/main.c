@@ -560,7 +560,12 @@ main(int argc, char **argv)
 		}
 		S.drop = true;
 	}
-	S.seccomp_log = getenv("COTAL_SECCOMP") != NULL && strcmp(getenv("COTAL_SECCOMP"), "log") == 0;
+	bool log_ignored;
+	S.seccomp_log = sandbox_seccomp_log_requested(&log_ignored);
+	if (log_ignored)
+		log_warnx("delivery: COTAL_SECCOMP=log ignored: only a test build logs seccomp "
+		    "violations instead of killing; this build kills, as the start-up check "
+		    "promises");
 	if (S.seccomp_log)
 		log_warnx("delivery: COTAL_SECCOMP=log: seccomp violations are logged, not killed "
 		    "(diagnosis only)");

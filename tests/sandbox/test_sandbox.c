@@ -35,6 +35,8 @@
 #include <cmocka.h>
 #include <seccomp.h>
 
+#include "sandbox/sandbox.h"
+
 #define DEFAULT_NATS_SERVER "/usr/sbin/nats-server"
 #define BROKER_START_MS 10000  /* nats-server accepts connections within this */
 #define PROBE_WAIT_MS 30000    /* a probe that runs longer is hung */
@@ -467,6 +469,31 @@ test_fast_open_is_refused_by_the_filter(void **state)
 		fail_msg("a Fast Open connect was not refused by the filter:%s", bad);
 }
 
+/*
+ * Issue 41, finding 8: "COTAL_SECCOMP=log is honoured in release builds
+ * [...] Test hooks only (a test build)". The decision for each build and
+ * value; check-systemd shows the package's daemon ignoring it.
+ */
+static void
+test_seccomp_log_is_a_test_builds_alone(void **state)
+{
+	bool ignored;
+
+	(void)state;
+	assert_false(sandbox_seccomp_log_wanted("log", false, &ignored));
+	assert_true(ignored);
+	assert_true(sandbox_seccomp_log_wanted("log", true, &ignored));
+	assert_false(ignored);
+	assert_false(sandbox_seccomp_log_wanted(NULL, false, &ignored));
+	assert_false(ignored);
+	assert_false(sandbox_seccomp_log_wanted("kill", true, &ignored));
+	assert_false(ignored);
+	assert_false(sandbox_seccomp_log_wanted("LOG", false, &ignored));
+	assert_false(ignored);
+	/* This build is a test build (the suites need the hooks). */
+	assert_true(SANDBOX_TEST_BUILD);
+}
+
 /* The nats.c work of a worker fits in the filter: publish, flush,
  * request/reply, JetStream publish, clean shutdown. */
 static void
@@ -662,6 +689,7 @@ main(void)
 		cmocka_unit_test(test_without_landlock_no_file_opens),
 		cmocka_unit_test(test_no_role_escapes_its_sandbox),
 		cmocka_unit_test(test_fast_open_is_refused_by_the_filter),
+		cmocka_unit_test(test_seccomp_log_is_a_test_builds_alone),
 		cmocka_unit_test(test_no_daemon_without_seccomp),
 		cmocka_unit_test(test_nats_roundtrip_under_filter),
 		cmocka_unit_test(test_nats_threads_inherit_filter),

@@ -251,6 +251,22 @@ journalctl -u "$unit" --no-pager 2>/dev/null | grep -q "Watchdog timeout" && ok 
 rm -f /run/systemd/system/$unit.d/watchdog.conf
 systemctl daemon-reload
 
+# ---- issue 41: the package (a build without test hooks) ignores
+# COTAL_SECCOMP=log: its filters kill, and it says the variable was ignored ----
+printf '[Service]\nEnvironment=COTAL_SECCOMP=log\n' > /run/systemd/system/$unit.d/seccomp-log.conf
+systemctl daemon-reload
+from=$(($(wc -l < "$log") + 1))
+systemctl restart "$unit"
+if bound_within 30 >/dev/null && tail -n +"$from" "$log" | grep -q "COTAL_SECCOMP=log ignored" &&
+   [ "$(tail -n +"$from" "$log" | grep -c "sandbox .*: seccomp default-kill")" -ge 4 ] &&
+   ! tail -n +"$from" "$log" | grep -q "LOG mode"; then
+	ok "with COTAL_SECCOMP=log in the unit's environment the package's daemon says it is ignored, and its workers' filters kill (no LOG mode in their start lines)"
+else
+	no "COTAL_SECCOMP=log under the package: $(tail -n +"$from" "$log" | grep -i "seccomp" | head -3 | tr '\n' ' ')"
+fi
+rm -f /run/systemd/system/$unit.d/seccomp-log.conf
+systemctl daemon-reload
+
 # ---- systemctl stop: the lease released, exit 0 within TimeoutStopSec ----
 bound_within 30 >/dev/null
 t0=$(now_ms)
