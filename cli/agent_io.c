@@ -123,9 +123,11 @@ cli_print_message(const char *channel, const json_t *msg)
 	json_t *part = json_array_get(json_object_get(msg, "parts"), 0);
 	const char *text = json_string_value(json_object_get(part, "text"));
 
-	printf("%s %s: %s\n", channel ? channel : "?",
-	    json_string_value(json_object_get(json_object_get(msg, "from"), "name")) ?: "?",
-	    text ? text : "(no text part)");
+	const char *from = json_string_value(json_object_get(json_object_get(msg, "from"), "name"));
+
+	/* Another agent's bytes: escaped (issue 41, finding 6). */
+	printf("%s %s: %s\n", channel ? cli_esc(channel) : "?", from ? cli_esc(from) : "?",
+	    text ? cli_esc(text) : "(no text part)");
 }
 
 int

@@ -197,22 +197,31 @@ missing_report(struct audit *a)
 	json_object_set_new(a->out, "missing", missing);
 }
 
+/* A string of the audit's output as printed: every one of them may carry
+ * bytes the credential's minter chose (its name, its subjects), escaped
+ * (issue 41, finding 6: an escape sequence could hide the refusal line). */
+static const char *
+text_of(const json_t *v)
+{
+	return cli_esc(json_string_value(v));
+}
+
 static void
 print_human(const struct audit *a)
 {
 	json_t *o = a->out, *v, *w;
 	size_t i, k;
 
-	printf("credential %s\n", json_string_value(json_object_get(o, "file")));
-	printf("  user     %s (name \"%s\")\n", json_string_value(json_object_get(o, "user")),
-	    json_string_value(json_object_get(o, "name")));
-	printf("  issuer   %s\n", json_string_value(json_object_get(o, "issuer")));
-	printf("  account  %s\n", json_string_value(json_object_get(o, "account")));
-	printf("  expires  %s\n", json_string_value(json_object_get(o, "expires")));
+	printf("credential %s\n", text_of(json_object_get(o, "file")));
+	printf("  user     %s (name \"%s\")\n", text_of(json_object_get(o, "user")),
+	    text_of(json_object_get(o, "name")));
+	printf("  issuer   %s\n", text_of(json_object_get(o, "issuer")));
+	printf("  account  %s\n", text_of(json_object_get(o, "account")));
+	printf("  expires  %s\n", text_of(json_object_get(o, "expires")));
 	printf("  profile  %s (space token %s, reply inbox %s)\n",
-	    json_string_value(json_object_get(o, "profile")),
-	    json_string_value(json_object_get(o, "space_token")),
-	    json_string_value(json_object_get(o, "reply_inbox")));
+	    text_of(json_object_get(o, "profile")),
+	    text_of(json_object_get(o, "space_token")),
+	    text_of(json_object_get(o, "reply_inbox")));
 	for (int d = 0; d < 2; d++) {
 		json_t *g = json_object_get(json_object_get(o, "grants"), dir_key[d]);
 		json_t *allow = json_object_get(g, "allow"), *deny = json_object_get(g, "deny");
@@ -220,53 +229,53 @@ print_human(const struct audit *a)
 		json_array_foreach(allow, i, v) {
 			json_t *f = json_object_get(v, "needed_by");
 			printf("  %s %s", json_array_size(f) ? "✓" : "+",
-			    json_string_value(json_object_get(v, "subject")));
+			    text_of(json_object_get(v, "subject")));
 			if (json_array_size(f) == 0)
 				printf("  — beyond the profile\n");
 			else {
 				printf("  — ");
 				json_array_foreach(f, k, w)
-					printf("%s%s", k ? ", " : "", json_string_value(w));
+					printf("%s%s", k ? ", " : "", text_of(w));
 				printf("\n");
 			}
 		}
 		printf("%s deny (%zu)\n", dir_word[d], json_array_size(deny));
 		json_array_foreach(deny, i, v)
-			printf("  - %s\n", json_string_value(v));
+			printf("  - %s\n", text_of(v));
 	}
 	json_t *missing = json_object_get(o, "missing");
 	printf("missing (%zu)\n", json_array_size(missing));
 	json_array_foreach(missing, i, v) {
 		bool opt = json_is_true(json_object_get(v, "optional"));
-		const char *deny = json_string_value(json_object_get(v, "denied_by"));
+		const char *deny = text_of(json_object_get(v, "denied_by"));
 		printf("  %s %s \"%s\"%s%s%s — ", opt ? "!" : "✗",
-		    strcmp(json_string_value(json_object_get(v, "dir")), "pub") == 0 ? "publish" :
-		    "subscribe to", json_string_value(json_object_get(v, "subject")),
+		    strcmp(text_of(json_object_get(v, "dir")), "pub") == 0 ? "publish" :
+		    "subscribe to", text_of(json_object_get(v, "subject")),
 		    deny ? " (denied by \"" : "", deny ? deny : "", deny ? "\")" : "");
 		json_array_foreach(json_object_get(v, "features"), k, w)
-			printf("%s%s", k ? ", " : "", json_string_value(w));
+			printf("%s%s", k ? ", " : "", text_of(w));
 		printf("%s\n", opt ? " (optional: off without it)" : "");
 	}
 	json_t *flags = json_object_get(o, "flags");
 	printf("review flags (%zu)\n", json_array_size(flags));
 	json_array_foreach(flags, i, v)
-		printf("  ! %s: %s\n", json_string_value(json_object_get(v, "kind")),
-		    json_string_value(json_object_get(v, "detail")));
+		printf("  ! %s: %s\n", text_of(json_object_get(v, "kind")),
+		    text_of(json_object_get(v, "detail")));
 	json_t *verdict = json_object_get(o, "verdict");
 	json_t *refusals = json_object_get(verdict, "refusals"), *off = json_object_get(verdict, "off");
 	size_t nr = json_array_size(refusals), no = json_array_size(off);
 	printf("the daemon's verdict (%zu refusal%s, %zu feature%s off)\n", nr, nr == 1 ? "" : "s",
 	    no, no == 1 ? "" : "s");
 	json_array_foreach(refusals, i, v)
-		printf("  ✗ %s\n", json_string_value(v));
+		printf("  ✗ %s\n", text_of(v));
 	json_array_foreach(off, i, v)
-		printf("  ! %s\n", json_string_value(v));
+		printf("  ! %s\n", text_of(v));
 	if (a->refused > 0)
 		printf("✗ the daemon refuses this credential for the %s profile\n",
-		    json_string_value(json_object_get(o, "profile")));
+		    text_of(json_object_get(o, "profile")));
 	else
 		printf("✓ the daemon takes this credential for the %s profile\n",
-		    json_string_value(json_object_get(o, "profile")));
+		    text_of(json_object_get(o, "profile")));
 }
 
 int

@@ -118,5 +118,12 @@ int cli_agent_connect(const struct agent_ref *r, const char *server, struct conn
 		      struct creds *c, natsConnection **nc, char *err, size_t errlen);
 /* One line per message, "<channel> <from.name>: <first text part>". */
 void cli_print_message(const char *channel, const json_t *msg);
+/* s (NULL stays NULL) with every control byte, DEL, C1 control and byte of
+ * no valid UTF-8 sequence written as \xHH, as the log writes them: what the
+ * CLI prints of bytes others chose (a JWT's name and grants, another
+ * agent's name and text), so that no escape sequence reaches the terminal.
+ * Valid until CLI_ESC_RING more calls. */
+#define CLI_ESC_RING 16
+const char *cli_esc(const char *s);
 
 #endif

@@ -103,6 +103,28 @@ cli_root_or_space(int argc, char **argv, int *i, const char **root, const char *
 	return true;
 }
 
+const char *
+cli_esc(const char *s)
+{
+	/* A ring: a printf may print several at once. Each is as long as it
+	 * needs (a message's text is not cut); the last few stay reachable. */
+	static char *ring[CLI_ESC_RING];
+	static size_t next;
+	size_t n;
+	char *out;
+
+	if (s == NULL)
+		return NULL;
+	n = strlen(s);
+	if ((out = malloc(4 * n + 1)) == NULL)
+		return "(out of memory)";
+	log_escape(s, n, out, 4 * n + 1);
+	free(ring[next]);
+	ring[next] = out;
+	next = (next + 1) % CLI_ESC_RING;
+	return out;
+}
+
 int
 cli_parse_port(const char *s, int *port)
 {

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "lib/clock.h"
 #include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
@@ -403,6 +404,21 @@ test_agent_binds_its_durable_without_a_ready_lease(void **state)
 	/* With the daemon serving, no warning. */
 	assert_int_equal(recv_now(&m, "alice", out, sizeof(out)), 0);
 	assert_null(strstr(out, "without a ready delivery lease"));
+	/* Issue 41, finding 6: another agent's text reaches the terminal
+	 * escaped as the log escapes it, so it can set no title and erase no
+	 * line. */
+	if (h_cotal(&m, out, sizeof(out), "agent", "post", "bob", "general",
+	    "\x1b]0;pwned\x07\x1b[2K\xc2\x9b" "clean", "--space", m.space, NULL) != 0)
+		fail_msg("post: %s", out);
+	for (int64_t until = mono_ms() + 60000; mono_ms() < until;) {
+		assert_int_equal(h_cotal(&m, out, sizeof(out), "agent", "recv", "alice", "--space",
+		    m.space, "--wait", "2000", NULL), 0);
+		if (strstr(out, "1 message for alice") != NULL)
+			break;
+	}
+	if (strstr(out, "general bob: \\x1b]0;pwned\\x07\\x1b[2K\\xc2\\x9bclean\n") == NULL ||
+	    strchr(out, '\x1b') != NULL || strchr(out, '\x07') != NULL)
+		fail_msg("expected the text escaped, and no control byte, in:\n%s", out);
 	h_daemon_stop(&d, 10000);
 	h_mesh_down(&m);
 }

@@ -279,6 +279,30 @@ test_audit_reads_the_files_shapes(void **state)
 	free(out);
 }
 
+/*
+ * Issue 41, finding 6: "cotal creds audit prints a JWT's name and subjects
+ * [...] unescaped; an escape sequence can hide the audit's refusal line".
+ * A credential named with a line erase, a cursor move and a C1 control:
+ * the audit prints each as \xHH and no control byte at all.
+ */
+static void
+test_audit_escapes_what_the_minter_chose(void **state)
+{
+	char *out = malloc(H_OUT_MAX), path[H_PATH_MAX];
+
+	(void)state;
+	assert_non_null(out);
+	snprintf(path, sizeof(path), "%s/named.creds", mesh.dir);
+	if (h_cotal(&mesh, out, H_OUT_MAX, "creds", "mint", "--space", mesh.space, "--profile",
+	    "delivery", "--name", "evil\x1b[2K\x1b[1A\xc2\x9b" "31m", "--out", path, NULL) != 0)
+		fail_msg("mint: %s", out);
+	assert_int_equal(h_cotal(&mesh, out, H_OUT_MAX, "creds", "audit", path, NULL), 0);
+	if (strstr(out, "(name \"evil\\x1b[2K\\x1b[1A\\xc2\\x9b" "31m\")") == NULL ||
+	    strchr(out, '\x1b') != NULL || strstr(out, "\xc2\x9b") != NULL)
+		fail_msg("expected the name escaped, and no control byte, in:\n%s", out);
+	free(out);
+}
+
 /* Replace every occurrence of what (when not empty) by with. */
 static void
 replace_all(char *s, size_t cap, const char *what, const char *with)
@@ -454,6 +478,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_needed_grant_is_checked_at_start),
 		cmocka_unit_test(test_audit_reads_the_files_shapes),
+		cmocka_unit_test(test_audit_escapes_what_the_minter_chose),
 		cmocka_unit_test(test_audit_golden_outputs),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
