@@ -25,7 +25,6 @@
 
 #include "lib/wire/aclindex.h"
 #include "lib/clock.h"
-#include "lib/nats/jsack.h"
 #include "lib/nats/kvmirror.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/log.h"
@@ -518,11 +517,11 @@ fanout_batch(natsMsgList *list)
 	/* Fetch, check: decode every post before routing any. */
 	for (int i = 0; i < list->Count; i++) {
 		struct post *p = &posts[i];
-		struct js_ack_meta md;
+		const struct js_ack_meta *md = pull_meta(&F.pull, i);
 		post_reset(p, list->Msgs[i]);
-		if (js_ack_meta(natsMsg_GetReply(p->m), &md)) {
-			p->seq = md.sseq;
-			p->ts_ns = md.ts_ns;
+		if (md != NULL) {
+			p->seq = md->sseq;
+			p->ts_ns = md->ts_ns;
 		}
 		if (chat_subject_parse(natsMsg_GetSubject(p->m), F.prefix, &p->cs, why,
 		    sizeof(why)) != 0) {

@@ -25,7 +25,6 @@
 
 #include "lib/wire/aclindex.h"
 #include "lib/clock.h"
-#include "lib/nats/jsack.h"
 #include "lib/nats/kvmirror.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/log.h"
@@ -274,7 +273,6 @@ item_parse(struct item *it, char *why, size_t whylen)
 
 	if (entry_view(data, len, &it->view) == 0 &&
 	    (it->key = entry_key(it->m, &it->who, it->view.generation)) != NULL) {
-		it->e.msg = NULL;
 		strcpy(it->e.channel, it->view.channel);
 		it->e.seq = it->view.seq;
 		it->e.reason = it->view.reason;
@@ -409,12 +407,12 @@ reader_batch(natsMsgList *list)
 	worker_count(C_BATCHES, 1);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
-		struct js_ack_meta md;
+		const struct js_ack_meta *md = pull_meta(&R.pull, i);
 		item_reset(it, list->Msgs[i]);
-		if (js_ack_meta(natsMsg_GetReply(it->m), &md)) {
-			it->seq = md.sseq;
-			it->delivered = md.delivered;
-			it->ts_ns = md.ts_ns;
+		if (md != NULL) {
+			it->seq = md->sseq;
+			it->delivered = md->delivered;
+			it->ts_ns = md->ts_ns;
 		}
 		if (dinbox_subject_parse(natsMsg_GetSubject(it->m), R.prefix, &it->who, why,
 		    sizeof(why)) != 0 || item_parse(it, why, sizeof(why)) != 0) {

@@ -2,13 +2,14 @@
  * What a worker measures now, beside its counters (issue 29): its gauges
  * and its latency histogram, sent with every STATUS (worker.c). The lag of
  * a pull consumer comes from what the consumer reports with each message
- * it delivers (its metadata: when the message was stored, how many are
- * still to come); nothing is asked of the broker for it.
+ * it delivers (its metadata, read once by the pull: when the message was
+ * stored, how many are still to come); nothing is asked of the broker for
+ * it.
  */
 #include "worker/worker.h"
 
 #include "lib/clock.h"
-#include "lib/nats/jsack.h"
+#include "lib/nats/pull.h"
 
 /* The consumer's word at the last batch: messages still to come. */
 static _Atomic uint64_t still_to_come;
@@ -34,18 +35,18 @@ worker_latency_ms(int64_t ms)
 }
 
 void
-worker_batch_begin(natsMsgList *list)
+worker_batch_begin(const struct puller *p, natsMsgList *list)
 {
 	int64_t oldest_ns = 0;
 	uint64_t after = 0;
 
 	for (int i = 0; i < list->Count; i++) {
-		struct js_ack_meta md;
-		if (!js_ack_meta(natsMsg_GetReply(list->Msgs[i]), &md))
+		const struct js_ack_meta *md = pull_meta(p, i);
+		if (md == NULL)
 			continue;
-		if (oldest_ns == 0 || md.ts_ns < oldest_ns)
-			oldest_ns = md.ts_ns;
-		after = md.pending; /* the last message's word is the freshest */
+		if (oldest_ns == 0 || md->ts_ns < oldest_ns)
+			oldest_ns = md->ts_ns;
+		after = md->pending; /* the last message's word is the freshest */
 	}
 	atomic_store(&still_to_come, after);
 	worker_gauge(WORKER_G_PENDING, after + (uint64_t)list->Count);

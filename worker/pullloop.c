@@ -71,7 +71,7 @@ pull_loop_run(const struct pull_loop *l)
 		if (list.Count > 0) {
 			/* The consumer's lag, from the batch's own metadata, for
 			 * the metrics (gauges.c); held while the batch is. */
-			worker_batch_begin(&list);
+			worker_batch_begin(l->pull, &list);
 			l->batch(&list);
 			worker_batch_done();
 			last_msg = mono_ms();

@@ -19,6 +19,7 @@
 #include "ipc/ipc.h"
 #include "worker/fence.h"
 #include "lib/creds/nkeys.h"
+#include "lib/nats/pull.h"
 #include "sandbox/sandbox.h"
 
 #define WORKER_FD_MAIN 3
@@ -91,7 +92,7 @@ enum { WORKER_G_PENDING, WORKER_G_OLDEST_AT };
 /* A batch fetched: pending becomes what the consumer still has to deliver
  * after it plus the batch (its messages' metadata say), oldest_at the
  * wall-clock ms when the batch's oldest message was stored. */
-void worker_batch_begin(natsMsgList *list);
+void worker_batch_begin(const struct puller *p, natsMsgList *list);
 /* The batch answered: oldest_at 0 (nothing held), pending what is to come. */
 void worker_batch_done(void);
 /* Sleep up to ms, returning early when the loop must return. */

@@ -171,12 +171,19 @@ take_status(struct puller *p, natsMsg *m)
 static void
 take_msg(struct puller *p, natsMsgList *list, natsMsg *m)
 {
-	struct js_ack_meta md;
+	int i = list->Count++;
 
 	if (p->credit > 0)
 		p->credit--;
-	p->behind = js_ack_meta(natsMsg_GetReply(m), &md) ? md.pending : 1;
-	list->Msgs[list->Count++] = m;
+	p->meta_ok[i] = js_ack_meta(natsMsg_GetReply(m), &p->meta[i]);
+	p->behind = p->meta_ok[i] ? p->meta[i].pending : 1;
+	list->Msgs[i] = m;
+}
+
+const struct js_ack_meta *
+pull_meta(const struct puller *p, int i)
+{
+	return i >= 0 && i < PULL_BATCH_MAX && p->meta_ok[i] ? &p->meta[i] : NULL;
 }
 
 /* Ask for up to n messages, waiting up to expires_ms for them. */

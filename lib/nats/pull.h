@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/nats/jsack.h"
+
 #define PULL_REQUEST_MAX 256 /* messages asked for in one pull request */
 #define PULL_BATCH_MAX 1000  /* one batch, in several requests: max ack pending */
 #define PULL_WAIT_MS 1000    /* a fetch that finds nothing waits this long */
@@ -57,6 +59,10 @@ struct puller {
 	 * then the consumer counts that message as delivered to us, though
 	 * nothing is lost (pull_loop_run's idle check waits for it). */
 	int64_t delayed_until;
+	/* The delivery metadata of the last fetch's messages, read once from
+	 * their ack reply subjects as they were taken (pull_meta). */
+	struct js_ack_meta meta[PULL_BATCH_MAX];
+	bool meta_ok[PULL_BATCH_MAX];
 };
 
 
@@ -73,6 +79,10 @@ int pull_bind(jsCtx *js, natsConnection *nc, const char *inbox_prefix, const cha
 int pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
 		const char *consumer, struct puller *p, char *err, size_t errlen);
 void pull_close(struct puller *p);
+/* The delivery metadata of message i of the last fetch's list (its
+ * sequences, delivery count, store time, what is still pending), or NULL
+ * when its reply subject carries none. */
+const struct js_ack_meta *pull_meta(const struct puller *p, int i);
 /*
  * Up to max messages: what is waiting, at once; when nothing is, the first
  * to arrive within wait_ms, and then what is pending behind it. NATS_OK with
