@@ -30,7 +30,11 @@ static void
 relay_line(struct relay *r, const char *line, size_t n)
 {
 	static const char *const marks[] = { "✓ ", "! ", "✗ ", "• " };
-	static const char voice[] = "timer writer";
+	/* The one line of WIRE.md §8 a worker writes in its own voice. Every
+	 * other relayed line keeps "delivery <role>: ", so no worker reads as
+	 * the supervisor: "timer writer up" and "timer writer: down" are the
+	 * supervisor's (workers.c). */
+	static const char voice[] = "timer writer: refused a .schedule request permanently (";
 	char out[LOG_STAMP_LEN + RELAY_LINE_MAX + 128], who[64];
 	size_t off = 0, wl, ml = 0, from = 0, st;
 	bool own = false;

@@ -20,8 +20,10 @@
 struct relay {
 	const char *role;       /* its lines begin "<mark> delivery <role>: " */
 	const char *noun;       /* "this worker": the cap's line names it */
-	bool timer_voice;       /* "<mark> delivery timer: timer writer …" goes out as
-	                         * "<mark> timer writer …" (WIRE.md §8's lines) */
+	bool timer_voice;       /* "! delivery timer: timer writer: refused a .schedule
+	                         * request permanently (…" goes out as "! timer writer:
+	                         * refused …" (WIRE.md §8); no other line loses its
+	                         * "delivery <role>: " */
 	int cap;                /* lines a log window */
 	int out;                /* the log's descriptor */
 	int rd;                 /* the pipe's read end; -1 while none */

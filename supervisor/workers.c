@@ -103,6 +103,11 @@ on_main(evutil_socket_t fd, short what, void *arg)
 			w->phase = WP_RUNNING;
 			log_ok("delivery: worker %s up (pid %ld), confined, own broker connection",
 			    w->role, (long)w->pid);
+			/* WIRE.md §8's line is the supervisor's, written when the
+			 * timer is bound: no worker line can read as it. */
+			if (w->policy == &restart_timer)
+				log_ok("timer writer up (space %s) — workflow pauses on this space "
+				    "expire", w->sup->space);
 			if (workers_all_running(w->sup))
 				shard_workers_bound(w->sup);
 		}

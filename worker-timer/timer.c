@@ -454,7 +454,8 @@ timer_run(void)
 		teardown();
 		return;
 	}
-	log_ok("timer writer up (space %s) — workflow pauses on this space expire", W.cfg.space);
+	/* The supervisor writes WIRE.md §8's "timer writer up" on READY. */
+	log_ok("timer writer: bound on EPT_REQ (space %s)", W.cfg.space);
 	worker_bound();
 	while (worker_wait_open()) {
 		fire_due();
