@@ -42,12 +42,13 @@ struct audit {
 
 /* A line of the daemon's verdict, kept for both renderings. */
 static void
-verdict_line(void *arg, bool refusal, const char *text)
+verdict_line(void *arg, enum verdict_kind kind, const char *text)
 {
 	struct audit *a = arg;
 	json_t *v = json_object_get(a->out, "verdict");
 
-	json_array_append_new(json_object_get(v, refusal ? "refusals" : "off"), json_string(text));
+	json_array_append_new(json_object_get(v, kind == VERDICT_REFUSAL ? "refusals" :
+	    kind == VERDICT_OFF ? "off" : "notes"), json_string(text));
 }
 
 /* The space token: --space's, else the second token of the first
@@ -270,6 +271,8 @@ print_human(const struct audit *a)
 		printf("  ✗ %s\n", text_of(v));
 	json_array_foreach(off, i, v)
 		printf("  ! %s\n", text_of(v));
+	json_array_foreach(json_object_get(verdict, "notes"), i, v)
+		printf("  • %s\n", text_of(v));
 	if (a->refused > 0)
 		printf("✗ the daemon refuses this credential for the %s profile\n",
 		    text_of(json_object_get(o, "profile")));
@@ -388,7 +391,8 @@ cmd_creds_audit(int argc, char **argv)
 		.token = a.token[0] ? a.token : "<s>",
 		.account = a.account ? a.account : "<space account>", .now = (int64_t)time(NULL) };
 	unsigned off;
-	json_object_set_new(a.out, "verdict", json_pack("{s:[], s:[]}", "refusals", "off"));
+	json_object_set_new(a.out, "verdict", json_pack("{s:[], s:[], s:[]}", "refusals", "off",
+	    "notes"));
 	a.refused = cred_verdict(&in, verdict_line, &a, &off);
 	json_object_set_new(a.out, "ok", json_boolean(a.refused == 0));
 	if (as_json) {

@@ -33,15 +33,17 @@ cred_of(const struct sup *s, enum need_cred c)
 
 /* A verdict's line, in the log: a refusal does not bind. */
 static void
-say(void *arg, bool refusal, const char *text)
+say(void *arg, enum verdict_kind kind, const char *text)
 {
 	int *refused = arg;
 
-	if (refusal) {
+	if (kind == VERDICT_REFUSAL) {
 		log_errx("delivery: %s; not binding", text);
 		(*refused)++;
-	} else
+	} else if (kind == VERDICT_OFF)
 		log_warnx("delivery: %s", text);
+	else
+		log_info("delivery: %s", text);
 }
 
 int

@@ -119,6 +119,23 @@ static const struct need table[] = {
 	{ NEED_SYS_EVICTOR, F_EVICTOR, true, PUB, "$SYS.REQ.SERVER.*.KICK" },
 };
 
+/* Grants of delivery-grants.json's $SYS users that no feature uses, taken
+ * as within the role: the observer's own account's connect and disconnect
+ * events, which tell no more than its CONNZ answers. */
+static const struct need tolerated[] = {
+	{ NEED_SYS_OBSERVER, "the reference observer's grants", true, SUB,
+	  "$SYS.ACCOUNT.<account>.CONNECT" },
+	{ NEED_SYS_OBSERVER, "the reference observer's grants", true, SUB,
+	  "$SYS.ACCOUNT.<account>.DISCONNECT" },
+};
+
+const struct need *
+needs_tolerated(size_t *n)
+{
+	*n = sizeof(tolerated) / sizeof(tolerated[0]);
+	return tolerated;
+}
+
 const struct need *
 needs_table(size_t *n)
 {

@@ -42,6 +42,11 @@ struct need {
 
 /* The table, and its length. */
 const struct need *needs_table(size_t *n);
+/* What a $SYS credential may grant beyond the table and still be taken
+ * (the reference grants' subjects no feature uses). A $SYS grant that
+ * neither covers nor names only what these and the table name is refused
+ * (lib/creds/verdict.h). */
+const struct need *needs_tolerated(size_t *n);
 
 /* The pattern with <s>, <inbox> and <account> replaced by token, inbox and
  * account. 0, or -1 when out is short or a name it uses has no value. */

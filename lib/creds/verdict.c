@@ -2,6 +2,7 @@
 #include "lib/creds/verdict.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,41 +32,42 @@ cred_allow_all(const char *path, const struct jwt *j, enum need_cred c, char *ou
 	return true;
 }
 
-/* The account whose connections a $SYS observer may list: the X of its
- * "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant ("" when it has none). */
-static void
-cred_observer_account(const struct jwt *j, char *acct, size_t len)
+/* The X of an observer's "$SYS.REQ.ACCOUNT.<X>.CONNZ" grant, into acct:
+ * true when g has that form (X one token, a wildcard included). */
+static bool
+connz_account(const char *g, char *acct, size_t len)
 {
-	json_t *allow = jwt_user_list(j, "pub", "allow"), *v;
-	size_t i;
+	static const char pre[] = "$SYS.REQ.ACCOUNT.", post[] = ".CONNZ";
+	size_t n = strlen(g), pl = sizeof(pre) - 1, sl = sizeof(post) - 1;
 
-	acct[0] = '\0';
-	json_array_foreach(allow, i, v) {
-		const char *sub = json_string_value(v), *end;
-		if (sub != NULL && strncmp(sub, "$SYS.REQ.ACCOUNT.", 17) == 0 &&
-		    (end = strstr(sub + 17, ".CONNZ")) != NULL && end[6] == '\0' &&
-		    (size_t)(end - sub - 17) < len) {
-			memcpy(acct, sub + 17, (size_t)(end - sub - 17));
-			acct[end - sub - 17] = '\0';
-		}
-	}
+	if (n <= pl + sl || strncmp(g, pre, pl) != 0 || strcmp(g + n - sl, post) != 0 ||
+	    memchr(g + pl, '.', n - pl - sl) != NULL || n - pl - sl >= len)
+		return false;
+	memcpy(acct, g + pl, n - pl - sl);
+	acct[n - pl - sl] = '\0';
+	return true;
 }
 
-/* The refusal of an observer that lists another account's connections:
- * true with its text. */
-static bool
-cred_observer_elsewhere(const char *path, const struct jwt *j, const char *account, char *out,
-			size_t outlen)
+/* Each observer grant that lists another account's connections, or every
+ * account's, wherever it stands in the list: a refusal each. */
+static int
+observer_elsewhere(const struct verdict_in *in, const struct jwt *j, const struct perms *p,
+		   verdict_say_fn say, void *arg)
 {
-	char scans[128];
+	char acct[PERMS_SUBJECT_MAX], line[LINE_MAX_LEN];
+	int refused = 0;
 
-	cred_observer_account(j, scans, sizeof(scans));
-	if (strcmp(scans, account) == 0)
-		return false;
-	snprintf(out, outlen, "the $SYS observer %s (user %.12s…) lists the connections of account "
-	    "%s, not of this space's account %s", path, j->sub, scans[0] ? scans : "(none)",
-	    account);
-	return true;
+	for (size_t i = 0; i < p->allow[PERMS_PUB].n; i++) {
+		if (!connz_account(p->allow[PERMS_PUB].v[i], acct, sizeof(acct)) ||
+		    strcmp(acct, in->account) == 0)
+			continue;
+		snprintf(line, sizeof(line), "the $SYS observer %s (user %.12s…) lists the "
+		    "connections of account %s, not of this space's account %s", in->path, j->sub,
+		    acct, in->account);
+		say(arg, VERDICT_REFUSAL, line);
+		refused++;
+	}
+	return refused;
 }
 
 /* "a, b and c": every feature of this credential that needs subj (same
@@ -175,9 +177,82 @@ grants(const struct verdict_in *in, const struct perms *p, const char *inbox, ve
 			    feats, t[i].feature);
 			*off |= VERDICT_OFF_REGISTER;
 		}
-		say(arg, required, line);
+		say(arg, required ? VERDICT_REFUSAL : VERDICT_OFF, line);
 	}
 	return refused;
+}
+
+/* Is g within what a row of t (this credential, this direction) names:
+ * does one of them cover g whole? With wide, the other way: does g cover
+ * one of them (g is of use to a feature)? */
+static bool
+named_by(const struct verdict_in *in, const struct need *t, size_t n, enum perms_dir d,
+	 const char *inbox, const char *g, bool wide)
+{
+	char subj[SUBJ_MAX];
+
+	for (size_t i = 0; i < n; i++)
+		if (t[i].cred == in->cred && t[i].dir == d &&
+		    need_subject(&t[i], in->token, inbox, in->account, subj, sizeof(subj)) == 0 &&
+		    (wide ? subject_covers(g, subj) : subject_covers(subj, g)))
+			return true;
+	return false;
+}
+
+/* The grants beyond the role, one line naming each (cred_verdict's
+ * comment): a refusal for a $SYS credential, a note for the delivery one.
+ * The line stops short of the log's line and counts what it leaves out. */
+static int
+beyond_role(const struct verdict_in *in, const struct jwt *j, const struct perms *p,
+	    const char *inbox, verdict_say_fn say, void *arg)
+{
+	const struct need *t, *tol;
+	size_t n, ntol, listed = 0, more = 0, off = 0;
+	char line[LINE_MAX_LEN], acct[PERMS_SUBJECT_MAX];
+	bool sys = in->cred != NEED_DELIVERY;
+
+	t = needs_table(&n);
+	tol = needs_tolerated(&ntol);
+	line[0] = '\0';
+	for (int d = PERMS_PUB; d <= PERMS_SUB; d++)
+		for (size_t i = 0; i < p->allow[d].n; i++) {
+			const char *g = p->allow[d].v[i];
+			if (in->cred == NEED_SYS_OBSERVER && d == PERMS_PUB &&
+			    connz_account(g, acct, sizeof(acct)) && strcmp(acct, in->account) != 0)
+				continue; /* refused by observer_elsewhere */
+			if (sys ? named_by(in, t, n, (enum perms_dir)d, inbox, g, false) ||
+			    named_by(in, tol, ntol, (enum perms_dir)d, inbox, g, false) :
+			    named_by(in, t, n, (enum perms_dir)d, inbox, g, true))
+				continue;
+			int k = snprintf(line + off, sizeof(line) - off, "%s%s \"%s\"",
+			    listed == 0 ? "" : ", ", d == PERMS_PUB ? "publish" : "subscribe", g);
+			if (k < 0 || (size_t)k >= sizeof(line) - off - 256) {
+				line[off] = '\0';
+				more++;
+				continue;
+			}
+			off += (size_t)k;
+			listed++;
+		}
+	if (listed + more == 0)
+		return 0;
+	char *text = NULL, tail[64] = "";
+	if (more > 0)
+		snprintf(tail, sizeof(tail), " and %zu more", more);
+	if (sys) {
+		if (asprintf(&text, "the %s %s (user %.12s…) grants what its role does not need: "
+		    "%s%s; a $SYS credential's signatures go to a confined worker, so it may grant "
+		    "no more: mint it with: cotal creds mint --profile %s", cred_words(in->cred),
+		    in->path, j->sub, line, tail, need_cred_name(in->cred)) < 0)
+			text = NULL;
+	} else if (asprintf(&text, "the %s %s (user %.12s…) grants %zu subject%s no feature of "
+	    "the daemon needs (taken, never used): %s%s", cred_words(in->cred), in->path, j->sub,
+	    listed + more, listed + more == 1 ? "" : "s", line, tail) < 0)
+		text = NULL;
+	say(arg, sys ? VERDICT_REFUSAL : VERDICT_NOTE, text != NULL ? text :
+	    "a credential grants what its role does not need (no memory to name them)");
+	free(text);
+	return sys ? 1 : 0;
 }
 
 int
@@ -191,12 +266,12 @@ cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, unsigne
 	*off = 0;
 	if (jwt_decode(in->jwt, strlen(in->jwt), &j, why, sizeof(why)) != 0) {
 		snprintf(line, sizeof(line), "%s: %s", in->path, why);
-		say(arg, true, line);
+		say(arg, VERDICT_REFUSAL, line);
 		return 1;
 	}
 	/* An allow-all grants every subject: nothing more to say of it. */
 	if (cred_allow_all(in->path, &j, in->cred, line, sizeof(line))) {
-		say(arg, true, line);
+		say(arg, VERDICT_REFUSAL, line);
 		jwt_free(&j);
 		return 1;
 	}
@@ -214,7 +289,7 @@ cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, unsigne
 		    "refuses it; renew it with: cotal creds mint --profile %s --renew%s",
 		    cred_words(in->cred), in->path, j.sub, at, need_cred_name(in->cred),
 		    optional ? "; eviction is off (deny-new-only posture)" : "");
-		say(arg, !optional, line);
+		say(arg, optional ? VERDICT_OFF : VERDICT_REFUSAL, line);
 		if (optional)
 			*off |= VERDICT_OFF_EVICTOR;
 		else
@@ -223,19 +298,17 @@ cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, unsigne
 	if (perms_from_jwt(&j, &p, why, sizeof(why)) != 0) {
 		snprintf(line, sizeof(line), "the %s's permissions cannot be read: %s",
 		    cred_words(in->cred), why);
-		say(arg, true, line);
+		say(arg, VERDICT_REFUSAL, line);
 		jwt_free(&j);
 		return refused + 1;
 	}
-	if (in->cred == NEED_SYS_OBSERVER &&
-	    cred_observer_elsewhere(in->path, &j, in->account, line, sizeof(line))) {
-		say(arg, true, line);
-		refused++;
-	}
+	if (in->cred == NEED_SYS_OBSERVER)
+		refused += observer_elsewhere(in, &j, &p, say, arg);
 	/* No reply inbox leaves it empty: the needs of <inbox> say so. */
 	if (perms_reply_inbox(&p, inbox, sizeof(inbox), why, sizeof(why)) != 0)
 		inbox[0] = '\0';
 	refused += grants(in, &p, inbox, say, arg, off);
+	refused += beyond_role(in, &j, &p, inbox, say, arg);
 	perms_free(&p);
 	jwt_free(&j);
 	return refused;

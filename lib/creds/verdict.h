@@ -34,16 +34,30 @@ struct verdict_in {
 	int64_t now;          /* seconds since the epoch: expiry */
 };
 
-/* One line: a refusal (the daemon does not bind) or an optional feature
- * turned off. The text names the credential, the subject or the reason. */
-typedef void (*verdict_say_fn)(void *arg, bool refusal, const char *text);
+/* What a line of the verdict is. */
+enum verdict_kind {
+	VERDICT_REFUSAL, /* the daemon does not bind */
+	VERDICT_OFF,     /* an optional feature turned off */
+	VERDICT_NOTE,    /* said and taken: the delivery grants no feature needs */
+};
+
+/* One line. The text names the credential, the subject or the reason. */
+typedef void (*verdict_say_fn)(void *arg, enum verdict_kind kind, const char *text);
 
 /*
  * Every reason, in the daemon's order: allow-all (nothing more is
  * checked), expired (for the evictor: eviction off), permissions
- * unreadable, an observer of another account, then each subject a feature needs and the grants lack (one line
- * per subject, naming every feature that needs it). Returns the number of
- * refusals; *off gets the VERDICT_OFF_* bits of the features turned off.
+ * unreadable, each observer grant of another account's (or every
+ * account's) connections wherever it stands in the list, then each subject
+ * a feature needs and the grants lack (one line per subject, naming every
+ * feature that needs it), then the grants beyond the role: for a $SYS
+ * credential, whose signatures go to a confined worker, any allow entry
+ * that names a subject neither the table nor needs_tolerated() names is a
+ * refusal naming each; for the delivery credential, the allow entries that
+ * no feature's subject falls under are a note naming each (taken:
+ * delivery-grants.json's reference holds some, docs/credentials.md).
+ * Returns the number of refusals; *off gets the VERDICT_OFF_* bits of the
+ * features turned off.
  */
 int cred_verdict(const struct verdict_in *in, verdict_say_fn say, void *arg, unsigned *off);
 

@@ -432,10 +432,11 @@ test_systemd_credential_wins_over_the_workspace(void **state)
 	json_decref(inbox);
 }
 
-/* A $SYS user (system account) with one publish grant, signed by the
+/* A $SYS user (system account) with these publish grants and its reply
+ * inbox plus these subscribe grants (NULL-ended lists), signed by the
  * system account's signing key or, when rogue, by a fresh account key. */
 static char *
-mint_sys(const char *grant, bool rogue)
+mint_sys_grants(const char *const *pubs, const char *const *subs, bool rogue)
 {
 	char kpath[H_PATH_MAX * 2], err[512], seed[NKEY_SEED_LEN + 1];
 	char upub[NKEY_PUBLIC_LEN + 1], rpub[NKEY_PUBLIC_LEN + 1], inbox[INBOX_PREFIX_MAX + 4];
@@ -453,8 +454,12 @@ mint_sys(const char *grant, bool rogue)
 	assert_true(inbox_prefix(upub, inbox, sizeof(inbox)));
 	strcat(inbox, ".>");
 	snprintf(kpath, sizeof(kpath), "%s/.cotal/mesh/dev-mesh.json", mesh.dir);
-	json_t *mj = json_load_file(kpath, 0, NULL), *pub = json_pack("[s]", grant),
+	json_t *mj = json_load_file(kpath, 0, NULL), *pub = json_array(),
 	    *sub = json_pack("[s]", inbox);
+	for (; *pubs != NULL; pubs++)
+		json_array_append_new(pub, json_string(*pubs));
+	for (; subs != NULL && *subs != NULL; subs++)
+		json_array_append_new(sub, json_string(*subs));
 	struct dev_user_spec spec = { .name = "sys", .sub_pub = upub,
 		.issuer_account = rogue ? rpub : json_string_value(json_object_get(mj,
 		    "systemAccount")),
@@ -472,6 +477,15 @@ mint_sys(const char *grant, bool rogue)
 	nkey_wipe(&user);
 	nkey_wipe(&signer);
 	return text;
+}
+
+/* A $SYS user with one publish grant and its reply inbox. */
+static char *
+mint_sys(const char *grant, bool rogue)
+{
+	const char *const pubs[] = { grant, NULL };
+
+	return mint_sys_grants(pubs, NULL, rogue);
 }
 
 /* Run the daemon with a space directory file replaced (or removed, text
@@ -566,6 +580,82 @@ test_sys_observer_admission(void **state)
 	 * daemon holds the lease, so this one stops at the lease). */
 	assert_int_equal(run_with_sys_file("sys-evictor.creds", NULL, out, sizeof(out), NULL), 1);
 	assert_non_null(strstr(out, "eviction is unavailable until it is provisioned"));
+	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
+}
+
+/*
+ * Issue 41, finding 7: "The observer check keeps the last
+ * $SYS.REQ.ACCOUNT.<X>.CONNZ grant it sees: an observer holding
+ * …ACCOUNT.*.CONNZ before the space's own grant passes. Any grant for
+ * another (or every) account is a refusal wherever it stands. A $SYS
+ * credential with grants beyond what its role needs is refused (its
+ * signatures go to a confined worker), naming the extra grants". Each is
+ * refused by the daemon before the lease and by its audit in the same
+ * words (run_with_sys_file); the reference grants' own observer (its
+ * account's CONNECT and DISCONNECT events besides CONNZ) is taken.
+ */
+static void
+test_sys_grants_beyond_the_role_are_refused(void **state)
+{
+	char out[H_OUT_MAX], own[160], connect[160], disconnect[160], acct[128];
+	char *text;
+
+	(void)state;
+	h_space_account(&mesh, acct, sizeof(acct));
+	snprintf(own, sizeof(own), "$SYS.REQ.ACCOUNT.%s.CONNZ", acct);
+	snprintf(connect, sizeof(connect), "$SYS.ACCOUNT.%s.CONNECT", acct);
+	snprintf(disconnect, sizeof(disconnect), "$SYS.ACCOUNT.%s.DISCONNECT", acct);
+
+	/* Every account's first, the space's own last. */
+	const char *const every_first[] = { "$SYS.REQ.ACCOUNT.*.CONNZ", own, NULL };
+	text = mint_sys_grants(every_first, NULL, false);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
+	    "sys-observer"), 1);
+	free(text);
+	assert_non_null(strstr(out, "lists the connections of account *, not of this space's"));
+	assert_null(strstr(out, "a live lease already exists"));
+
+	/* A subtree of the system's requests, and a server-wide one. */
+	const char *const wider[] = { own, "$SYS.REQ.ACCOUNT.>", "$SYS.REQ.SERVER.PING", NULL };
+	text = mint_sys_grants(wider, NULL, false);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
+	    "sys-observer"), 1);
+	free(text);
+	assert_non_null(strstr(out, "grants what its role does not need: publish "
+	    "\"$SYS.REQ.ACCOUNT.>\", publish \"$SYS.REQ.SERVER.PING\"; a $SYS credential's"));
+	assert_null(strstr(out, "a live lease already exists"));
+
+	/* Every account's connect events. */
+	const char *const events[] = { "$SYS.ACCOUNT.*.CONNECT", NULL };
+	const char *const own_only[] = { own, NULL };
+	text = mint_sys_grants(own_only, events, false);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
+	    "sys-observer"), 1);
+	free(text);
+	assert_non_null(strstr(out, "grants what its role does not need: subscribe "
+	    "\"$SYS.ACCOUNT.*.CONNECT\""));
+
+	/* An evictor that may also list every account's connections. */
+	const char *const kick_and_list[] = { "$SYS.REQ.SERVER.*.KICK",
+		"$SYS.REQ.ACCOUNT.*.CONNZ", NULL };
+	text = mint_sys_grants(kick_and_list, NULL, false);
+	assert_int_equal(run_with_sys_file("sys-evictor.creds", text, out, sizeof(out),
+	    "sys-evictor"), 1);
+	free(text);
+	assert_non_null(strstr(out, "the $SYS evictor credential"));
+	assert_non_null(strstr(out, "grants what its role does not need: publish "
+	    "\"$SYS.REQ.ACCOUNT.*.CONNZ\""));
+	assert_null(strstr(out, "a live lease already exists"));
+
+	/* The reference's observer: taken (the suite's daemon holds the
+	 * lease, so this one stops there, past every check of its files). */
+	const char *const reference_events[] = { connect, disconnect, NULL };
+	text = mint_sys_grants(own_only, reference_events, false);
+	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
+	    "sys-observer"), 1);
+	free(text);
+	assert_null(strstr(out, "does not need"));
+	assert_null(strstr(out, "lists the connections"));
 	assert_non_null(strstr(out, "a live lease already exists for shard 0"));
 }
 
@@ -1144,6 +1234,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_expired_credential_is_refused_at_start),
 		cmocka_unit_test(test_systemd_credential_wins_over_the_workspace),
 		cmocka_unit_test(test_sys_observer_admission),
+		cmocka_unit_test(test_sys_grants_beyond_the_role_are_refused),
 		cmocka_unit_test(test_missing_root_is_refused_naming_the_directory),
 		cmocka_unit_test(test_max_memberships_is_bounded),
 		cmocka_unit_test(test_every_log_line_carries_its_time),
