@@ -37,7 +37,7 @@ struct snapshot {
 
 struct conn {
 	int fd;                  /* -1: free */
-	int64_t accepted, deadline;
+	int64_t moved, deadline; /* moved: accepted, or the last byte read or written */
 	bool writing;
 	size_t in;
 	char head[HTTP_HEAD_MAX + 1];
@@ -132,6 +132,7 @@ on_readable(struct conn *c)
 	if (n < 0)
 		return;
 	c->in += (size_t)n;
+	c->moved = mono_ms();
 	switch (http_parse(c->head, c->in, &req, why, sizeof(why))) {
 	case HTTP_MORE:
 		break;
@@ -156,26 +157,30 @@ on_writable(struct conn *c)
 		return;
 	}
 	c->outoff += (size_t)n;
+	c->moved = mono_ms();
 	if (c->outoff == c->outlen)
 		conn_close(c);
 }
 
-/* A free slot, or the one a slow client has held longest while reading;
- * NULL when every slot is writing an answer. */
+/* A free slot, else the slot of the connection that has gone longest
+ * without a byte in or out, closed: a client that never finishes its
+ * request and one that never reads its answer alike (issue 41, finding 5).
+ * A new connection always gets a slot, so clients that hold every slot
+ * still cannot keep a scrape out; one that reads keeps its slot against
+ * those that do not. */
 static struct conn *
 slot(void)
 {
-	struct conn *oldest = NULL;
+	struct conn *stalest = NULL;
 
 	for (int i = 0; i < METRICS_CONNS_MAX; i++) {
 		if (conns[i].fd < 0)
 			return &conns[i];
-		if (!conns[i].writing && (oldest == NULL || conns[i].accepted < oldest->accepted))
-			oldest = &conns[i];
+		if (stalest == NULL || conns[i].moved < stalest->moved)
+			stalest = &conns[i];
 	}
-	if (oldest != NULL)
-		conn_close(oldest);
-	return oldest;
+	conn_close(stalest);
+	return stalest;
 }
 
 static void
@@ -186,13 +191,9 @@ on_accept(int lfd)
 		if (fd < 0)
 			return; /* EAGAIN: none waiting; another error: the next poll */
 		struct conn *c = slot();
-		if (c == NULL) {
-			close(fd);
-			return;
-		}
 		c->fd = fd;
-		c->accepted = mono_ms();
-		c->deadline = c->accepted + METRICS_READ_MS;
+		c->moved = mono_ms();
+		c->deadline = c->moved + METRICS_READ_MS;
 	}
 }
 

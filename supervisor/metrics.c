@@ -83,6 +83,16 @@ metrics_listen(struct metrics_srv *m, const char *arg, char *err, size_t errlen)
 			close(fd);
 		return -1;
 	}
+#ifdef COTAL_TEST_HOOKS
+	/* A test build's answers may be made larger than the socket's buffer
+	 * (COTAL_TEST_METRICS_SNDBUF: its bytes, inherited by every accepted
+	 * connection), as a host's many lanes make them on a real network:
+	 * a client that does not read then stalls the server's write. */
+	const char *sndbuf = getenv("COTAL_TEST_METRICS_SNDBUF");
+	int sb = sndbuf != NULL ? atoi(sndbuf) : 0;
+	if (sb > 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof(sb));
+#endif
 	m->listen_fd = fd;
 	snprintf(m->addr, sizeof(m->addr), "%s%s%s:%lu", ss.ss_family == AF_INET6 ? "[" : "",
 	    host, ss.ss_family == AF_INET6 ? "]" : "", port);

@@ -473,7 +473,7 @@ int
 h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const char *said,
 	       char *why, size_t whylen)
 {
-	char *out = malloc(H_OUT_MAX), acct[128], line[4096];
+	char *out = malloc(H_OUT_MAX), acct[128], line[8192];
 	int rc, refusals = 0;
 	const char *p, *e;
 
@@ -489,7 +489,7 @@ h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const cha
 	/* Each of the daemon's lines, its mark and "delivery: " off, found as
 	 * a line of the audit's verdict. */
 	for (p = said; *p != '\0'; p = *e ? e + 1 : e) {
-		const char *x, *text;
+		const char *x, *text, *mark = "!";
 		bool refusal;
 		e = strchr(p, '\n');
 		if (e == NULL)
@@ -501,7 +501,11 @@ h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const cha
 		else if ((x = memmem(p, (size_t)n, "! delivery: ", strlen("! delivery: "))) != NULL &&
 		    memmem(p, (size_t)n, " is off", 7) != NULL)
 			refusal = false;
-		else
+		else if ((x = memmem(p, (size_t)n, "• delivery: ", strlen("• delivery: "))) != NULL &&
+		    memmem(p, (size_t)n, "no feature of the daemon needs", 30) != NULL) {
+			refusal = false; /* a note of the verdict's */
+			mark = "•";
+		} else
 			continue;
 		text = strstr(x, ": ") + 2;
 		int tn = (int)(e - text);
@@ -519,7 +523,7 @@ h_audit_agrees(struct mesh *m, const char *creds, const char *profile, const cha
 			snprintf(line, sizeof(line), "  ✗ %.*s\n", tn, text);
 			snprintf(file, sizeof(file), "creds audit: %.*s", tn, text);
 		} else
-			snprintf(line, sizeof(line), "  ! %.*s\n", tn, text);
+			snprintf(line, sizeof(line), "  %s %.*s\n", mark, tn, text);
 		if (strstr(out, line) == NULL && (file[0] == '\0' || strstr(out, file) == NULL)) {
 			snprintf(why, whylen, "the daemon said \"%.*s\", the audit of %s (profile %s) "
 			    "did not:\n%s", tn, text, creds, profile, out);
