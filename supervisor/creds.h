@@ -23,6 +23,10 @@
  * connection needs one per attempt, nats.c waits 2 s between attempts). */
 #define SIGN_BURST 8
 #define SIGN_REFILL_MS 1000
+/* Refused signing requests one worker process may send: past this it is
+ * ended, as a worker that breaks the IPC rules is (its connections never
+ * need a refused one: issue 41, finding 3). */
+#define SIGN_REFUSED_MAX 64
 
 struct sup_creds {
 	struct creds c;                     /* jwt + mlocked seed */

@@ -189,12 +189,25 @@ on_sign(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!sign_budget_take(&w->budget, sup_now_ms())) {
 		/* More than its connections need (the first connect, the
-		 * reconnects at their backoff): refused, and said. */
+		 * reconnects at their backoff): refused, and said at most
+		 * LOG_LIMIT_LINES a window, its count in the status. */
+		uint64_t untold;
 		w->signs_refused++;
-		log_warnx("delivery: worker %s (pid %ld) asks for nonce signatures faster than its "
-		    "connections need (%d at once, then one every %d ms, kept across restarts): "
-		    "refused (%llu refused so far)", w->role, (long)w->pid, SIGN_BURST,
-		    SIGN_REFILL_MS, (unsigned long long)w->signs_refused);
+		w->sup->status_dirty = true;
+		if (log_limit_admit(&w->sign_lines, sup_now_ms(), log_limit_window_ms(), &untold))
+			log_warnx("delivery: worker %s (pid %ld) asks for nonce signatures faster than "
+			    "its connections need (%d at once, then one every %d ms, kept across "
+			    "restarts): refused (%llu refused so far%s)", w->role, (long)w->pid,
+			    SIGN_BURST, SIGN_REFILL_MS, (unsigned long long)w->signs_refused,
+			    untold > 0 ? ", some not logged: the count is in cotal status" : "");
+		if (++w->signs_refused_life > SIGN_REFUSED_MAX) {
+			char why[128];
+			snprintf(why, sizeof(why), "sent more than %d refused signing requests",
+			    SIGN_REFUSED_MAX);
+			worker_kill(w, why);
+			close_channels(w);
+			return;
+		}
 		ipc_send(fd, IPC_SIGN_REP, NULL, 0);
 		return;
 	}
@@ -355,6 +368,7 @@ worker_spawn(struct sup_worker *w)
 	w->sign = sgp[0];
 	w->phase = WP_STARTING;
 	w->have_status = false;
+	w->signs_refused_life = 0;
 	w->have_refusals = false;
 	restart_started(&w->restart, sup_now_ms());
 	evutil_make_socket_nonblocking(w->ch);
@@ -411,6 +425,7 @@ workers_init(struct sup *s)
 		/* Once per role, not per process: a worker that crashes and
 		 * is respawned spends from the same budget. */
 		sign_budget_init(&w->budget, sup_now_ms());
+		pthread_mutex_init(&w->sign_lines.mu, NULL);
 		/* Workers may not write files: each one's stderr is a pipe
 		 * relayed into the log, SUP_RELAY_LINES a window across its
 		 * respawns. */

@@ -933,16 +933,39 @@ test_a_spent_signing_budget_survives_a_respawn(void **state)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	long ms = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L;
 	long earned = ms / SIGN_REFILL_MS;
-	/* 40 asked, at most SIGN_BURST + earned granted: each refusal is
-	 * logged with its running count, past the first life's into the
-	 * second's. */
-	char second[64];
-	snprintf(second, sizeof(second), "refused (%ld refused so far)", 32 - earned);
+	/* 40 asked, at most SIGN_BURST + earned granted: the first refusal
+	 * is logged with the worker and its count, and the status counts
+	 * every one over both lives (issue 41, finding 3: the lines are
+	 * limited, LOG_LIMIT_LINES a window). */
+	/* The worker lives on, asking 20 a life: the status's count is
+	 * compared with the lives the log has told of, read while no life is
+	 * asking (between a death and its respawn, the status written). */
+	json_int_t refused = -1, want = -2;
+	for (int64_t until = mono_ms() + 15000; refused != want && mono_ms() < until;
+	    h_nap(100)) {
+		int all[64], n;
+		json_t *st = h_daemon_status(&d), *w;
+		size_t i;
+		json_array_foreach(json_object_get(st, "workers"), i, w)
+			if (strcmp(json_string_value(json_object_get(w, "role")), "fanout") == 0)
+				refused = json_integer_value(json_object_get(w, "signaturesRefused"));
+		json_decref(st);
+		n = flood_lives(d.log, from, all, 64);
+		want = 20 * n;
+		for (int k = 0; k < n; k++)
+			want -= all[k];
+	}
 	bool counted = text_after(d.log, from, "delivery: worker fanout (pid ") &&
 	    text_after(d.log, from, "asks for nonce signatures faster than its connections need") &&
-	    text_after(d.log, from, "refused (1 refused so far)") &&
-	    (earned >= 19 || text_after(d.log, from, second));
+	    text_after(d.log, from, "refused (1 refused so far)");
+	int lines = h_log_count_after(d.log, from, "asks for nonce signatures faster");
 	h_daemon_stop(&d, 5000);
+	printf("• granted %d then %d of 20 each life; %lld refused in the status, %d lines\n",
+	    granted[0], granted[1], (long long)refused, lines);
+	if (refused != want)
+		fail_msg("the status counts %lld refused signatures, the worker was refused %lld",
+		    (long long)refused, (long long)want);
+	assert_true(lines <= LOG_LIMIT_LINES);
 	if (lives < 2)
 		fail_msg("the flooding fan-out did not live twice in 30 s; see %s", d.log);
 	/* Its first life spends the burst; the second gets only what the
@@ -952,6 +975,55 @@ test_a_spent_signing_budget_survives_a_respawn(void **state)
 		    "over those %ld s", granted[0], granted[1], SIGN_BURST + earned, earned);
 	if (!counted)
 		fail_msg("no refusal logged with the worker and its count; see %s", d.log);
+}
+
+/*
+ * Issue 41, finding 3: "A worker can make the supervisor write without
+ * bound: every refused signing request [...] logs a line. Rate-limit these
+ * lines (the shared limiter), and end a worker that keeps sending refused
+ * requests past a bound". Test: "A worker sending 100,000 refused signing
+ * requests: the log grows by <= 100 lines and the worker is ended." The
+ * fan-out (test hook) asks for 100,000 signatures in a row: past the budget
+ * and SIGN_REFUSED_MAX refusals it is killed, and the log from the daemon's
+ * start to that kill holds at most 100 lines, LOG_LIMIT_LINES of them
+ * refusals.
+ */
+static void
+test_a_worker_sending_refused_signing_requests_is_ended(void **state)
+{
+	struct daemon d;
+	long from = file_size(mesh_log());
+	char killed[160];
+
+	(void)state;
+	h_daemon_stop(&dmn, 10000);
+	setenv("COTAL_TEST_SIGN_FLOOD", "100000", 1);
+	int started = h_daemon_start(&mesh, &d, NULL);
+	unsetenv("COTAL_TEST_SIGN_FLOOD");
+	assert_int_equal(started, 0);
+	snprintf(killed, sizeof(killed), "sent more than %d refused signing requests; killing it",
+	    SIGN_REFUSED_MAX);
+	bool ended = h_log_has(d.log, killed, 20000);
+	/* What the log held when the kill was said. */
+	int grown = 0, refusals = 0;
+	FILE *f = fopen(d.log, "r");
+	char line[8192];
+	assert_non_null(f);
+	fseek(f, from, SEEK_SET);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		grown++;
+		refusals += strstr(line, "asks for nonce signatures faster") != NULL;
+		if (strstr(line, killed) != NULL)
+			break;
+	}
+	fclose(f);
+	h_daemon_stop(&d, 5000);
+	printf("• 100,000 signatures asked: ended after %d refusals; the log grew by %d lines, "
+	    "%d of them refusals\n", SIGN_REFUSED_MAX, grown, refusals);
+	if (!ended)
+		fail_msg("the fan-out asking for 100,000 signatures was never ended; see %s", d.log);
+	assert_true(grown <= 100);
+	assert_true(refusals >= 1 && refusals <= LOG_LIMIT_LINES);
 }
 
 /* A stand-in daemon: a shell sleeping under cotal-deliveryd's name with
@@ -1245,6 +1317,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_status_file_names_every_worker_when_up),
 		/* After the suite's daemon released the lease of the space. */
 		cmocka_unit_test(test_a_spent_signing_budget_survives_a_respawn),
+		cmocka_unit_test(test_a_worker_sending_refused_signing_requests_is_ended),
 		cmocka_unit_test(test_a_worker_cannot_flood_the_log),
 		cmocka_unit_test(test_sighup_reopens_the_log),
 		cmocka_unit_test(test_the_logrotate_rule_rotates_a_live_log),
