@@ -10,15 +10,27 @@
  * is accepted by the broker. 250 ms after the reply every worker and the
  * resident connection move onto it; requests the registry reads meanwhile
  * are answered on its new connection.
+ *
+ * The broker's proof runs on a thread of its own, never in the event loop
+ * (its connect may take RELOAD_PROVE_MS; the lease renewal and the
+ * watchdog must not wait on it), one proof at a time, and requests are
+ * taken at RELOAD_BURST at once, then one every RELOAD_REFILL_MS: a request
+ * past that, or one that comes while a proof runs, is answered at once with
+ * a refusal that adopts nothing. The lines requests cause are limited
+ * (issue 41, findings 3 and 4).
  */
 #include "supervisor/supervisor.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -29,8 +41,35 @@
 #define REREAD_PCT 75              /* of the credential's lifetime */
 #define REREAD_MIN_MS 1000
 
+#define RELOAD_BURST 4             /* reload requests taken at once */
+#define RELOAD_REFILL_MS 1000      /* then one this often */
+
 static const char ERR_NOT_STARTED[] =
 	"delivery: the daemon has not finished starting; nothing adopted";
+
+/* The proof in flight (at most one) and what bounds the requests. */
+struct reload_proof {
+	struct sup *s;
+	bool busy;
+	pthread_t th;
+	int done[2];               /* the thread writes a byte when it is done */
+	struct event *ev_done;
+	struct sup_creds cand;
+	struct conn_opts o;
+	int rc;                    /* conn_open's: 0 accepted */
+	char err[1024];
+	int64_t delay_ms;          /* test hook: a broker slow to answer */
+	/* Who waits for it: a request (its worker's process and id) or the
+	 * daemon's own re-read. */
+	bool for_request;
+	struct sup_worker *w;
+	pid_t w_pid;
+	uint64_t id;
+	/* The requests' budget, and their lines. */
+	int64_t last_ms;
+	int tokens;
+	struct log_limit lines;
+};
 
 static void
 sha256_hex(const char *text, char out[IPC_SHA256_HEX])
@@ -69,21 +108,15 @@ arm_reread(struct sup *s)
 }
 
 /*
- * Read the credential file again and prove it: 0 with the candidate
- * (sup_creds_free it), 1 when it is the credential held now, -1 with why.
+ * Read the credential file again and check it: 0 with the candidate, to be
+ * proved against the broker (sup_creds_free it), 1 when it is the
+ * credential held now, -1 with why.
  */
 static int
-candidate(struct sup *s, const char *expected, struct sup_creds *c, bool *accepted, char *why,
-	  size_t whylen)
+candidate(struct sup *s, const char *expected, struct sup_creds *c, char *why, size_t whylen)
 {
 	char err[2048], have[IPC_SHA256_HEX], now[IPC_SHA256_HEX];
-	struct conn_opts o = { .url = s->url, .name = "cotal-deliveryd reload proof",
-		.timeout_ms = RELOAD_PROVE_MS,
-		/* The mesh's transport: never a plaintext proof on a TLS mesh. */
-		.tls_host = s->tls_host[0] != '\0' ? s->tls_host : NULL, .tls_ca_pem = s->tls_ca };
-	natsConnection *nc = NULL;
 
-	*accepted = false;
 	if (sup_creds_load(s->creds.path, NEED_DELIVERY, c, err, sizeof(err)) != 0) {
 		snprintf(why, whylen, "reloadCreds: %.400s; nothing adopted", err);
 		return -1;
@@ -115,17 +148,9 @@ candidate(struct sup *s, const char *expected, struct sup_creds *c, bool *accept
 	}
 	sha256_hex(s->creds.c.jwt, now);
 	if (strcmp(have, now) == 0 && !s->cred_expired) {
-		*accepted = true;
+		sup_creds_free(c);
 		return 1;
 	}
-	/* Proved against the broker, on a connection of its own. */
-	if (conn_open(&o, &c->c, &nc, err, sizeof(err)) != 0) {
-		snprintf(why, whylen, "reloadCreds: the broker refused the credential in %.150s: %.250s; "
-		    "nothing adopted", c->path, err);
-		goto refuse;
-	}
-	natsConnection_Destroy(nc);
-	*accepted = true;
 	return 0;
 refuse:
 	sup_creds_free(c);
@@ -178,41 +203,168 @@ on_swap(evutil_socket_t fd, short what, void *arg)
 	shard_watch(s);
 }
 
+/* The proof's thread: the candidate on a throw-away connection of its own
+ * (the mesh's transport: never a plaintext proof on a TLS mesh). */
+static void *
+prove(void *arg)
+{
+	struct reload_proof *p = arg;
+	natsConnection *nc = NULL;
+
+	if (p->delay_ms > 0)
+		usleep((useconds_t)p->delay_ms * 1000);
+	p->rc = conn_open(&p->o, &p->cand.c, &nc, p->err, sizeof(p->err));
+	if (p->rc == 0)
+		natsConnection_Destroy(nc);
+	if (write(p->done[1], "", 1) != 1)
+		abort(); /* a pipe of our own: the loop would wait forever */
+	return NULL;
+}
+
+/* Start proving c (taken over); false when no thread could be started. */
+static bool
+prove_start(struct reload_proof *p, struct sup_creds *c)
+{
+	struct sup *s = p->s;
+
+	p->cand = *c;
+	memset(c, 0, sizeof(*c));
+	p->o = (struct conn_opts){ .url = s->url, .name = "cotal-deliveryd reload proof",
+		.timeout_ms = RELOAD_PROVE_MS,
+		.tls_host = s->tls_host[0] != '\0' ? s->tls_host : NULL, .tls_ca_pem = s->tls_ca };
+	p->rc = -1;
+	p->err[0] = '\0';
+	if (pthread_create(&p->th, NULL, prove, p) != 0) {
+		sup_creds_free(&p->cand);
+		return false;
+	}
+	p->busy = true;
+	return true;
+}
+
+static void
+answer(struct sup_worker *w, uint64_t id, bool ok, bool accepted, const char *error)
+{
+	struct ipc_reload_rep rep = { 0 };
+
+	rep.id = id;
+	rep.ok = ok ? 1 : 0;
+	rep.broker_accepted = accepted;
+	if (error != NULL)
+		snprintf(rep.error, sizeof(rep.error), "%s", error);
+	if (w->ch < 0 || ipc_send(w->ch, IPC_RELOAD_REP, &rep, sizeof(rep)) != 0)
+		log_warnx_limited(&w->sup->reload->lines, "delivery: cannot answer the registry's "
+		    "RELOAD_REQ");
+}
+
+static void
+refused(struct sup *s, const char *why)
+{
+	s->stats.reloads_refused++;
+	s->status_dirty = true;
+	log_warnx_limited(&s->reload->lines, "delivery: %s", why);
+}
+
+/* The proof is done: adopt, or refuse; then answer whoever waits. */
+static void
+on_proved(evutil_socket_t fd, short what, void *arg)
+{
+	struct reload_proof *p = arg;
+	struct sup *s = p->s;
+	char why[IPC_RELOAD_ERR_MAX], b;
+
+	(void)what;
+	if (read(fd, &b, 1) != 1 || !p->busy)
+		return;
+	pthread_join(p->th, NULL);
+	p->busy = false;
+	bool ok = p->rc == 0;
+	if (ok)
+		adopt(s, &p->cand);
+	else {
+		snprintf(why, sizeof(why), "%s: the broker refused the credential in %.150s: %.250s; "
+		    "nothing adopted", p->for_request ? "reloadCreds" : "re-reading the credential",
+		    p->cand.path, p->err);
+		sup_creds_free(&p->cand);
+		refused(s, why);
+		if (!p->for_request)
+			arm_reread(s);
+	}
+	/* The same worker process that asked, else nobody waits. */
+	if (p->for_request && p->w->pid == p->w_pid)
+		answer(p->w, p->id, ok, ok, ok ? NULL : why);
+}
+
+/* A request's token: RELOAD_BURST at once, then one every RELOAD_REFILL_MS. */
+static bool
+budget_take(struct reload_proof *p, int64_t now)
+{
+	int64_t earned = (now - p->last_ms) / RELOAD_REFILL_MS;
+
+	if (earned > 0) {
+		p->tokens = p->tokens + earned > RELOAD_BURST ? RELOAD_BURST :
+		    p->tokens + (int)earned;
+		p->last_ms += earned * RELOAD_REFILL_MS;
+	}
+	if (p->tokens == 0)
+		return false;
+	p->tokens--;
+	return true;
+}
+
 void
 reload_request(struct sup_worker *w, const struct ipc_msg *m)
 {
 	struct sup *s = w->sup;
+	struct reload_proof *p = s->reload;
 	struct ipc_reload_req req;
-	struct ipc_reload_rep rep = { 0 };
 	struct sup_creds c;
-	bool accepted;
-	int rc;
+	char why[IPC_RELOAD_ERR_MAX];
 
 	memcpy(&req, m->payload, sizeof(req));
-	rep.id = req.id;
 	/* The seed: "The daemon refuses a reloadCreds adoption until it has
 	 * finished starting, which is after its lease watch is bound." */
 	if (!s->startup_done) {
-		snprintf(rep.error, sizeof(rep.error), "%s", ERR_NOT_STARTED);
 		log_info("delivery: reloadCreds refused: start-up has not finished");
-	} else if ((rc = candidate(s, req.expected, &c, &accepted, rep.error,
-	    sizeof(rep.error))) < 0) {
-		s->stats.reloads_refused++;
-		s->status_dirty = true;
-		log_warnx("delivery: %s", rep.error);
-	} else {
-		rep.ok = 1;
-		rep.broker_accepted = accepted;
-		if (rc == 0) {
-			adopt(s, &c);
-		} else {
-			sup_creds_free(&c);
-			log_info("delivery: reloadCreds: the credential file holds the credential in "
-			    "use; nothing to adopt");
-		}
+		answer(w, req.id, false, false, ERR_NOT_STARTED);
+		return;
 	}
-	if (ipc_send(w->ch, IPC_RELOAD_REP, &rep, sizeof(rep)) != 0)
-		log_warnx("delivery: cannot answer the registry's RELOAD_REQ");
+	if (!budget_take(p, sup_now_ms())) {
+		snprintf(why, sizeof(why), "reloadCreds: more requests than the daemon proves (%d at "
+		    "once, then one every %d ms); nothing adopted, ask again later", RELOAD_BURST,
+		    RELOAD_REFILL_MS);
+		refused(s, why);
+		answer(w, req.id, false, false, why);
+		return;
+	}
+	if (p->busy) {
+		snprintf(why, sizeof(why), "reloadCreds: another credential is being proved; nothing "
+		    "adopted by this request, ask again once it is answered");
+		refused(s, why);
+		answer(w, req.id, false, false, why);
+		return;
+	}
+	switch (candidate(s, req.expected, &c, why, sizeof(why))) {
+	case -1:
+		refused(s, why);
+		answer(w, req.id, false, false, why);
+		return;
+	case 1:
+		log_info("delivery: reloadCreds: the credential file holds the credential in use; "
+		    "nothing to adopt");
+		answer(w, req.id, true, true, NULL);
+		return;
+	}
+	p->for_request = true;
+	p->w = w;
+	p->w_pid = w->pid;
+	p->id = req.id;
+	if (!prove_start(p, &c)) {
+		snprintf(why, sizeof(why), "reloadCreds: cannot start the proof: %s; nothing adopted",
+		    strerror(errno));
+		refused(s, why);
+		answer(w, req.id, false, false, why);
+	}
 }
 
 /* The daemon's own re-read at 75 % of the credential's lifetime. */
@@ -221,26 +373,31 @@ on_reread(evutil_socket_t fd, short what, void *arg)
 {
 	struct sup *s = arg;
 	struct sup_creds c;
-	bool accepted;
 	char why[IPC_RELOAD_ERR_MAX];
-	int rc;
 
 	(void)fd, (void)what;
-	rc = candidate(s, NULL, &c, &accepted, why, sizeof(why));
-	if (rc == 0) {
-		adopt(s, &c);
+	if (s->reload->busy) {
+		/* A request's proof runs: read again once it is answered. */
+		arm(s->ev_reread, REREAD_MIN_MS);
 		return;
 	}
-	if (rc == 1)
-		sup_creds_free(&c);
-	if (rc == 1)
-		log_warnx("delivery: the credential in %s expires at %lld and has not been renewed "
-		    "there yet; renew it (cotal creds mint --renew) and reload it before then",
-		    s->creds.path, (long long)s->creds.exp);
-	else {
+	switch (candidate(s, NULL, &c, why, sizeof(why))) {
+	case 0:
+		s->reload->for_request = false;
+		if (prove_start(s->reload, &c))
+			return;
+		snprintf(why, sizeof(why), "cannot start the proof: %s", strerror(errno));
+		/* FALLTHROUGH */
+	case -1:
 		s->stats.reloads_refused++;
 		s->status_dirty = true;
 		log_warnx("delivery: re-reading the credential: %s", why);
+		break;
+	case 1:
+		log_warnx("delivery: the credential in %s expires at %lld and has not been renewed "
+		    "there yet; renew it (cotal creds mint --renew) and reload it before then",
+		    s->creds.path, (long long)s->creds.exp);
+		break;
 	}
 	arm_reread(s);
 }
@@ -283,6 +440,22 @@ on_expiry(evutil_socket_t fd, short what, void *arg)
 void
 reload_init(struct sup *s)
 {
+	struct reload_proof *p = calloc(1, sizeof(*p));
+
+	if (p == NULL || pipe2(p->done, O_CLOEXEC | O_NONBLOCK) != 0)
+		fatal("delivery: the reload proof's pipe");
+	p->s = s;
+	p->tokens = RELOAD_BURST;
+	p->last_ms = sup_now_ms();
+	pthread_mutex_init(&p->lines.mu, NULL);
+#ifdef COTAL_TEST_HOOKS
+	/* COTAL_TEST_RELOAD_PROVE_MS: every proof waits that long first. */
+	if (getenv("COTAL_TEST_RELOAD_PROVE_MS") != NULL)
+		p->delay_ms = atoi(getenv("COTAL_TEST_RELOAD_PROVE_MS"));
+#endif
+	p->ev_done = event_new(s->base, p->done[0], EV_READ | EV_PERSIST, on_proved, p);
+	event_add(p->ev_done, NULL);
+	s->reload = p;
 	s->ev_expiry = evtimer_new(s->base, on_expiry, s);
 	s->ev_reread = evtimer_new(s->base, on_reread, s);
 	s->ev_swap = evtimer_new(s->base, on_swap, s);
@@ -292,6 +465,20 @@ reload_init(struct sup *s)
 void
 reload_free(struct sup *s)
 {
+	struct reload_proof *p = s->reload;
+
+	if (p != NULL) {
+		/* A proof in flight ends within its connect's timeout. */
+		if (p->busy) {
+			pthread_join(p->th, NULL);
+			sup_creds_free(&p->cand);
+		}
+		event_free(p->ev_done);
+		close(p->done[0]);
+		close(p->done[1]);
+		free(p);
+		s->reload = NULL;
+	}
 	if (s->ev_expiry)
 		event_free(s->ev_expiry);
 	if (s->ev_reread)

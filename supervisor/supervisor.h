@@ -48,6 +48,7 @@ enum worker_phase {
 };
 
 struct sup;
+struct reload_proof;
 
 struct sup_worker {
 	struct sup *sup;
@@ -145,6 +146,7 @@ struct sup {
 	/* The credential's lifetime and its reload (reload.c). */
 	bool cred_expired;            /* awaiting a proved renewal */
 	struct event *ev_expiry, *ev_reread, *ev_swap;
+	struct reload_proof *reload;  /* the proof in flight, the requests' budget (reload.c) */
 	struct sup_worker workers[SUP_WORKERS];
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;

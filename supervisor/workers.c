@@ -30,6 +30,7 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 	"COTAL_TEST_JOIN_DELAY", "COTAL_TEST_ACTIVATE_DELAY", /* worker-registry/membership.c */
 	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
 	"COTAL_TEST_SIGN_FLOOD", /* worker/worker.c */
+	"COTAL_TEST_RELOAD_FLOOD", /* worker-registry/registry.c */
 	"COTAL_TEST_LOG_WINDOW_MS", /* lib/log.c */
 	"COTAL_TEST_LOG_FLOOD", /* worker/worker.c */
 	"COTAL_TEST_STAGE_MAX", /* lib/nats/kvmirror.c */

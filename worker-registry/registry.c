@@ -577,8 +577,26 @@ registry_run(void)
 	if (pthread_create(&admin, NULL, admin_thread, NULL) != 0 ||
 	    pthread_create(&inv, NULL, inventory_thread, NULL) != 0)
 		fatalx("cannot start the admin threads");
+#ifdef COTAL_TEST_HOOKS
+	/* COTAL_TEST_RELOAD_FLOOD=N: a compromised registry sending N
+	 * RELOAD_REQ a second, unasked (their answers match no request). */
+	const char *flood = getenv("COTAL_TEST_RELOAD_FLOOD");
+	int64_t flooded = 0;
+	uint64_t flood_id = (uint64_t)1 << 62;
+#endif
 	while (worker_serving()) {
 		worker_nap(200);
+#ifdef COTAL_TEST_HOOKS
+		if (flood != NULL && mono_ms() - flooded >= 1000) {
+			struct ipc_reload_req req = { 0 };
+			flooded = mono_ms();
+			for (int k = atoi(flood); k > 0; k--) {
+				req.id = flood_id++;
+				if (worker_send(IPC_RELOAD_REQ, &req, sizeof(req)) != 0)
+					fatal("ipc: send RELOAD_REQ");
+			}
+		}
+#endif
 		rails_count_drops();
 		/* The gauges in ipc.c's order: waiting_ctl, _admin, _inventory. */
 		for (int q = Q_CTL; q < Q_COUNT; q++)

@@ -25,8 +25,10 @@
 #include "lib/wire/ctlclient.h"
 #include "lib/creds/jwt.h"
 #include "lib/creds/nkeys.h"
+#include "lib/log.h"
 #include "lib/wire/tokens.h"
 #include "lib/workspace.h"
+#include "supervisor/lease.h"
 #include "tests/harness/harness.h"
 
 #define CALL_MS 10000
@@ -328,6 +330,81 @@ test_reread_adopts_a_renewed_file(void **state)
 	rig_down(&r);
 }
 
+/* The status's lease.lastRenewalAt and reloads (0 when unread). */
+static int64_t
+last_renewal(struct rig *r, json_int_t *refused, json_int_t *adopted)
+{
+	json_t *st = h_daemon_status(&r->d);
+	int64_t at = (int64_t)json_integer_value(json_object_get(json_object_get(st, "lease"),
+	    "lastRenewalAt"));
+
+	*refused = json_integer_value(json_object_get(json_object_get(st, "reloads"), "refused"));
+	*adopted = json_integer_value(json_object_get(json_object_get(st, "reloads"), "adopted"));
+	json_decref(st);
+	return at;
+}
+
+/*
+ * Issue 41, finding 4: "A reload request proves the candidate credential
+ * with a synchronous connect of up to 5 s inside the supervisor's event
+ * loop, with no rate limit: back-to-back requests can hold off the watchdog
+ * and lease renewal. The proof must not block the loop, and reloads are
+ * bounded in rate." Test: "100 reload requests in a second do not delay a
+ * lease renewal past its interval." A registry (test hook) sends 100
+ * RELOAD_REQ a second while the file holds a credential the broker
+ * refuses, each proof taking 5 s (test hook: a broker slow to answer):
+ * two lease renewals in a row come LEASE_RENEW_MS apart (1 s of slack),
+ * nothing is adopted, and the requests' lines stay within the shared
+ * limiter's (finding 3).
+ */
+static void
+test_a_reload_flood_does_not_delay_the_lease_renewal(void **state)
+{
+	struct rig r;
+	json_int_t refused = 0, adopted = 0;
+	int64_t seen[3] = { 0 }, prev;
+	int n = 0;
+
+	(void)state;
+	rig_up(&r, "reloadflood");
+	/* The flood from the registry's start (refused while start-up runs). */
+	setenv("COTAL_TEST_RELOAD_FLOOD", "100", 1);
+	setenv("COTAL_TEST_RELOAD_PROVE_MS", "5000", 1);
+	daemon_up(&r);
+	unsetenv("COTAL_TEST_RELOAD_FLOOD");
+	unsetenv("COTAL_TEST_RELOAD_PROVE_MS");
+	assert_true(h_log_has(r.d.log, "delivery daemon up", 20000));
+	/* The file the proofs read: the same user, a key the broker does not
+	 * trust (each request past the budget or beside a proof refused at
+	 * once, the others proved: 5 s each, RELOAD_PROVE_MS). */
+	write_untrusted(&r);
+	long from = h_log_count(r.d.log, "");
+	/* Three renewals in a row under the flood (up to three intervals). */
+	prev = last_renewal(&r, &refused, &adopted);
+	for (int64_t until = mono_ms() + 3 * LEASE_RENEW_MS + 10000; n < 3 && mono_ms() < until;
+	    h_nap(100)) {
+		int64_t at = last_renewal(&r, &refused, &adopted);
+		if (at != prev && at != 0)
+			seen[n++] = prev = at;
+	}
+	int lines = h_log_count(r.d.log, "delivery: reloadCreds");
+	h_daemon_stop(&r.d, 10000);
+	printf("• 100 reload requests a second: renewals at +%lld ms and +%lld ms; %lld refused, "
+	    "%lld adopted, %d reloadCreds lines (the log had %ld lines before)\n",
+	    (long long)(seen[1] - seen[0]), (long long)(seen[2] - seen[1]), (long long)refused,
+	    (long long)adopted, lines, from);
+	if (n < 3)
+		fail_msg("%d lease renewals in %d s of a reload flood; see %s", n,
+		    3 * LEASE_RENEW_MS / 1000 + 10, r.d.log);
+	assert_true(seen[1] - seen[0] <= LEASE_RENEW_MS + 1000);
+	assert_true(seen[2] - seen[1] <= LEASE_RENEW_MS + 1000);
+	assert_true(refused >= 100);
+	assert_int_equal(adopted, 0);
+	/* The requests' lines: the limiter's, in at most two windows. */
+	assert_true(lines <= 2 * (LOG_LIMIT_LINES + 1));
+	rig_down(&r);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -337,6 +414,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_expired_credential_without_renewal_exits_at_the_backstop),
 		cmocka_unit_test(test_renewed_in_time_keeps_serving),
 		cmocka_unit_test(test_reread_adopts_a_renewed_file),
+		cmocka_unit_test(test_a_reload_flood_does_not_delay_the_lease_renewal),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, NULL, NULL));
