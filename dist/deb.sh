@@ -16,6 +16,13 @@ src=$out/cotal-deliveryd-$version
 for tool in dpkg-buildpackage dh lintian; do
 	command -v "$tool" >/dev/null 2>&1 || { echo "✗ make deb: $tool is missing (make deps)"; exit 1; }
 done
+# The package claims only what is built and tested: the workers' seccomp
+# policies load on x86-64 alone (sandbox/seccomp.c), so amd64.
+arch=$(sed -n 's/^Architecture: *//p' debian/control)
+[ "$arch" = amd64 ] || {
+	echo "✗ make deb: debian/control claims Architecture: $arch; the seccomp policies load on x86-64 alone (sandbox/seccomp.c): claim amd64"
+	exit 1
+}
 rm -rf "$out"
 mkdir -p "$src"
 git ls-files -z --cached --others --exclude-standard | xargs -0 cp -P --parents -t "$src"

@@ -5,6 +5,8 @@
  * crash, stopped cleanly; refusals at start.
  */
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -818,8 +820,11 @@ test_sighup_reopens_the_log(void **state)
 /*
  * The same through the rule dist/ ships, run by the real logrotate: its
  * paths and its postrotate's systemctl replaced by this mesh's log and a
- * kill of this daemon (the unit's half is systemd's), forced. The live log
- * is rotated to .1, and the daemon writes a new one by its name.
+ * kill of this daemon (the unit's half is systemd's), and its su line's
+ * service user by the user this test runs as (the one whose workspace the
+ * mesh is; make check-systemd runs the rule as it is, as cotal-delivery),
+ * forced. The live log is rotated to .1, and the daemon writes a new one
+ * by its name.
  */
 static void
 test_the_logrotate_rule_rotates_a_live_log(void **state)
@@ -838,11 +843,18 @@ test_the_logrotate_rule_rotates_a_live_log(void **state)
 	snprintf(rotated, sizeof(rotated), "%s.1", d.log);
 	assert_non_null(in = fopen(COTAL_DIST_DIR "/logrotate/cotal-deliveryd", "r"));
 	assert_non_null(out = fopen(conf, "w"));
-	int paths = 0, signals = 0;
+	struct passwd *pw = getpwuid(geteuid());
+	struct group *gr = getgrgid(getegid());
+	assert_non_null(pw);
+	assert_non_null(gr);
+	int paths = 0, signals = 0, sus = 0;
 	while (fgets(line, sizeof(line), in) != NULL) {
 		if (strncmp(line, "/var/lib/cotal/.cotal/delivery.*.log {", 38) == 0) {
 			fprintf(out, "%s/.cotal/delivery.*.log {\n", mesh.dir);
 			paths++;
+		} else if (strcmp(line, "\tsu cotal-delivery cotal-delivery\n") == 0) {
+			fprintf(out, "\tsu %s %s\n", pw->pw_name, gr->gr_name);
+			sus++;
 		} else if (strstr(line, "systemctl kill --signal=HUP") != NULL) {
 			fprintf(out, "\t\tkill -HUP %d\n", (int)d.pid);
 			signals++;
@@ -859,6 +871,7 @@ test_the_logrotate_rule_rotates_a_live_log(void **state)
 	bool kept = text_after(rotated, 0, "serving") || text_after(rotated, 0, "delivery");
 	h_daemon_stop(&d, 5000);
 	assert_int_equal(paths, 1);
+	assert_int_equal(sus, 1);
 	assert_int_equal(signals, 1);
 	assert_int_equal(rc, 0);
 	if (!kept)

@@ -6,8 +6,8 @@
 # for this run with the 2.10 test broker and the sandbox probe, boots it
 # with systemd-nspawn, installs the package (`make deb`) in it with apt-get,
 # runs tests/systemd/inside.sh against the packaged files, then purges the
-# package and checks that nothing it made is left but the state directory.
-# Root only (nspawn, debootstrap).
+# package and checks that nothing it made is left but the state directory,
+# root's by then. Root only (nspawn, debootstrap).
 #
 # nspawn's own syscall filter would hide bpf() (IPAddressDeny= silently not
 # enforced) and Landlock (the workers could not confine themselves): both
@@ -37,7 +37,10 @@ if ! command -v systemd-nspawn >/dev/null || ! command -v debootstrap >/dev/null
 fi
 
 t0=$(date +%s)
-if [ ! -f "$base/.cotal-base" ]; then
+# What the root holds besides minbase (logrotate: inside.sh runs the
+# package's rule). The cache is rebuilt when this list changes.
+include=systemd,dbus,libnats3.4,libjansson4,libevent-2.1-7,libseccomp2,logrotate
+if [ "$(cat "$base/.cotal-base" 2>/dev/null)" != "$include" ]; then
 	# The archive this machine's own apt sources name.
 	mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' 2>/dev/null |
 		grep -v security | head -1)
@@ -45,11 +48,10 @@ if [ ! -f "$base/.cotal-base" ]; then
 	echo "• debootstrap bookworm from $mirror into $base (cached for later runs)"
 	rm -rf "$base"
 	mkdir -p "$(dirname "$base")"
-	debootstrap --variant=minbase \
-		--include=systemd,dbus,libnats3.4,libjansson4,libevent-2.1-7,libseccomp2 \
+	debootstrap --variant=minbase --include="$include" \
 		bookworm "$base" "$mirror" > "$logdir/debootstrap.log" 2>&1 ||
 		{ echo "check-systemd: debootstrap failed; see $logdir/debootstrap.log" >&2; exit 1; }
-	touch "$base/.cotal-base"
+	echo "$include" > "$base/.cotal-base"
 	echo "• root built in $(($(date +%s) - t0)) s"
 fi
 
@@ -149,6 +151,8 @@ nsenter -t "$pid1" -a journalctl --no-pager > "$logdir/journal.log" 2>&1 || true
 # Purged: no unit, user, file or directory of the package's is left, but
 # the state directory (/var/lib/cotal, the spaces' logs and records).
 # (the package's prerm stops what runs from it)
+freed_uid=$(in_box id -u cotal-delivery || true)
+freed_gid=$(in_box id -g cotal-delivery || true)
 if in_box apt-get purge -y -q cotal-deliveryd > "$logdir/apt-purge.log" 2>&1; then
 	left=$(in_box sh -c 'systemctl daemon-reload
 		systemctl list-unit-files --no-legend "cotal-deliveryd*"
@@ -161,6 +165,23 @@ if in_box apt-get purge -y -q cotal-deliveryd > "$logdir/apt-purge.log" 2>&1; th
 		echo "ok - apt-get purge left nothing of the package's but the state directory /var/lib/cotal"
 	else
 		echo "not ok - apt-get purge left: $left"
+		rc=$((rc + 1))
+	fi
+	# Issue 41: the kept state is root's and closed (0700), and the next
+	# account given the freed uid and gid reads nothing of it.
+	not_root=$(in_box find /var/lib/cotal \( ! -uid 0 -o ! -gid 0 \) -printf '%p %u:%g; ' 2>&1 | head -c 400)
+	mode=$(in_box stat -c '%a %U:%G' /var/lib/cotal 2>&1 || true)
+	in_box groupadd -g "$freed_gid" cotal-next >/dev/null 2>&1 || true
+	in_box useradd -u "$freed_uid" -g "$freed_gid" -M -s /usr/sbin/nologin cotal-next >/dev/null 2>&1 || true
+	as_next=$(in_box setpriv --reuid="$freed_uid" --regid="$freed_gid" --clear-groups \
+		sh -c 'cat /var/lib/cotal/.cotal/delivery.*.log >/dev/null && echo read; ls /var/lib/cotal' 2>&1 || true)
+	in_box userdel cotal-next >/dev/null 2>&1 || true
+	in_box groupdel cotal-next >/dev/null 2>&1 || true
+	if [ -n "$freed_uid" ] && [ -z "$not_root" ] && [ "$mode" = "700 root:root" ] &&
+	   ! printf '%s\n' "$as_next" | grep -qx read; then
+		echo "ok - after the purge /var/lib/cotal and all in it are root's (700 root:root), and a new account given the freed uid $freed_uid reads none of it ($(printf '%s\n' "$as_next" | tail -1))"
+	else
+		echo "not ok - the kept state after the purge: $mode; not root's: ${not_root:-none}; the next account with uid $freed_uid: $(printf '%s\n' "$as_next" | tr '\n' ' ')"
 		rc=$((rc + 1))
 	fi
 else

@@ -267,6 +267,32 @@ fi
 rm -f /run/systemd/system/$unit.d/seccomp-log.conf
 systemctl daemon-reload
 
+# ---- issue 41: the log rotation runs as the service user ----
+# The installed rule says su cotal-delivery cotal-delivery. Forced, it
+# renames the live log as that user (logrotate says it switched to the
+# user's uid), its postrotate (root's again) signals the unit, and the
+# daemon opens a new log by the name, its own.
+rule=/etc/logrotate.d/cotal-deliveryd
+bound_within 30 >/dev/null
+lr_state=$(mktemp)
+lr_out=$(logrotate -v -f -s "$lr_state" "$rule" 2>&1)
+lr_rc=$?
+reopened=no
+for _ in $(seq 1 50); do
+	grep -q "delivery: SIGHUP: log reopened" "$log" 2>/dev/null && { reopened=yes; break; }
+	sleep 0.1
+done
+if grep -qxE '[[:space:]]*su cotal-delivery cotal-delivery' "$rule" && [ "$lr_rc" = 0 ] &&
+   printf '%s\n' "$lr_out" | grep -q "switching euid from 0 to $uid " &&
+   grep -q "delivery daemon up (space $space)" "$log.1" &&
+   [ "$(stat -c %U "$log.1")" = cotal-delivery ] && [ "$reopened" = yes ] &&
+   [ "$(stat -c %U "$log")" = cotal-delivery ]; then
+	ok "logrotate -f with the installed rule (su cotal-delivery cotal-delivery) rotated the live log as uid $uid, and the daemon, signalled by the rule's postrotate, opened a new one"
+else
+	no "the installed logrotate rule, forced: su line '$(grep -E '^[[:space:]]*su ' "$rule" | tr -s '\t ' ' ')', exit $lr_rc, new log reopened: $reopened; $(printf '%s\n' "$lr_out" | grep -E 'switching|error' | head -3 | tr '\n' ' ')"
+fi
+rm -f "$lr_state"
+
 # ---- systemctl stop: the lease released, exit 0 within TimeoutStopSec ----
 bound_within 30 >/dev/null
 t0=$(now_ms)
@@ -320,6 +346,29 @@ fi
 systemctl stop cotal-deliveryd-host.service
 [ "$(systemctl show -p Result --value cotal-deliveryd-host.service)" = success ] &&
 	ok "the host unit stopped cleanly" || no "the host unit's stop"
+
+# ---- issue 41: a workspace the service user bent moves nothing of root's ----
+# The user owns /var/lib/cotal, so it can make .cotal a link to a directory
+# of root's holding a file the rule's pattern matches. logrotate, as the
+# user (su), cannot rename there; as root it would have.
+victim=/var/lib/cotal-victim
+install -d -m 0755 "$victim"
+echo "root's own" > "$victim/delivery.victim.log"
+as_user() { setpriv --reuid=cotal-delivery --regid=cotal-delivery --clear-groups sh -c "$1"; }
+if as_user "cd $work && mv .cotal .cotal.kept && ln -s $victim .cotal"; then
+	lr_state=$(mktemp)
+	lr_out=$(logrotate -f -s "$lr_state" "$rule" 2>&1)
+	rm -f "$lr_state"
+	if [ -f "$victim/delivery.victim.log" ] && [ "$(ls "$victim")" = delivery.victim.log ]; then
+		ok "with .cotal a link (the service user's) to root's $victim, logrotate -f renamed nothing there: $(printf '%s\n' "$lr_out" | grep -m1 error | sed 's/^error: //')"
+	else
+		no "with .cotal a link to root's $victim, logrotate -f left there: $(ls "$victim" | tr '\n' ' ')"
+	fi
+	as_user "cd $work && rm .cotal && mv .cotal.kept .cotal"
+else
+	no "the service user could not swap its own .cotal for a link"
+fi
+rm -rf "$victim"
 
 echo "check-systemd: $passed passed, $failed failed"
 exit "$failed"
