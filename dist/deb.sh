@@ -5,11 +5,26 @@
 # (tracked and new, never the ignored build trees) with the commit written
 # beside it, so --version names it. debian/changelog is written here from
 # the same version: it has no other.
+#
+# Reproducible: two runs on one commit, in any two directories at any two
+# times, give byte-identical packages (make check-reproducible checks it).
+# The one time the package holds, its files' mtimes and the changelog's
+# date, is the commit's (SOURCE_DATE_EPOCH, unless the caller set one:
+# dpkg-deb clamps every mtime to it), in UTC; the compilers map the build
+# directory to "." (debian/rules: reproducible=+all).
 set -eu
 
 version=$(sed -n 's/^project(cotal-deliveryd VERSION \([0-9.]*\) .*/\1/p' CMakeLists.txt)
 [ -n "$version" ] || { echo "✗ make deb: no version in CMakeLists.txt's project()"; exit 1; }
 commit=$(git describe --always --dirty --abbrev=12 2>/dev/null || true)
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+	SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || true)
+	if [ -z "$SOURCE_DATE_EPOCH" ]; then
+		SOURCE_DATE_EPOCH=$(date +%s)
+		echo "! make deb: no commit, so no time of one: the package carries this build's time and is not reproducible"
+	fi
+fi
+export SOURCE_DATE_EPOCH
 out=build/deb
 src=$out/cotal-deliveryd-$version
 
@@ -32,10 +47,10 @@ cotal-deliveryd ($version) unstable; urgency=medium
 
   * Built from ${commit:-a tree with no commit}.
 
- -- Cotal delivery maintainers <delivery@cotal.dev>  $(date -R)
+ -- Cotal delivery maintainers <delivery@cotal.dev>  $(date -u -R -d "@$SOURCE_DATE_EPOCH")
 CHANGES
 
-echo "• building cotal-deliveryd $version (${commit:-no commit}) with debhelper"
+echo "• building cotal-deliveryd $version (${commit:-no commit}) with debhelper, SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH ($(date -u -d "@$SOURCE_DATE_EPOCH" +%FT%TZ))"
 (cd "$src" && dpkg-buildpackage -us -uc -b >../build.log 2>&1) || {
 	tail -40 "$out/build.log"
 	echo "✗ make deb: dpkg-buildpackage failed (all of it: $out/build.log)"
