@@ -55,6 +55,8 @@ static int check_tls_ca(const struct ipc_type_info *, const uint8_t *, size_t, c
 static int check_metrics_begin(const struct ipc_type_info *, const uint8_t *, size_t, char *,
     size_t);
 static int check_refusals(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_kick_req(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
+static int check_kick_rep(const struct ipc_type_info *, const uint8_t *, size_t, char *, size_t);
 
 #define IPC_EMPTY(t, d) [IPC_##t] = { { #t, d, 0, 0 }, LEN_RANGE, NULL }
 
@@ -94,6 +96,10 @@ static const struct ipc_rule catalogue[IPC_TYPE_END] = {
 	IPC_EMPTY(METRICS_END, IPC_TO_WORKER),
 	[IPC_REFUSALS] = { { "REFUSALS", IPC_TO_SUPERVISOR, sizeof(struct ipc_refusals),
 	    sizeof(struct ipc_refusals) }, LEN_RANGE, check_refusals },
+	[IPC_KICK_REQ] = { { "KICK_REQ", IPC_TO_SUPERVISOR, sizeof(struct ipc_kick_req),
+	    sizeof(struct ipc_kick_req) }, LEN_RANGE, check_kick_req },
+	[IPC_KICK_REP] = { { "KICK_REP", IPC_TO_WORKER, sizeof(struct ipc_kick_rep),
+	    sizeof(struct ipc_kick_rep) }, LEN_RANGE, check_kick_rep },
 };
 
 /* The worker roles and the names of their STATUS counters. */
@@ -377,6 +383,48 @@ check_refusals(const struct ipc_type_info *t, const uint8_t *p, size_t len, char
 				return refuse(err, errlen, "ipc: REFUSALS caller %" PRIu32 " has a byte "
 				    "0x%02x", i, (unsigned)(unsigned char)*c);
 	}
+	return 0;
+}
+
+static int
+check_kick_req(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_kick_req r;
+
+	(void)t, (void)len;
+	memcpy(&r, p, sizeof(r));
+	if (r.cid == 0)
+		return refuse(err, errlen, "ipc: KICK_REQ cid is 0");
+	if (!FIELD_TERMINATED(r, server) || r.server[0] == '\0')
+		return refuse(err, errlen, "ipc: KICK_REQ server is empty or not NUL-terminated");
+	for (const char *c = r.server; *c != '\0'; c++)
+		if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+		    (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+			return refuse(err, errlen, "ipc: KICK_REQ server has a byte 0x%02x",
+			    (unsigned)(unsigned char)*c);
+	if (!FIELD_TERMINATED(r, principal) || r.principal[0] == '\0')
+		return refuse(err, errlen, "ipc: KICK_REQ principal is empty or not NUL-terminated");
+	for (const char *c = r.principal; *c != '\0'; c++)
+		if (*c <= ' ' || *c > '~')
+			return refuse(err, errlen, "ipc: KICK_REQ principal has a byte 0x%02x",
+			    (unsigned)(unsigned char)*c);
+	return 0;
+}
+
+static int
+check_kick_rep(const struct ipc_type_info *t, const uint8_t *p, size_t len, char *err,
+    size_t errlen)
+{
+	struct ipc_kick_rep r;
+
+	(void)t, (void)len;
+	memcpy(&r, p, sizeof(r));
+	if (r.outcome > IPC_KICK_REFUSED || r.reserved != 0)
+		return refuse(err, errlen, "ipc: KICK_REP outcome %" PRIu32 " or reserved word",
+		    r.outcome);
+	if (!FIELD_TERMINATED(r, reply))
+		return refuse(err, errlen, "ipc: KICK_REP reply is not NUL-terminated");
 	return 0;
 }
 

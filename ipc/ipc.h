@@ -58,6 +58,8 @@ enum ipc_type {
 	IPC_METRICS_PART = 19,  /* -> metrics: the snapshot's next bytes, 1..IPC_MAX_PAYLOAD */
 	IPC_METRICS_END = 20,   /* -> metrics: the snapshot is whole; empty */
 	IPC_REFUSALS = 21,      /* -> supervisor (registry): struct ipc_refusals */
+	IPC_KICK_REQ = 22,      /* -> supervisor (registry): struct ipc_kick_req */
+	IPC_KICK_REP = 23,      /* -> worker (registry): struct ipc_kick_rep */
 	IPC_TYPE_END
 };
 
@@ -199,6 +201,39 @@ struct ipc_reload_rep {
 };
 
 /*
+ * KICK_REQ: the registry asks the supervisor, which alone signs for the
+ * $SYS evictor, to KICK connection cid on server for principal (an
+ * eviction sweep's match). The supervisor sends the KICK only after its own
+ * CONNZ, as the observer, shows that connection on that server in the
+ * space's account and naming that principal; else it refuses (issue 41,
+ * finding 2). server: one token of [A-Za-z0-9_-]; principal: printable
+ * ASCII without space; cid > 0.
+ */
+#define IPC_SERVER_ID_MAX 72
+#define IPC_PRINCIPAL_MAX 136 /* two identity tokens, a dot, NUL, rounded */
+struct ipc_kick_req {
+	uint64_t id;                      /* echoed in the reply */
+	uint64_t cid;
+	char server[IPC_SERVER_ID_MAX];
+	char principal[IPC_PRINCIPAL_MAX];
+};
+/* KICK_REP: what came of it; reply holds the broker's answer (SENT) or
+ * why (the others), NUL-terminated. */
+enum ipc_kick_outcome {
+	IPC_KICK_SENT = 0,          /* the broker answered: its reply */
+	IPC_KICK_NO_RESPONDERS = 1, /* no server answered the KICK */
+	IPC_KICK_FAILED = 2,        /* no answer in time, or the request failed: why */
+	IPC_KICK_REFUSED = 3,       /* the supervisor would not send it: why */
+};
+#define IPC_KICK_REPLY_MAX 4096
+struct ipc_kick_rep {
+	uint64_t id;
+	uint32_t outcome;                 /* enum ipc_kick_outcome */
+	uint32_t reserved;                /* zero */
+	char reply[IPC_KICK_REPLY_MAX];
+};
+
+/*
  * TLS_CA: sent once at spawn, after JWT, when CONFIG's tls_host is set (the
  * mesh demands TLS); the worker cannot open the CA file once confined. The
  * payload is one or more PEM certificate blocks and nothing else: each
@@ -230,7 +265,6 @@ struct ipc_metrics_begin {
  * n on are all zero.
  */
 #define IPC_REFUSALS_TOP 10
-#define IPC_PRINCIPAL_MAX 136 /* two identity tokens, a dot, NUL, rounded */
 struct ipc_refusals {
 	uint32_t n;
 	uint32_t reserved;                /* zero */

@@ -9,6 +9,7 @@
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
  * workers are this same binary started as `--worker ROLE`.
  */
+#include "supervisor/kick.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/notify.h"
 #include "supervisor/pidfile.h"
@@ -614,6 +615,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	reload_init(&S);
+	if (kick_init(&S) != 0)
+		fatal("delivery: the KICK monitor's thread");
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		S.ev_sig[i] = evsignal_new(S.base, sigs[i], on_signal, NULL);
 		event_add(S.ev_sig[i], NULL);
@@ -664,6 +667,7 @@ main(int argc, char **argv)
 	shard_free(&S);
 	standby_free(&S);
 	reload_free(&S);
+	kick_free(&S);
 	if (S.pid_path[0] != '\0')
 		pidfile_remove_if_ours(S.pid_path, getpid());
 	if (ev_wd != NULL)

@@ -49,6 +49,7 @@ enum worker_phase {
 
 struct sup;
 struct reload_proof;
+struct kicker;
 
 struct sup_worker {
 	struct sup *sup;
@@ -147,6 +148,7 @@ struct sup {
 	bool cred_expired;            /* awaiting a proved renewal */
 	struct event *ev_expiry, *ev_reread, *ev_swap;
 	struct reload_proof *reload;  /* the proof in flight, the requests' budget (reload.c) */
+	struct kicker *kicker;        /* the KICK monitor (kick.c) */
 	struct sup_worker workers[SUP_WORKERS];
 	struct event *ev_sig[4], *ev_status, *ev_kill;
 	bool status_dirty;

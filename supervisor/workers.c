@@ -4,6 +4,7 @@
  * backoff. A worker that speaks garbage is killed and restarted: a peer
  * that breaks the protocol is broken or compromised.
  */
+#include "supervisor/kick.h"
 #include "supervisor/supervisor.h"
 
 #include <errno.h>
@@ -31,6 +32,7 @@ static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_O
 	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
 	"COTAL_TEST_SIGN_FLOOD", /* worker/worker.c */
 	"COTAL_TEST_RELOAD_FLOOD", /* worker-registry/registry.c */
+	"COTAL_TEST_KICK", /* worker-registry/admin.c */
 	"COTAL_TEST_LOG_WINDOW_MS", /* lib/log.c */
 	"COTAL_TEST_LOG_FLOOD", /* worker/worker.c */
 	"COTAL_TEST_STAGE_MAX", /* lib/nats/kvmirror.c */
@@ -133,6 +135,14 @@ on_main(evutil_socket_t fd, short what, void *arg)
 		w->quiesced = true;
 		shard_worker_quiesced(w->sup);
 		break;
+	case IPC_KICK_REQ:
+		if (strcmp(w->role, "registry") != 0) {
+			worker_kill(w, "ipc: KICK_REQ from a worker that sweeps no broker");
+			close_channels(w);
+			break;
+		}
+		kick_request(w, &m);
+		break;
 	case IPC_RELOAD_REQ:
 		if (strcmp(w->role, "registry") != 0) {
 			worker_kill(w, "ipc: RELOAD_REQ from a worker that serves no admin rail");
@@ -174,7 +184,10 @@ on_sign(evutil_socket_t fd, short what, void *arg)
 		nlen = m.len;
 		break;
 	case IPC_SIGN_SYS:
-		if (strcmp(w->role, "registry") != 0 || !w->sup->have_sys[m.payload[0]]) {
+		/* The observer's alone: the evictor's KICKs are the
+		 * supervisor's to send (kick.c), never a worker's. */
+		if (strcmp(w->role, "registry") != 0 || m.payload[0] != IPC_SYS_OBSERVER ||
+		    !w->sup->have_sys[m.payload[0]]) {
 			worker_kill(w, "ipc: a $SYS signature this worker may not ask for");
 			close_channels(w);
 			return;

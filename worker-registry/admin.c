@@ -4,9 +4,13 @@
  * except the lifecycleMemberships inventory a retirement reads, which is
  * answered beside them (registry.c routes it to its own thread).
  *
- * Eviction and liveness sweep the broker as the $SYS observer and evictor:
- * their JWTs came from the supervisor (IPC_SYS_CREDS), their nonces are
- * signed by it, their seeds never come here.
+ * Eviction and liveness sweep the broker as the $SYS observer: its JWT
+ * came from the supervisor (IPC_SYS_CREDS), its nonces are signed by it,
+ * its seed never comes here. A KICK is the supervisor's to send: the sweep
+ * asks for each (IPC_KICK_REQ) and the supervisor sends it only for a
+ * connection its own CONNZ shows in the space's account, of the principal
+ * named (supervisor/kick.h). The evictor's JWT comes here only to say
+ * whether eviction is available.
  */
 #include "worker-registry/registry_int.h"
 #include "worker-registry/sweep.h"
@@ -41,6 +45,19 @@ static struct {
 	bool answered;
 	struct ipc_reload_rep rep;
 } reload = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, false, { 0 } };
+
+/* KICK_REQ: the one request of the sweep waiting for the supervisor. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t next_id, want;
+	bool answered;
+	struct ipc_kick_rep rep;
+} kick = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, false, { 0 } };
+
+/* The supervisor checks a KICK on its own CONNZ, then sends it: both its
+ * requests' timeouts, and a margin. */
+#define KICK_WAIT_MS (2 * SWEEP_REQUEST_MS + 2000)
 
 /* ---- the $SYS users ---- */
 
@@ -142,6 +159,90 @@ sys_conn(enum ipc_sys which, char *err, size_t errlen)
 	return u->nc;
 }
 
+/* sweep_kick_fn: the supervisor's answer to one KICK_REQ. */
+static natsStatus
+kick_via_supervisor(void *arg, const char *server, long long cid, const char *principal,
+		    char *reply, size_t replylen)
+{
+	struct ipc_kick_req req = { 0 };
+	int64_t until;
+
+	(void)arg;
+	req.cid = (uint64_t)cid;
+	snprintf(req.server, sizeof(req.server), "%s", server);
+	snprintf(req.principal, sizeof(req.principal), "%s", principal);
+	pthread_mutex_lock(&kick.mu);
+	req.id = kick.want = kick.next_id++;
+	kick.answered = false;
+	pthread_mutex_unlock(&kick.mu);
+	if (worker_send(IPC_KICK_REQ, &req, sizeof(req)) != 0)
+		fatal("ipc: send KICK_REQ");
+	until = mono_ms() + KICK_WAIT_MS;
+	pthread_mutex_lock(&kick.mu);
+	while (!kick.answered && mono_ms() < until && worker_serving()) {
+		struct timespec ts = deadline_in_ms(CLOCK_REALTIME, 100);
+		pthread_cond_timedwait(&kick.cv, &kick.mu, &ts);
+	}
+	bool answered = kick.answered;
+	struct ipc_kick_rep rep = kick.rep;
+	kick.want = 0;
+	pthread_mutex_unlock(&kick.mu);
+	if (!answered) {
+		snprintf(reply, replylen, "the supervisor did not answer within %d s",
+		    KICK_WAIT_MS / 1000);
+		return NATS_TIMEOUT;
+	}
+	snprintf(reply, replylen, "%s", rep.reply);
+	switch (rep.outcome) {
+	case IPC_KICK_SENT:
+		return NATS_OK;
+	case IPC_KICK_NO_RESPONDERS:
+		return NATS_NO_RESPONDERS;
+	case IPC_KICK_REFUSED:
+		return NATS_NOT_PERMITTED;
+	default:
+		return NATS_TIMEOUT;
+	}
+}
+
+#ifdef COTAL_TEST_HOOKS
+/*
+ * Test hook (COTAL_TEST_KICK=<server>:<cid>:<principal>[,…]): a compromised
+ * registry asking the supervisor for the KICK of each connection it names,
+ * in order, once it serves; it says what came of each.
+ */
+void
+admin_test_kick(void)
+{
+	const char *v = getenv("COTAL_TEST_KICK");
+	char server[IPC_SERVER_ID_MAX], principal[IPC_PRINCIPAL_MAX], reply[SWEEP_KICK_REPLY_MAX];
+	long long cid;
+
+	for (; v != NULL && sscanf(v, "%71[^:]:%lld:%135[^,]", server, &cid, principal) == 3;
+	    v = strchr(v, ',') != NULL ? strchr(v, ',') + 1 : NULL) {
+		natsStatus st = kick_via_supervisor(NULL, server, cid, principal, reply,
+		    sizeof(reply));
+		log_info("test: KICK of connection %lld on %s for %s: %s (%.200s)", cid, server,
+		    principal, natsStatus_GetText(st), reply);
+	}
+}
+#endif
+
+void
+admin_kick_reply(const struct ipc_msg *m)
+{
+	struct ipc_kick_rep rep;
+
+	memcpy(&rep, m->payload, sizeof(rep));
+	pthread_mutex_lock(&kick.mu);
+	if (rep.id == kick.want) {
+		kick.rep = rep;
+		kick.answered = true;
+		pthread_cond_broadcast(&kick.cv);
+	}
+	pthread_mutex_unlock(&kick.mu);
+}
+
 void
 admin_close(void)
 {
@@ -203,11 +304,17 @@ sweeper_for(struct sweeper *sw, bool evict, char *why, size_t whylen)
 	snprintf(sw->inbox, sizeof(sw->inbox), "%s", sys[IPC_SYS_OBSERVER].h.inbox_prefix);
 	sw->expect = servers_given(W.cfg.url);
 	sw->seen = &sweep_seen;
-	if (evict && (sw->evictor = sys_conn(IPC_SYS_EVICTOR, err, sizeof(err))) == NULL) {
-		snprintf(why, whylen, "delivery: eviction is unavailable: %s (deny-new-only posture "
-		    "until it is provisioned)", err);
+	if (!evict)
+		return 0;
+	pthread_mutex_lock(&sys_mu);
+	bool evictor = sys[IPC_SYS_EVICTOR].have;
+	pthread_mutex_unlock(&sys_mu);
+	if (!evictor) {
+		snprintf(why, whylen, "delivery: eviction is unavailable: no $SYS evictor "
+		    "credential is provisioned (deny-new-only posture until it is provisioned)");
 		return -1;
 	}
+	sw->kick = kick_via_supervisor;
 	return 0;
 }
 

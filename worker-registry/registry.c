@@ -578,6 +578,7 @@ registry_run(void)
 	    pthread_create(&inv, NULL, inventory_thread, NULL) != 0)
 		fatalx("cannot start the admin threads");
 #ifdef COTAL_TEST_HOOKS
+	admin_test_kick();
 	/* COTAL_TEST_RELOAD_FLOOD=N: a compromised registry sending N
 	 * RELOAD_REQ a second, unasked (their answers match no request). */
 	const char *flood = getenv("COTAL_TEST_RELOAD_FLOOD");
@@ -635,6 +636,9 @@ registry_msg(const struct ipc_msg *m)
 		return true;
 	case IPC_RELOAD_REP:
 		admin_reload_reply(m);
+		return true;
+	case IPC_KICK_REP:
+		admin_kick_reply(m);
 		return true;
 	default:
 		return false;

@@ -215,6 +215,10 @@ void admin_serve(struct request *r);            /* one at a time, in arrival ord
 void admin_inventories(struct request **v, int n); /* arrived together */
 void admin_sys_creds(const struct ipc_msg *m);  /* main thread */
 void admin_reload_reply(const struct ipc_msg *m);
+void admin_kick_reply(const struct ipc_msg *m);   /* main thread */
+#ifdef COTAL_TEST_HOOKS
+void admin_test_kick(void);  /* COTAL_TEST_KICK: the serving thread, once */
+#endif
 void admin_close(void);
 
 /* ---- chatscan.c: CHAT through short-lived consumers ---- */

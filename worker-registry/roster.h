@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "worker-registry/connz.h"
+#include "lib/wire/connz.h"
 
 #define SWEEP_SERVERS_MAX 16  /* servers one scan reads; CONN_SERVERS_MAX URLs and more */
 

@@ -512,6 +512,7 @@ struct kicked {
 };
 
 struct evict_state {
+	const char *const *names;  /* the principals, by index */
 	int *kicked;               /* accepted KICKs per principal (distinct connections) */
 	char (*problem)[SWEEP_NOTE_MAX / 2]; /* the first KICK trouble per principal */
 	struct kicked *done;       /* connections whose KICK was accepted */
@@ -553,17 +554,22 @@ kick_one(struct sweeper *s, const struct hit *h, const struct roster_server *srv
 	 struct evict_state *es)
 {
 	bool has_kick = connz_version_has_kick(srv->version);
-	char subject[SWEEP_SERVER_ID_MAX + 32], body[64], why[160];
+	char reply[SWEEP_KICK_REPLY_MAX], why[160];
 	char *problem = es->problem[h->who];
 	size_t plen = sizeof(es->problem[0]);
-	natsMsg *m = NULL;
 	natsStatus st;
 	int rc;
 
-	snprintf(subject, sizeof(subject), "$SYS.REQ.SERVER.%s.KICK", srv->id);
-	snprintf(body, sizeof(body), "{\"cid\":%lld}", h->cid);
 	s->kick_requests++;
-	st = natsConnection_RequestString(&m, s->evictor, subject, body, SWEEP_REQUEST_MS);
+	reply[0] = '\0';
+	st = s->kick(s->kick_arg, srv->id, h->cid, es->names[h->who], reply, sizeof(reply));
+	if (st == NATS_NOT_PERMITTED) {
+		/* Its holder would not send it: said, and the sweep goes on. */
+		if (problem[0] == '\0')
+			note_say(problem, plen, "KICK of connection %lld refused by the supervisor: "
+			    "%.100s", h->cid, reply);
+		return;
+	}
 	if (st == NATS_NO_RESPONDERS) {
 		/* An older broker has no KICK responder; a newer one without a
 		 * responder is not that server any more (restarted, or gone). */
@@ -584,9 +590,7 @@ kick_one(struct sweeper *s, const struct hit *h, const struct roster_server *srv
 			    natsStatus_GetText(st));
 		return;
 	}
-	rc = kick_reply_parse(natsMsg_GetData(m), (size_t)natsMsg_GetDataLength(m), why,
-	    sizeof(why));
-	natsMsg_Destroy(m);
+	rc = kick_reply_parse(reply, strlen(reply), why, sizeof(why));
 	if (rc == 1 || (rc == 0 && strstr(why, KICK_NOT_FOUND) != NULL))
 		es->moved = true;
 	if (rc == 1) {
@@ -619,7 +623,7 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 	const char *names[SWEEP_PRINCIPALS_MAX];
 	int map[SWEEP_PRINCIPALS_MAX], count[SWEEP_PRINCIPALS_MAX], kicked[SWEEP_PRINCIPALS_MAX];
 	char problem[SWEEP_PRINCIPALS_MAX][SWEEP_NOTE_MAX / 2];
-	struct evict_state es = { .kicked = kicked, .problem = problem };
+	struct evict_state es = { .names = names, .kicked = kicked, .problem = problem };
 	struct scan sc = { .count = count };
 	int nnames = 0, ntake = n < SWEEP_PRINCIPALS_MAX ? n : SWEEP_PRINCIPALS_MAX, rounds = 0;
 
@@ -657,7 +661,7 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 	 * theirs is left, SWEEP_ROUNDS times at most. */
 	scan_run(s, names, nnames, &sc);
 	for (int round = 0; round < SWEEP_ROUNDS && sc.nhits > 0; round++) {
-		if (s->evictor == NULL || es.unsupported || es.stalled)
+		if (s->kick == NULL || es.unsupported || es.stalled)
 			break;
 		es.moved = false;
 		for (size_t h = 0; h < sc.nhits && !es.unsupported && !es.stalled; h++)
@@ -679,11 +683,11 @@ sweep_evict(struct sweeper *s, const char *const *principals, int n,
 		r->remaining = count[w];
 		r->scan_complete = sc.complete;
 		r->verified_gone = sc.complete && count[w] == 0;
-		if (s->evictor == NULL)
+		if (s->kick == NULL)
 			note_add(r->note, sizeof(r->note), "%s", NOTE_NO_EVICTOR);
 		if (!sc.complete)
 			note_add(r->note, sizeof(r->note), "scan incomplete: %s", sc.note);
-		if (count[w] > 0 && s->evictor != NULL) {
+		if (count[w] > 0 && s->kick != NULL) {
 			if (es.unsupported)
 				note_add(r->note, sizeof(r->note), "%s", NOTE_NO_KICK);
 			else if (es.stalled && problem[w][0] == '\0')

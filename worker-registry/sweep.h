@@ -25,7 +25,7 @@
 #include <stddef.h>
 
 #include "lib/wire/records.h"
-#include "worker-registry/connz.h"
+#include "lib/wire/connz.h"
 #include "worker-registry/roster.h"
 
 #define SWEEP_PRINCIPALS_MAX 256   /* principals in one evictPrincipals request */
@@ -38,10 +38,22 @@
 #define SWEEP_MATCHES_MAX 4096     /* connections of the named principals one scan keeps */
 #define SWEEP_REPLY_MAX (64 * 1024 * 1024) /* a CONNZ reply we decode */
 #define SWEEP_INBOX_MAX 128        /* REPLY_INBOX_MAX */
+#define SWEEP_KICK_REPLY_MAX 4096  /* a KICK reply (or a refusal) the sweep reads */
+
+/*
+ * Ask for the KICK of connection cid of principal on server (whoever holds
+ * the evictor sends it, after its own check: issue 41, finding 2). NATS_OK
+ * with the broker's reply (NUL-terminated, cut to replylen) in reply;
+ * NATS_NO_RESPONDERS or another status as a request would have it; and
+ * NATS_NOT_PERMITTED with why in reply when the holder refused to send it.
+ */
+typedef natsStatus (*sweep_kick_fn)(void *arg, const char *server, long long cid,
+				    const char *principal, char *reply, size_t replylen);
 
 struct sweeper {
 	natsConnection *observer;  /* $SYS observer: $SYS.REQ.ACCOUNT.<account>.CONNZ */
-	natsConnection *evictor;   /* $SYS evictor: $SYS.REQ.SERVER.*.KICK; NULL: none */
+	sweep_kick_fn kick;        /* $SYS.REQ.SERVER.<id>.KICK through its holder; NULL: none */
+	void *kick_arg;
 	char account[64];          /* the space account's public key */
 	/* The observer's reply-inbox prefix (its credential's own sub.allow);
 	 * "" is nats.c's default "_INBOX". */

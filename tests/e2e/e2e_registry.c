@@ -711,6 +711,87 @@ inventory_send(const struct h_peer *p, const char *tag, natsSubscription **sub)
 }
 
 /*
+ * Issue 41, finding 2: "No confined process may be able to cause a KICK of
+ * a connection outside the space's account: the process that sends KICK
+ * checks, on its own observation from the broker, that each connection id
+ * belongs to the space's account and to a principal being evicted, and
+ * refuses and logs any other". Test: "A registry made to ask for the KICK
+ * of another account's connection (a test hook in a test build [...]):
+ * the connection stays, the refusal is logged". The registry (test hook
+ * COTAL_TEST_KICK) asks the supervisor, in turn, to KICK a connection of
+ * the system account (a $SYS observer's), an agent of the space under
+ * another principal's name, and that agent under its own: the first two
+ * are refused with the supervisor's reasons and both connections stay;
+ * the last is kicked (2.10 and later; 2.9 has no KICK).
+ */
+static void
+test_a_registry_cannot_kick_outside_the_space(void **state)
+{
+	struct h_peer a;
+	struct conn sysc;
+	char err[1024], sid[128], principal[256], hook[1024], want[512];
+	uint64_t sys_cid = 0, agent_cid = 0;
+
+	(void)state;
+	peer_up(&a, "kickvictim", "general");
+	snprintf(principal, sizeof(principal), "%s.%s", a.a.owner, a.a.actor);
+	if (h_connect_profile(&mesh, "sys-observer", &sysc, err, sizeof(err)) != 0)
+		fail_msg("sys-observer: %s", err);
+	assert_int_equal(natsConnection_GetClientID(sysc.nc, &sys_cid), NATS_OK);
+	assert_int_equal(natsConnection_GetClientID(a.c.nc, &agent_cid), NATS_OK);
+	assert_int_equal(natsConnection_GetConnectedServerId(a.c.nc, sid, sizeof(sid)), NATS_OK);
+	snprintf(hook, sizeof(hook), "%s:%llu:%s,%s:%llu:local.mallory,%s:%llu:%s", sid,
+	    (unsigned long long)sys_cid, principal, sid, (unsigned long long)agent_cid, sid,
+	    (unsigned long long)agent_cid, principal);
+	h_daemon_stop(&dmn, 10000);
+	setenv("COTAL_TEST_KICK", hook, 1);
+	int started = h_daemon_start(&mesh, &dmn, NULL);
+	unsetenv("COTAL_TEST_KICK");
+	assert_int_equal(started, 0);
+	snprintf(want, sizeof(want), "test: KICK of connection %llu on %s for %s:",
+	    (unsigned long long)agent_cid, sid, principal);
+	bool told = h_log_has(dmn.log, want, 30000);
+	/* The system account's connection: refused, and it stays. */
+	snprintf(want, sizeof(want), "refused the registry's KICK of connection %llu on server %s "
+	    "for %s: connection %llu on server %s is of account ", (unsigned long long)sys_cid, sid,
+	    principal, (unsigned long long)sys_cid, sid);
+	bool refused_sys = h_log_has(dmn.log, want, 0);
+	snprintf(want, sizeof(want), "test: KICK of connection %llu on %s for %s: Not Permitted",
+	    (unsigned long long)sys_cid, sid, principal);
+	bool told_sys = h_log_has(dmn.log, want, 0);
+	/* The agent under another's name: refused, and it stays. */
+	snprintf(want, sizeof(want), "refused the registry's KICK of connection %llu on server %s "
+	    "for local.mallory: connection %llu on server %s is not principal local.mallory's",
+	    (unsigned long long)agent_cid, sid, (unsigned long long)agent_cid, sid);
+	bool refused_other = h_log_has(dmn.log, want, 0);
+	assert_int_equal(natsConnection_FlushTimeout(sysc.nc, 2000), NATS_OK);
+	printf("• KICKs asked by the registry: the system account's connection %llu refused%s, "
+	    "agent %llu under another name refused%s\n", (unsigned long long)sys_cid,
+	    refused_sys ? "" : " (NOT)", (unsigned long long)agent_cid, refused_other ? "" :
+	    " (NOT)");
+	if (!told || !refused_sys || !told_sys || !refused_other)
+		fail_msg("the supervisor's refusals are not in %s", dmn.log);
+	/* The agent under its own name: kicked where the broker has KICK. */
+	if (!broker29) {
+		/* Its connection closed: the client is on another one (its
+		 * reconnect gets a new cid) or none. */
+		uint64_t now_cid = agent_cid;
+		for (int64_t until = mono_ms() + 5000; now_cid == agent_cid && mono_ms() < until;
+		    h_nap(50))
+			if (natsConnection_GetClientID(a.c.nc, &now_cid) != NATS_OK)
+				now_cid = 0;
+		snprintf(want, sizeof(want), "test: KICK of connection %llu on %s for %s: OK",
+		    (unsigned long long)agent_cid, sid, principal);
+		assert_true(h_log_has(dmn.log, want, 0));
+		assert_true(now_cid != agent_cid);
+	}
+	h_close(&sysc);
+	h_peer_down(&a);
+	assert_int_equal(h_daemon_ready(&dmn, 20000, "serving cotal.", "fan-out bound",
+	    "reader bound", NULL), 0);
+}
+
+/*
  * The seed: "The daemon answers ctl.delivery-admin requests one at a time,
  * in the order they arrive, with one exception: the lifecycleMemberships
  * inventory [...] answered without waiting for the others" and
@@ -1299,6 +1380,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_liveness_is_bound),
 		cmocka_unit_test(test_reload_is_forwarded_and_checked),
 		cmocka_unit_test(test_evict_kicks_and_verifies),
+		cmocka_unit_test(test_a_registry_cannot_kick_outside_the_space),
 		cmocka_unit_test(test_inventories_overtake_a_slow_eviction),
 		cmocka_unit_test(test_inventory_fences_only_while_the_acl_allows_reads),
 		cmocka_unit_test(test_join_racing_an_inventory_is_in_it_or_refused),

@@ -147,10 +147,32 @@ teardown(void **state)
 	return 0;
 }
 
+/* The evictor's KICK sent straight, as its holder (the supervisor) does
+ * once its own check passed: the sweep's half alone is tested here
+ * (e2e_evict_guard tests the holder's check). */
+static natsStatus
+kick_direct(void *arg, const char *server, long long cid, const char *principal, char *reply,
+	    size_t replylen)
+{
+	char subject[128], body[64];
+	natsMsg *m = NULL;
+	natsStatus st;
+
+	(void)principal;
+	snprintf(subject, sizeof(subject), "$SYS.REQ.SERVER.%s.KICK", server);
+	snprintf(body, sizeof(body), "{\"cid\":%lld}", cid);
+	st = natsConnection_RequestString(&m, arg, subject, body, SWEEP_REQUEST_MS);
+	if (st == NATS_OK)
+		snprintf(reply, replylen, "%.*s", natsMsg_GetDataLength(m), natsMsg_GetData(m));
+	natsMsg_Destroy(m);
+	return st;
+}
+
 static struct sweeper
 sweeper_of(natsConnection *obs, natsConnection *ev, const char *acct)
 {
-	struct sweeper s = { .observer = obs, .evictor = ev };
+	struct sweeper s = { .observer = obs, .kick = ev != NULL ? kick_direct : NULL,
+		.kick_arg = ev };
 
 	snprintf(s.account, sizeof(s.account), "%s", acct);
 	/* The space's observer replies under its own prefix (the plain

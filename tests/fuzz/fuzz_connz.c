@@ -1,6 +1,6 @@
 /*
  * Fuzz target: what the broker answers the eviction sweep
- * (worker-registry/connz.c) and the bookkeeping of the servers that
+ * (lib/wire/connz.c) and the bookkeeping of the servers that
  * answer (roster.c).
  *
  * The input's first byte picks the offset the page is checked against
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker-registry/connz.h"
+#include "lib/wire/connz.h"
 #include "worker-registry/roster.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

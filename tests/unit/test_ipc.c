@@ -228,6 +228,21 @@ valid_payload(uint16_t type, uint8_t *p, size_t cap)
 		memcpy(p, &r, sizeof(r));
 		return sizeof(r);
 	}
+	case IPC_KICK_REQ: {
+		struct ipc_kick_req r = { .id = 9, .cid = 42 };
+		snprintf(r.server, sizeof(r.server), "NDQ2ZKG3A7_server-1");
+		snprintf(r.principal, sizeof(r.principal), "local.alice");
+		assert_true(cap >= sizeof(r));
+		memcpy(p, &r, sizeof(r));
+		return sizeof(r);
+	}
+	case IPC_KICK_REP: {
+		struct ipc_kick_rep r = { .id = 9, .outcome = IPC_KICK_REFUSED };
+		snprintf(r.reply, sizeof(r.reply), "not principal local.alice's");
+		assert_true(cap >= sizeof(r));
+		memcpy(p, &r, sizeof(r));
+		return sizeof(r);
+	}
 	default:
 		return 0;
 	}
@@ -249,7 +264,7 @@ static void
 test_every_type_round_trips(void **state)
 {
 	struct chan *c = *state;
-	uint8_t p[4096];
+	uint8_t p[8192];
 	enum ipc_dir dir;
 	int from, to;
 
@@ -585,7 +600,7 @@ static void
 test_registry_messages_malformed_refused(void **state)
 {
 	struct chan *c = *state;
-	uint8_t p[4096];
+	uint8_t p[8192];
 	size_t n;
 
 	n = valid_payload(IPC_SYS_CREDS, p, sizeof(p));
@@ -681,7 +696,7 @@ test_interleaved_frames_arrive_one_per_recv(void **state)
 	const uint16_t order[] = { IPC_CONFIG, IPC_JWT, IPC_QUIESCE, IPC_SIGN_REP, IPC_RESUME,
 		IPC_JWT, IPC_RECONNECT, IPC_STOP };
 	const size_t n = sizeof(order) / sizeof(order[0]);
-	uint8_t p[4096];
+	uint8_t p[8192];
 	size_t len;
 
 	/* A non-blocking receiver: a frame too many would show as EAGAIN. */
@@ -839,6 +854,42 @@ test_refusals_are_checked(void **state)
 	expect_refused(c, c->wrk, IPC_TO_WORKER, "REFUSALS");
 }
 
+/* KICK_REQ: what a registry gone wrong could ask is refused, naming the
+ * field; a KICK_REP out of range likewise. */
+static void
+test_kick_requests_are_checked(void **state)
+{
+	struct chan *c = *state;
+	struct ipc_kick_req r;
+	struct ipc_kick_rep rep;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.server, sizeof(r.server), "NSERVER");
+	snprintf(r.principal, sizeof(r.principal), "local.a");
+	assert_int_equal(ipc_send(c->wrk, IPC_KICK_REQ, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "KICK_REQ cid is 0");
+	r.cid = 5;
+	snprintf(r.server, sizeof(r.server), "N.>");
+	assert_int_equal(ipc_send(c->wrk, IPC_KICK_REQ, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "KICK_REQ server has a byte 0x2e");
+	snprintf(r.server, sizeof(r.server), "NSERVER");
+	snprintf(r.principal, sizeof(r.principal), "local.a b");
+	assert_int_equal(ipc_send(c->wrk, IPC_KICK_REQ, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "KICK_REQ principal has a byte 0x20");
+	memset(r.principal, 'x', sizeof(r.principal));
+	assert_int_equal(ipc_send(c->wrk, IPC_KICK_REQ, &r, sizeof(r)), 0);
+	expect_refused(c, c->sup, IPC_TO_SUPERVISOR, "KICK_REQ principal is empty or not");
+	memset(&rep, 0, sizeof(rep));
+	rep.outcome = IPC_KICK_REFUSED + 1;
+	assert_int_equal(ipc_send(c->sup, IPC_KICK_REP, &rep, sizeof(rep)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "KICK_REP outcome 4");
+	/* From the supervisor to a worker, a request is no message at all. */
+	r.cid = 5;
+	snprintf(r.principal, sizeof(r.principal), "local.a");
+	assert_int_equal(ipc_send(c->sup, IPC_KICK_REQ, &r, sizeof(r)), 0);
+	expect_refused(c, c->wrk, IPC_TO_WORKER, "KICK_REQ");
+}
+
 int
 main(void)
 {
@@ -883,6 +934,8 @@ main(void)
 		cmocka_unit_test(test_counter_names_per_role),
 		cmocka_unit_test(test_gauge_and_latency_names_per_role),
 		cmocka_unit_test_setup_teardown(test_refusals_are_checked, chan_setup, chan_teardown),
+		cmocka_unit_test_setup_teardown(test_kick_requests_are_checked, chan_setup,
+		    chan_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 /*
- * The pure parts of the eviction sweep (worker-registry/connz.h,
+ * The pure parts of the eviction sweep (lib/wire/connz.h,
  * roster.h, sweep.h): which principal a CONNZ entry belongs to, the checks
  * on CONNZ and KICK replies (network input) and on the server that sent
  * them, which servers a scan must hear from (a cluster answers once per
@@ -683,7 +683,7 @@ test_state_names(void **state)
 static void
 test_sweep_without_observer(void **state)
 {
-	struct sweeper s = { .observer = NULL, .evictor = NULL, .account = ACCT };
+	struct sweeper s = { .observer = NULL, .kick = NULL, .account = ACCT };
 	const char *ps[] = { "local.alice", "nobody.bob", "local.alice", "local.carol" };
 	struct eviction_result out[4];
 	char note[SWEEP_NOTE_MAX];

@@ -4,7 +4,7 @@
  * no state; every field is type-checked before it is used, and every loop
  * is bounded (entries per page, tags per entry).
  */
-#include "worker-registry/connz.h"
+#include "lib/wire/connz.h"
 
 #include <stdarg.h>
 #include <stdio.h>
