@@ -37,23 +37,66 @@ static struct sys_user {
 } sys[3];
 static pthread_mutex_t sys_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* reloadCreds: the one request waiting for the supervisor's answer. */
-static struct {
+/*
+ * A request to the supervisor waiting for its answer: its id (every reply
+ * echoes one, and only the awaited one is taken), the answer, its arrival.
+ * One per kind (reloadCreds, a KICK), one request of a kind at a time.
+ */
+struct sup_ask {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	uint64_t next_id, want;
 	bool answered;
-	struct ipc_reload_rep rep;
-} reload = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, false, { 0 } };
+	uint8_t rep[sizeof(struct ipc_kick_rep)]; /* the larger of the answers */
+};
+#define SUP_ASK_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, false, { 0 } }
+_Static_assert(sizeof(struct ipc_reload_rep) <= sizeof(struct ipc_kick_rep), "sup_ask.rep");
 
-/* KICK_REQ: the one request of the sweep waiting for the supervisor. */
-static struct {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	uint64_t next_id, want;
-	bool answered;
-	struct ipc_kick_rep rep;
-} kick = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, false, { 0 } };
+static struct sup_ask reload = SUP_ASK_INIT, kick = SUP_ASK_INIT;
+
+/* The id of a new request, the one awaited from now on. */
+static uint64_t
+ask_begin(struct sup_ask *a)
+{
+	pthread_mutex_lock(&a->mu);
+	uint64_t id = a->want = a->next_id++;
+	a->answered = false;
+	pthread_mutex_unlock(&a->mu);
+	return id;
+}
+
+/* Wait up to ms (or until the worker stops serving) for the answer: true
+ * with its len bytes in rep. */
+static bool
+ask_wait(struct sup_ask *a, int ms, void *rep, size_t len)
+{
+	int64_t until = mono_ms() + ms;
+
+	pthread_mutex_lock(&a->mu);
+	while (!a->answered && mono_ms() < until && worker_serving()) {
+		struct timespec ts = deadline_in_ms(CLOCK_REALTIME, 100);
+		pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+	}
+	bool answered = a->answered;
+	if (answered)
+		memcpy(rep, a->rep, len);
+	a->want = 0;
+	pthread_mutex_unlock(&a->mu);
+	return answered;
+}
+
+/* An answer with this id (the main thread's): taken when it is awaited. */
+static void
+ask_answer(struct sup_ask *a, uint64_t id, const void *rep, size_t len)
+{
+	pthread_mutex_lock(&a->mu);
+	if (id == a->want) {
+		memcpy(a->rep, rep, len);
+		a->answered = true;
+		pthread_cond_broadcast(&a->cv);
+	}
+	pthread_mutex_unlock(&a->mu);
+}
 
 /* The supervisor checks a KICK on its own CONNZ, then sends it: both its
  * requests' timeouts, and a margin. */
@@ -165,29 +208,16 @@ kick_via_supervisor(void *arg, const char *server, long long cid, const char *pr
 		    char *reply, size_t replylen)
 {
 	struct ipc_kick_req req = { 0 };
-	int64_t until;
+	struct ipc_kick_rep rep;
 
 	(void)arg;
 	req.cid = (uint64_t)cid;
 	snprintf(req.server, sizeof(req.server), "%s", server);
 	snprintf(req.principal, sizeof(req.principal), "%s", principal);
-	pthread_mutex_lock(&kick.mu);
-	req.id = kick.want = kick.next_id++;
-	kick.answered = false;
-	pthread_mutex_unlock(&kick.mu);
+	req.id = ask_begin(&kick);
 	if (worker_send(IPC_KICK_REQ, &req, sizeof(req)) != 0)
 		fatal("ipc: send KICK_REQ");
-	until = mono_ms() + KICK_WAIT_MS;
-	pthread_mutex_lock(&kick.mu);
-	while (!kick.answered && mono_ms() < until && worker_serving()) {
-		struct timespec ts = deadline_in_ms(CLOCK_REALTIME, 100);
-		pthread_cond_timedwait(&kick.cv, &kick.mu, &ts);
-	}
-	bool answered = kick.answered;
-	struct ipc_kick_rep rep = kick.rep;
-	kick.want = 0;
-	pthread_mutex_unlock(&kick.mu);
-	if (!answered) {
+	if (!ask_wait(&kick, KICK_WAIT_MS, &rep, sizeof(rep))) {
 		snprintf(reply, replylen, "the supervisor did not answer within %d s",
 		    KICK_WAIT_MS / 1000);
 		return NATS_TIMEOUT;
@@ -234,13 +264,7 @@ admin_kick_reply(const struct ipc_msg *m)
 	struct ipc_kick_rep rep;
 
 	memcpy(&rep, m->payload, sizeof(rep));
-	pthread_mutex_lock(&kick.mu);
-	if (rep.id == kick.want) {
-		kick.rep = rep;
-		kick.answered = true;
-		pthread_cond_broadcast(&kick.cv);
-	}
-	pthread_mutex_unlock(&kick.mu);
+	ask_answer(&kick, rep.id, &rep, sizeof(rep));
 }
 
 void
@@ -395,13 +419,7 @@ admin_reload_reply(const struct ipc_msg *m)
 	struct ipc_reload_rep rep;
 
 	memcpy(&rep, m->payload, sizeof(rep));
-	pthread_mutex_lock(&reload.mu);
-	if (rep.id == reload.want) {
-		reload.rep = rep;
-		reload.answered = true;
-		pthread_cond_broadcast(&reload.cv);
-	}
-	pthread_mutex_unlock(&reload.mu);
+	ask_answer(&reload, rep.id, &rep, sizeof(rep));
 }
 
 /* args.h reads what the sweep and the supervisor take. */
@@ -412,26 +430,13 @@ static void
 op_reload(struct request *r)
 {
 	struct ipc_reload_req req = { 0 };
-	int64_t until;
+	struct ipc_reload_rep rep;
 
 	snprintf(req.expected, sizeof(req.expected), "%s", r->args.expected);
-	pthread_mutex_lock(&reload.mu);
-	req.id = reload.want = reload.next_id++;
-	reload.answered = false;
-	pthread_mutex_unlock(&reload.mu);
+	req.id = ask_begin(&reload);
 	if (worker_send(IPC_RELOAD_REQ, &req, sizeof(req)) != 0)
 		fatal("ipc: send RELOAD_REQ");
-	until = mono_ms() + REG_RELOAD_WAIT_MS;
-	pthread_mutex_lock(&reload.mu);
-	while (!reload.answered && mono_ms() < until && worker_serving()) {
-		struct timespec ts = deadline_in_ms(CLOCK_REALTIME, 100);
-		pthread_cond_timedwait(&reload.cv, &reload.mu, &ts);
-	}
-	bool answered = reload.answered;
-	struct ipc_reload_rep rep = reload.rep;
-	reload.want = 0;
-	pthread_mutex_unlock(&reload.mu);
-	if (!answered)
+	if (!ask_wait(&reload, REG_RELOAD_WAIT_MS, &rep, sizeof(rep)))
 		reply_error(r, "reloadCreds: the supervisor did not answer within %d s; nothing is "
 		    "known to be adopted", REG_RELOAD_WAIT_MS / 1000);
 	else if (!rep.ok)
