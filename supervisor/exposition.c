@@ -569,6 +569,25 @@ exposition_health(json_t *const *docs, size_t n, char *reason, size_t len)
 		if (k > 0)
 			used += (size_t)k < len - used ? (size_t)k : len - used - 1;
 	}
+	/* Serving, but a role down (restarting, or crash-looping at its
+	 * capped backoff): not healthy, and which role says so (issue 42). */
+	for (size_t d = 0; d < n && bad == 0; d++) {
+		json_t *w;
+		size_t i;
+		json_array_foreach(json_object_get(docs[d], "workers"), i, w) {
+			if (strcmp(str(w, "state"), "down") != 0 || used + 1 >= len)
+				continue;
+			int k = snprintf(reason + used, len - used, "%s%s %s without its %s worker "
+			    "(down%s)", used == 0 ? "degraded: " : ", ", n == 1 ? "the space" : "space",
+			    str(docs[d], "space"), str(w, "role"),
+			    json_is_true(json_object_get(w, "crashLooping")) ? ", crash-looping" :
+			    ", restarting");
+			if (k > 0)
+				used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+		}
+	}
+	if (used > 0)
+		return 503;
 	if (bad == 0) {
 		if (n == 1)
 			snprintf(reason, len, "serving space %s", str(docs[0], "space"));

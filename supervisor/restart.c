@@ -8,22 +8,22 @@
 
 const struct restart_policy restart_delivery = {
 	.initial_ms = 100, .max_ms = 30 * 1000, .healthy_ms = 60 * 1000,
-	.loop_window_ms = 5 * 60 * 1000, .loop_fatal = true,
+	.loop_window_ms = 5 * 60 * 1000, .loop_reported = true,
 };
 
 const struct restart_policy restart_timer = {
 	.initial_ms = 5 * 1000, .max_ms = 300 * 1000, .healthy_ms = 60 * 1000,
-	.loop_window_ms = 5 * 60 * 1000, .loop_fatal = false,
+	.loop_window_ms = 5 * 60 * 1000, .loop_reported = false,
 };
 
 const struct restart_policy restart_lane = {
 	.initial_ms = 1000, .max_ms = 30 * 1000, .healthy_ms = 60 * 1000,
-	.loop_window_ms = 5 * 60 * 1000, .loop_fatal = false,
+	.loop_window_ms = 5 * 60 * 1000, .loop_reported = false,
 };
 
 const struct restart_policy restart_metrics = {
 	.initial_ms = 1000, .max_ms = 30 * 1000, .healthy_ms = 60 * 1000,
-	.loop_window_ms = 5 * 60 * 1000, .loop_fatal = false,
+	.loop_window_ms = 5 * 60 * 1000, .loop_reported = false,
 };
 
 void
@@ -43,7 +43,6 @@ int64_t
 restart_after_death(struct restart_state *s, const struct restart_policy *p,
 		    int64_t now_ms, bool *crash_loop)
 {
-	unsigned inside = 0;
 	int64_t delay;
 
 	*crash_loop = false;
@@ -55,13 +54,20 @@ restart_after_death(struct restart_state *s, const struct restart_policy *p,
 
 	s->deaths[s->ndeaths % (RESTART_LOOP_MAX + 1)] = now_ms;
 	s->ndeaths++;
+	*crash_loop = restart_looping(s, p, now_ms);
+	s->restarts++;
+	return delay;
+}
+
+bool
+restart_looping(const struct restart_state *s, const struct restart_policy *p, int64_t now_ms)
+{
+	unsigned inside = 0;
+
 	for (unsigned i = 0; i < RESTART_LOOP_MAX + 1 && i < s->ndeaths; i++)
 		if (now_ms - s->deaths[i] < p->loop_window_ms)
 			inside++;
-	if (inside > RESTART_LOOP_MAX && p->loop_fatal)
-		*crash_loop = true;
-	s->restarts++;
-	return delay;
+	return inside > RESTART_LOOP_MAX && p->loop_reported;
 }
 
 void

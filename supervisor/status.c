@@ -119,9 +119,10 @@ status_doc(struct sup *s)
 				json_object_set_new(counters, name,
 				    json_integer(w->have_status ? (json_int_t)w->status.counters[k] : 0));
 		}
-		json_t *wo = json_pack("{s:s, s:I, s:s, s:I, s:s, s:o, s:s, s:I}",
+		json_t *wo = json_pack("{s:s, s:I, s:s, s:I, s:b, s:s, s:o, s:s, s:I}",
 		    "role", w->role, "pid", (json_int_t)w->pid, "state", phase_name(w),
-		    "restarts", (json_int_t)w->restart.restarts, "lastExit", w->last_exit,
+		    "restarts", (json_int_t)w->restart.restarts, "crashLooping",
+		    restart_looping(&w->restart, w->policy, sup_now_ms()), "lastExit", w->last_exit,
 		    "counters", counters, "confinement", confinement(s, w, line, sizeof(line)),
 		    "signaturesRefused", (json_int_t)w->signs_refused);
 		measures(w, wo);

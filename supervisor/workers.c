@@ -570,15 +570,23 @@ workers_reap(struct sup *s)
 		if (getenv("COTAL_TEST_RESTART_DELAY_MS") != NULL &&
 		    atoi(getenv("COTAL_TEST_RESTART_DELAY_MS")) > delay)
 			delay = atoi(getenv("COTAL_TEST_RESTART_DELAY_MS"));
+		/* Or sooner: COTAL_TEST_RESTART_MAX_MS caps the backoff (a crash
+		 * loop reached in seconds). */
+		if (getenv("COTAL_TEST_RESTART_MAX_MS") != NULL &&
+		    atoi(getenv("COTAL_TEST_RESTART_MAX_MS")) < delay)
+			delay = atoi(getenv("COTAL_TEST_RESTART_MAX_MS"));
 #endif
 		w->phase = WP_DOWN;
-		if (loop) {
+		/* A crash loop degrades the daemon, it never ends it: said once
+		 * as the loop begins; the worker is restarted at its capped
+		 * backoff and the other roles keep serving (issue 42). */
+		if (loop && !w->crash_looping)
 			log_errx("delivery: worker %s is crash-looping (%s; more than %d restarts "
-			    "in %lld s), exiting", w->role, w->last_exit, RESTART_LOOP_MAX,
-			    (long long)(w->policy->loop_window_ms / 1000));
-			sup_stop(s, 1);
-			continue;
-		}
+			    "in %lld s): restarting it at most %lld s apart; the other roles keep "
+			    "serving", w->role, w->last_exit, RESTART_LOOP_MAX,
+			    (long long)(w->policy->loop_window_ms / 1000),
+			    (long long)(w->policy->max_ms / 1000));
+		w->crash_looping = loop;
 		log_warnx("delivery: worker %s (pid %ld) %s — restarting in %lld ms", w->role,
 		    (long)pid, w->last_exit, (long long)delay);
 		/* And the timer writer's own line for operators (WIRE.md §8). */

@@ -1039,6 +1039,78 @@ test_a_worker_sending_refused_signing_requests_is_ended(void **state)
 	assert_true(refusals >= 1 && refusals <= LOG_LIMIT_LINES);
 }
 
+/*
+ * Issue 42: "A crash loop degrades, it does not take the daemon down.
+ * [...] Keep backing that worker off (capped), keep the other roles
+ * serving, and say so: cotal status, /healthz [...] The daemon exits only
+ * for what the seed says ends it". The reader is killed 12 times, each
+ * time once it is back (a test build's backoff capped at 200 ms): past
+ * the tenth restart in 5 minutes the log says it is crash-looping, the
+ * status marks it, and the daemon goes on: the supervisor alive, the other
+ * workers on their first process, the reader restarted again.
+ */
+static void
+test_a_crash_loop_degrades_and_the_daemon_goes_on(void **state)
+{
+	struct daemon d;
+	pid_t first[4];
+	static const char *const roles4[] = { "fanout", "registry", "timer", "reader" };
+	int kills = 0;
+
+	(void)state;
+	h_daemon_stop(&dmn, 10000);
+	setenv("COTAL_TEST_RESTART_MAX_MS", "200", 1);
+	int started = h_daemon_start(&mesh, &d, NULL);
+	unsetenv("COTAL_TEST_RESTART_MAX_MS");
+	assert_int_equal(started, 0);
+	assert_int_equal(h_daemon_ready(&d, 20000, "fan-out bound", "reader bound", NULL), 0);
+	for (int r = 0; r < 4; r++)
+		first[r] = h_daemon_worker_pid(&d, roles4[r]);
+	for (int64_t until = mono_ms() + 60000; kills < 12 && mono_ms() < until; h_nap(50)) {
+		pid_t p = h_daemon_worker_pid(&d, "reader");
+		static pid_t last;
+		if (p <= 0 || p == last)
+			continue;
+		if (kill(p, SIGKILL) == 0) {
+			last = p;
+			kills++;
+		}
+	}
+	bool said = h_log_has(d.log, "delivery: worker reader is crash-looping (killed by SIGKILL; "
+	    "more than 10 restarts in 300 s): restarting it at most 30 s apart; the other roles "
+	    "keep serving", 5000);
+	/* Back once more, and marked in the status. */
+	pid_t back = 0;
+	bool looping = false;
+	for (int64_t until = mono_ms() + 10000; (!looping || back <= 0) && mono_ms() < until;
+	    h_nap(100)) {
+		json_t *st = h_daemon_status(&d), *w;
+		size_t i;
+		json_array_foreach(json_object_get(st, "workers"), i, w)
+			if (strcmp(json_string_value(json_object_get(w, "role")), "reader") == 0)
+				looping = json_is_true(json_object_get(w, "crashLooping"));
+		json_decref(st);
+		back = h_daemon_worker_pid(&d, "reader");
+	}
+	bool alive = kill(d.pid, 0) == 0;
+	int others = 0;
+	for (int r = 0; r < 3; r++)
+		others += h_daemon_worker_pid(&d, roles4[r]) == first[r];
+	printf("• reader killed %d times: crash-looping said %s, in the status %s; daemon %s, "
+	    "%d of 3 other workers on their first process\n", kills, said ? "yes" : "no",
+	    looping ? "yes" : "no", alive ? "alive" : "gone", others);
+	h_daemon_stop(&d, 10000);
+	assert_int_equal(kills, 12);
+	if (!said)
+		fail_msg("no crash-looping line; see %s", d.log);
+	assert_true(looping);
+	assert_true(alive);
+	assert_true(back > 0 && back != first[3]);
+	assert_int_equal(others, 3);
+	assert_false(h_log_has(d.log, "crash-looping (killed by SIGKILL; more than 10 restarts in "
+	    "300 s), exiting", 0));
+}
+
 /* A stand-in daemon: a shell sleeping under cotal-deliveryd's name with
  * `--space space` among its arguments, each argument its own. */
 static pid_t
@@ -1331,6 +1403,7 @@ main(int argc, char **argv)
 		/* After the suite's daemon released the lease of the space. */
 		cmocka_unit_test(test_a_spent_signing_budget_survives_a_respawn),
 		cmocka_unit_test(test_a_worker_sending_refused_signing_requests_is_ended),
+		cmocka_unit_test(test_a_crash_loop_degrades_and_the_daemon_goes_on),
 		cmocka_unit_test(test_a_worker_cannot_flood_the_log),
 		cmocka_unit_test(test_sighup_reopens_the_log),
 		cmocka_unit_test(test_the_logrotate_rule_rotates_a_live_log),

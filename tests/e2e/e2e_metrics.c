@@ -314,12 +314,25 @@ test_a_killed_worker_restarts_once_and_up_dips_and_returns(void **state)
 	assert_true(query_until("cotal_delivery_worker_up{space=\"" SPACE "\",role=\"reader\"}", 1,
 	    10000) == 1);
 	assert_int_equal(kill(reader, SIGKILL), 0);
+	/* Issue 42: "/healthz (not healthy while a role is down)" names the
+	 * role (the restart held 3 s here). */
+	char body[512];
+	int status = 0;
+	for (int64_t end = mono_ms() + 5000; mono_ms() < end && status != 503; h_nap(50))
+		status = h_http_get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0);
+	printf("• reader killed: /healthz %d %s", status, body);
+	assert_int_equal(status, 503);
+	assert_string_equal(body, "degraded: the space " SPACE " without its reader worker (down, "
+	    "restarting)\n");
 	v = query_until("cotal_delivery_worker_restarts_total{space=\"" SPACE "\",role=\"reader\"}",
 	    r0 + 1, 20000);
 	printf("• reader killed: restarts %.0f -> %.0f\n", r0, v);
 	assert_true(v == r0 + 1);
 	assert_true(query_until("cotal_delivery_worker_up{space=\"" SPACE "\",role=\"reader\"}", 1,
 	    20000) == 1);
+	for (int64_t end = mono_ms() + 10000; mono_ms() < end && status != 200; h_nap(100))
+		status = h_http_get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0);
+	assert_int_equal(status, 200);
 	/* The dip, as Prometheus recorded it. */
 	assert_true(query_until("min_over_time(cotal_delivery_worker_up{space=\"" SPACE
 	    "\",role=\"reader\"}[1m])", 0, 5000) == 0);

@@ -532,6 +532,21 @@ test_health_says_which_space_does_not_serve(void **state)
 	assert_int_equal(exposition_health(NULL, 0, reason, sizeof(reason)), 503);
 	assert_string_equal(reason, "not serving: no space");
 
+	/* Issue 42: serving with a role down is not healthy, and says which
+	 * role, and whether it is crash-looping. */
+	json_t *reader = json_array_get(json_object_get(one, "workers"), 1);
+	json_object_set_new(one, "shard", json_string("serving"));
+	json_object_set_new(reader, "state", json_string("down"));
+	assert_int_equal(exposition_health(&one, 1, reason, sizeof(reason)), 503);
+	assert_string_equal(reason, "degraded: the space s without its reader worker (down, "
+	    "restarting)");
+	json_object_set_new(reader, "crashLooping", json_true());
+	assert_int_equal(exposition_health(&one, 1, reason, sizeof(reason)), 503);
+	assert_string_equal(reason, "degraded: the space s without its reader worker (down, "
+	    "crash-looping)");
+	json_object_set_new(reader, "state", json_string("connected"));
+	assert_int_equal(exposition_health(&one, 1, reason, sizeof(reason)), 200);
+
 	bare = json_pack("{s:s, s:s}", "space", "s", "shard", "serving");
 	assert_int_equal(exposition_health(&bare, 1, reason, sizeof(reason)), 200);
 	json_decref(bare);
