@@ -93,5 +93,17 @@ pull_loop_run(const struct pull_loop *l)
 		}
 		natsMsgList_Destroy(&list);
 	}
+	/* A planned stop hands back what was fetched and not finished, and
+	 * what the open request still took after the last fetch: NAKed once
+	 * that request has expired, the next daemon takes it at once instead of
+	 * after the consumer's ack wait (issue 42). The supervisor releases the
+	 * lease only once this worker is gone. Not over a connection that is
+	 * down: the broker hands it over again after the ack wait all the same. */
+	if (!worker_serving() && natsConnection_Status(l->pull->nc) == NATS_CONN_STATUS_CONNECTED) {
+		int n = pull_hand_back(l->pull);
+		if (n > 0)
+			log_info("%s: stopping: handed back %d deliveries not finished (NAK)", l->what,
+			    n);
+	}
 	l->teardown();
 }

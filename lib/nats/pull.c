@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/clock.h"
 #include "lib/nats/jsack.h"
@@ -395,4 +396,19 @@ pull_recover(struct puller *p)
 	}
 	natsConnection_FlushTimeout(p->nc, PULL_ANSWER_MS);
 	return sent;
+}
+
+int
+pull_hand_back(struct puller *p)
+{
+	int64_t until = p->credit > 0 ? p->req_until + PULL_HANDBACK_MARGIN_MS : 0;
+	int64_t cap = mono_ms() + PULL_WAIT_MS + PULL_HANDBACK_MARGIN_MS;
+
+	if (until > cap)
+		until = cap; /* a longer request (PULL_WAIT_MS is every fetch's) */
+	for (int64_t left; (left = until - mono_ms()) > 0;) {
+		struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	return pull_recover(p);
 }

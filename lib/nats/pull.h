@@ -113,6 +113,17 @@ natsStatus pull_fetch(struct puller *p, int max, int wait_ms, natsMsgList *list)
  */
 int pull_recover(struct puller *p);
 
+/*
+ * A stop's hand-back (issue 42): wait, at most PULL_WAIT_MS plus
+ * PULL_HANDBACK_MARGIN_MS, until the open request (if any) has expired at
+ * the broker, so that nothing more can be delivered to us, then NAK every
+ * message still pending for us (pull_recover): the next consumer of the
+ * durable gets it at once instead of after the ack wait. The count of NAKs,
+ * as pull_recover.
+ */
+#define PULL_HANDBACK_MARGIN_MS 200
+int pull_hand_back(struct puller *p);
+
 /* Acks of a fetched message (explicit ack policy). */
 void pull_ack(struct puller *p, natsMsg *m);
 void pull_nak(struct puller *p, natsMsg *m, int delay_ms);
