@@ -360,7 +360,7 @@ build_options(natsOptions **opts, const char *name, const char *what)
 	if (s == NATS_OK)
 		s = natsOptions_SetMaxReconnect(*opts, -1);
 	if (s == NATS_OK)
-		s = natsOptions_SetReconnectWait(*opts, 1000);
+		s = natsOptions_SetCustomReconnectDelay(*opts, conn_reconnect_delay, NULL);
 	/* A node cut off without a word is left within seconds. */
 	if (s == NATS_OK)
 		s = natsOptions_SetPingInterval(*opts, CONN_PING_MS);

@@ -335,3 +335,14 @@ conn_broker_schedules(natsConnection *nc, int timeout_ms, char *err, size_t errl
 	json_decref(root);
 	return level >= API_LEVEL_SCHEDULES;
 }
+
+int64_t
+conn_reconnect_delay(natsConnection *nc, int attempts, void *closure)
+{
+	int64_t base = attempts <= CONN_RECONNECT_QUICK ? CONN_RECONNECT_QUICK_MS :
+	    CONN_RECONNECT_MS;
+
+	(void)nc, (void)closure;
+	/* Jitter: connections that lost one broker do not come back at once. */
+	return base + rand() % (base / 10 + 1);
+}

@@ -57,6 +57,23 @@ struct conn_opts {
 #define CONN_PINGS_OUT 2
 
 /*
+ * How long a connection that lost its broker waits before each pass over
+ * its servers (nats.c's custom reconnect delay; attempts counts the
+ * passes): CONN_RECONNECT_QUICK passes CONN_RECONNECT_QUICK_MS apart (the
+ * first 5 s), then CONN_RECONNECT_MS, each with up to a tenth more of
+ * jitter. A broker back within 5 s is met within a quarter of a second
+ * (issue 42, "the broker back means copying back"); a longer outage is
+ * tried once a second, the pace the supervisor's signing budget was made
+ * for (a nonce is signed only when a server answers: a broker that answers
+ * and refuses for 5 s costs at most 20 signatures, the budget's burst and
+ * what those seconds earn, and a few refused).
+ */
+#define CONN_RECONNECT_QUICK 20
+#define CONN_RECONNECT_QUICK_MS 250
+#define CONN_RECONNECT_MS 1000
+int64_t conn_reconnect_delay(natsConnection *nc, int attempts, void *closure);
+
+/*
  * Connect with the credential c (kept alive by the caller for as long as the
  * connection lives: the callbacks read it on every reconnect). The inbox
  * prefix is the credential's own (lib/wire/tokens.h inbox_prefix).
