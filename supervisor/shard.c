@@ -164,7 +164,7 @@ renew(struct sup *s, char *why, size_t whylen)
 
 	if (rc == 0) {
 		s->stats.renewals++;
-		s->stats.last_renewal_ms = sup_now_ms();
+		s->stats.last_renewal_ms = wall_ms(); /* a moment: the wall clock (status.schema.json) */
 	} else {
 		s->stats.renewal_failures++;
 	}

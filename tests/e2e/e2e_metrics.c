@@ -299,6 +299,68 @@ test_the_credential_expiry_gauge_matches_the_jwt(void **state)
 	creds_free(&c);
 }
 
+/* The value of the sample "<series> <value>" in a scrape's text. */
+static bool
+sample_value(const char *body, const char *series, double *v)
+{
+	size_t n = strlen(series);
+
+	for (const char *p = body; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, series, n) == 0 && p[n] == ' ') {
+			*v = strtod(p + n + 1, NULL);
+			return true;
+		}
+	return false;
+}
+
+/*
+ * Issue 43, finding 1: "lease.lastRenewalAt holds the monotonic clock [...]
+ * so cotal_delivery_lease_seconds_since_renewal reads about 1.8e9 on a
+ * daemon renewed a second ago [...] The tests checked that the series
+ * exists, not its value." The lease row's own time is the ground truth:
+ * the snapshot's time less the gauge is when the row was last renewed, as
+ * the broker stored it, within half a second (the supervisor takes its
+ * time once the broker answered), read while the row's revision stays the
+ * same and the snapshot is more than 1.5 s younger than it.
+ */
+static void
+test_the_lease_gauge_is_the_time_since_the_row_was_renewed(void **state)
+{
+	static char body[BODY_MAX];
+	kvStore *kv = NULL;
+	double snap = 0, since = -1, renewed = 0;
+	bool checked = false;
+
+	(void)state;
+	assert_int_equal(js_KeyValue(&kv, prov.js, "cotal_delivery_" SPACE), NATS_OK);
+	for (int64_t until = mono_ms() + 3 * 15000; !checked && mono_ms() < until; h_nap(250)) {
+		kvEntry *e1 = NULL, *e2 = NULL;
+		if (kvStore_Get(&e1, kv, "lease.0") != NATS_OK ||
+		    h_http_get(mport, "/metrics", NULL, body, sizeof(body), NULL, 0) != 200 ||
+		    kvStore_Get(&e2, kv, "lease.0") != NATS_OK) {
+			kvEntry_Destroy(e1);
+			continue;
+		}
+		bool same = kvEntry_Revision(e1) == kvEntry_Revision(e2);
+		renewed = (double)kvEntry_Created(e1) / 1e9;
+		kvEntry_Destroy(e1);
+		kvEntry_Destroy(e2);
+		if (!same ||
+		    !sample_value(body, "cotal_delivery_snapshot_timestamp_seconds{space=\"" SPACE "\"}",
+		    &snap) ||
+		    !sample_value(body, "cotal_delivery_lease_seconds_since_renewal{space=\"" SPACE "\"}",
+		    &since) || snap - renewed < 1.5)
+			continue;
+		checked = true;
+	}
+	kvStore_Destroy(kv);
+	printf("• the lease row renewed at %.3f; the snapshot at %.3f says %.3f s since: %.3f\n",
+	    renewed, snap, since, snap - since);
+	assert_true(checked);
+	assert_true(since >= 0 && since <= 15 + 2);
+	assert_true(snap - since - renewed > -0.5 && snap - since - renewed < 0.5);
+}
+
 /* "after a worker kill -9, its restart counter rises by one and up dips
  * and returns". */
 static void
@@ -572,6 +634,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_prometheus_counts_n_times_m_copies),
 		cmocka_unit_test(test_the_credential_expiry_gauge_matches_the_jwt),
 		cmocka_unit_test(test_a_scrape_passes_promtool),
+		cmocka_unit_test(test_the_lease_gauge_is_the_time_since_the_row_was_renewed),
 		cmocka_unit_test(test_a_killed_worker_restarts_once_and_up_dips_and_returns),
 		cmocka_unit_test(test_healthz_is_503_while_the_lease_is_rechecked),
 		cmocka_unit_test(test_hostile_requests_are_answered_or_closed_and_delivery_goes_on),
