@@ -601,7 +601,9 @@ main(int argc, char **argv)
 		if (rrc == -2)
 			log_errx("delivery: %s", err);
 		else
-			log_errx("delivery: broker %s unreachable at start: %s", S.url, err);
+			log_errx("delivery: broker %s unreachable at start: %s; start the broker "
+			    "(cotal mesh start, or cotal up for a dev mesh) or name another with "
+			    "--server", S.url, err);
 		resident_close(&S);
 		event_base_free(S.base);
 		return 1;

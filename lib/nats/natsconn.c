@@ -78,12 +78,17 @@ void
 conn_strerror(natsStatus s, char *buf, size_t len)
 {
 	natsStatus ls;
-	const char *last = nats_GetLastError(&ls);
+	const char *last = nats_GetLastError(&ls), *text = natsStatus_GetText(s), *close;
 
-	if (last != NULL && *last != '\0')
-		snprintf(buf, len, "%s (%s)", last, natsStatus_GetText(s));
+	/* nats.c opens its text with where it was set, "(conn.c:2088): ":
+	 * a source location is no operator's business. */
+	if (last != NULL && last[0] == '(' && (close = strstr(last, "): ")) != NULL &&
+	    close - last < 48 && memchr(last, ':', (size_t)(close - last)) != NULL)
+		last = close + 3;
+	if (last != NULL && *last != '\0' && strcmp(last, text) != 0)
+		snprintf(buf, len, "%s (%s)", last, text);
 	else
-		snprintf(buf, len, "%s", natsStatus_GetText(s));
+		snprintf(buf, len, "%s", text);
 }
 
 void
