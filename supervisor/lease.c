@@ -69,17 +69,29 @@ lease_claim(struct lease *l, const struct lease_io *io, bool again, char *why, s
 	uint64_t at, rev;
 	int have, w;
 
+	l->took_over[0] = '\0';
 	for (int tries = 0; tries < 2; tries++) {
 		have = kvcas_read(io->js, l->bucket, LEASE_KEY, &val, &len, &at, err, sizeof(err));
 		if (have < 0)
 			return write_failure(l, io, again, err, why, whylen);
-		bool ours = have == 1 && lease_row_parse(val, len, &row) == 0 &&
-		    lease_row_ours(l, &row);
+		bool parsed = have == 1 && lease_row_parse(val, len, &row) == 0;
+		bool ours = parsed && lease_row_ours(l, &row);
 		free(val);
 		val = NULL;
+		/* This machine's own dead predecessor's row is taken over by
+		 * compare-and-set on the revision just read (issue 42): any
+		 * doubt keeps the refusal below. */
+		char dead[384];
+		if (have == 1 && !ours && parsed && l->dead != NULL &&
+		    l->dead(&row, l->dead_arg, dead, sizeof(dead))) {
+			snprintf(l->took_over, sizeof(l->took_over), "incarnation %s of %s, revision "
+			    "%" PRIu64 ": %s", row.incarnation, row.holder, at, dead);
+			ours = true;
+		}
 		/* "Only a create refused because a live lease exists makes it say
 		 * that another daemon has taken the shard" (seed). */
 		if (have == 1 && !ours) {
+			l->took_over[0] = '\0';
 			snprintf(why, whylen, "✗ delivery: a live lease already exists for shard 0 — "
 			    "another delivery daemon is running. Not binding.");
 			return LEASE_LIVE_ELSEWHERE;
@@ -102,6 +114,7 @@ lease_claim(struct lease *l, const struct lease_io *io, bool again, char *why, s
 			return write_failure(l, io, again, err, why, whylen);
 		/* A write in between: read again, once. */
 	}
+	l->took_over[0] = '\0';
 	snprintf(why, whylen, "✗ delivery: a live lease already exists for shard 0 — another "
 	    "delivery daemon is running. Not binding.");
 	return LEASE_LIVE_ELSEWHERE;

@@ -36,6 +36,12 @@ struct lease {
 	bool ready;
 	bool held;                                /* we wrote it and have not let go */
 	uint64_t rev;                             /* the revision of our last write */
+	/* Does another row's holder provably no longer run (holder.h)? NULL:
+	 * never. A claim that finds a live row takes it over (by CAS on its
+	 * revision) only when this says so, why in took_over. */
+	bool (*dead)(const struct lease_row *row, void *arg, char *why, size_t whylen);
+	void *dead_arg;
+	char took_over[768];                      /* "" or whose row, and why it was dead */
 };
 
 /* Ours: the same holder and the same incarnation. */

@@ -9,6 +9,7 @@
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
  * workers are this same binary started as `--worker ROLE`.
  */
+#include "supervisor/holder.h"
 #include "supervisor/kick.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/notify.h"
@@ -380,6 +381,12 @@ serve_begin(struct sup *s)
 	snprintf(s->pid_path, sizeof(s->pid_path), "%s/delivery.%s.pid", s->ws.cotal, s->key);
 	if (pidfile_write(s->pid_path, getpid(), err, sizeof(err)) != 0)
 		log_warnx("delivery: cannot write %s: %s", s->pid_path, err);
+	/* Which process holds the row, for a successor on this machine to
+	 * prove it dead (holder.h). */
+	if (s->holder_path[0] != '\0' && holder_record_write(s->holder_path, s->lease.holder,
+	    s->lease.incarnation, err, sizeof(err)) != 0)
+		log_warnx("delivery: cannot write %s: %s (a restart waits for this lease row to "
+		    "age out)", s->holder_path, err);
 start:
 	log_info("delivery: supervisor up (space %s, pid %ld, broker %s); starting workers",
 	    s->space, (long)getpid(), s->url);
@@ -672,6 +679,8 @@ main(int argc, char **argv)
 	kick_free(&S);
 	if (S.pid_path[0] != '\0')
 		pidfile_remove_if_ours(S.pid_path, getpid());
+	if (S.holder_path[0] != '\0')
+		holder_record_remove_if_ours(S.holder_path, S.lease.incarnation);
 	if (ev_wd != NULL)
 		event_free(ev_wd);
 	metrics_end(&S.metrics);

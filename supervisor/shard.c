@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "supervisor/holder.h"
 #include "lib/log.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/wire/tokens.h"
@@ -79,6 +80,17 @@ log_marked(const char *line)
 		log_warnx("%s", line);
 }
 
+/* lease.dead: the row's holder is this machine's dead predecessor, by the
+ * holder record (holder.h). */
+static bool
+predecessor_dead(const struct lease_row *row, void *arg, char *why, size_t whylen)
+{
+	const struct sup *s = arg;
+
+	return s->holder_path[0] != '\0' && holder_record_proves_dead(s->holder_path, row, why,
+	    whylen);
+}
+
 int
 shard_claim(struct sup *s)
 {
@@ -90,6 +102,13 @@ shard_claim(struct sup *s)
 	snprintf(s->lease.holder, sizeof(s->lease.holder), "local.%s", s->creds.user_pub);
 	snprintf(s->lease.incarnation, sizeof(s->lease.incarnation), "%s", s->instance);
 	s->lease.ready = false;
+	/* A lane writes no record (the host is the one process of its
+	 * spaces): it waits for a dead lane's row to age out. */
+	if (!s->lane)
+		snprintf(s->holder_path, sizeof(s->holder_path), "%s/delivery.%s.holder.json",
+		    s->ws.cotal, s->key);
+	s->lease.dead = predecessor_dead;
+	s->lease.dead_arg = s;
 	shard_enter(s, SHARD_CLAIMING);
 	pthread_mutex_init(&s->wmu, NULL);
 	clear_violation(s);
@@ -113,6 +132,9 @@ shard_claim(struct sup *s)
 	}
 	s->release_on_exit = true;
 	shard_enter(s, SHARD_STARTING);
+	if (s->lease.took_over[0] != '\0')
+		log_ok("delivery: took over the lease of shard 0 from this machine's dead predecessor "
+		    "(%s)", s->lease.took_over);
 	log_info("delivery: lease of shard 0 claimed (%s, incarnation %s, revision %llu); "
 	    "binding the workers", s->lease.holder, s->lease.incarnation,
 	    (unsigned long long)s->lease.rev);

@@ -144,6 +144,7 @@ struct sup {
 	struct event *ev_renew, *ev_recheck;
 	int64_t quiesce_deadline;
 	char pid_path[WS_FILE_MAX];
+	char holder_path[WS_FILE_MAX]; /* the lease holder's record (holder.h); "" for a lane */
 
 	/* The credential's lifetime and its reload (reload.c). */
 	bool cred_expired;            /* awaiting a proved renewal */

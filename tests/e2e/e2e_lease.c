@@ -37,6 +37,7 @@
 #include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
 #include "lib/log.h"
+#include "lib/workspace.h"
 #include "tests/harness/harness.h"
 
 #define UP_MS 30000        /* a daemon's start under ASan on a busy host */
@@ -814,6 +815,99 @@ test_broker_killed_daemon_exits(void **state)
 	assert_true(log_find(&mb, from, "past backstop", false) < 0);
 }
 
+/* The holder record of space m (supervisor/holder.h). */
+static void
+holder_path(struct mesh *m, char *path, size_t len)
+{
+	char key[512];
+
+	space_key(m->space, key, sizeof(key));
+	snprintf(path, len, "%s/.cotal/delivery.%s.holder.json", m->dir, key);
+}
+
+/* A daemon run to its refusal, the record as it is: the WIRE.md §8 line
+ * and no takeover. */
+static void
+assert_refused_again(struct mesh *m, const char *what)
+{
+	char out[H_OUT_MAX];
+
+	int rc = h_daemon_run(m, NULL, out, sizeof(out), "--space", m->space, "--root", m->dir,
+	    NULL);
+	if (!out_has_line(out, LINE_LIVE_ELSEWHERE) || strstr(out, "took over") != NULL)
+		fail_msg("%s: expected the refusal and no takeover in:\n%s", what, out);
+	assert_int_not_equal(rc, 0);
+}
+
+/*
+ * Issue 42: "A restarted supervisor takes over its own dead predecessor's
+ * lease at once. [...] Any doubt (another machine, a record it cannot
+ * trust, a revision that moved) keeps today's refusal." Test: "supervisor
+ * SIGKILLed with its workers, started again at once: it serves [...] <= 2 s
+ * after its start; the same after a SIGSTOP past the watchdog and a kill.
+ * A daemon on another machine id, or with the record tampered, is still
+ * refused." The record read no link, this user's alone; another machine
+ * (test hook COTAL_TEST_MACHINE_ID), a record naming another incarnation,
+ * and one readable by others are each refused; then the restart takes the
+ * row over, naming the dead incarnation, and serves within 2 s; stopped
+ * (SIGSTOP) and killed, the next does the same.
+ */
+static void
+test_a_killed_supervisor_is_taken_over_at_once(void **state)
+{
+	char inst[128], next[128], path[H_PATH_MAX * 2], line[512], up[256], err[512];
+	size_t len;
+
+	(void)state;
+	holder_path(&ma, path, sizeof(path));
+	daemon_up(&ma, &da, 0, inst, sizeof(inst));
+	char *saved = ws_read_file(path, 1 << 16, &len, err, sizeof(err));
+	assert_non_null(saved);
+	h_daemon_kill(&da);
+
+	/* Doubts: each refused, the row left as it is. */
+	setenv("COTAL_TEST_MACHINE_ID", "0123456789abcdef0123456789abcdef", 1);
+	assert_refused_again(&ma, "another machine");
+	unsetenv("COTAL_TEST_MACHINE_ID");
+	json_t *doc = json_loadb(saved, len, 0, NULL);
+	assert_non_null(doc);
+	json_object_set_new(doc, "incarnation", json_string("0000feedface0000"));
+	assert_int_equal(ws_write_json(path, doc, 0600, err, sizeof(err)), 0);
+	json_decref(doc);
+	assert_refused_again(&ma, "a record of another incarnation");
+	assert_int_equal(ws_write_file(path, saved, len, 0644, err, sizeof(err)), 0);
+	assert_refused_again(&ma, "a record readable by others");
+	assert_int_equal(ws_write_file(path, saved, len, 0600, err, sizeof(err)), 0);
+	free(saved);
+
+	/* Killed, and with a SIGSTOP past the watchdog before the kill. */
+	for (int round = 0; round < 2; round++) {
+		long from = log_size(&ma);
+		int64_t t0 = mono_ms();
+		assert_int_equal(h_daemon_start(&ma, &da, NULL), 0);
+		snprintf(up, sizeof(up), "✓ delivery daemon up (space %s) — stop with: cotal down",
+		    ma.space);
+		assert_true(log_wait(&ma, from, up, true, UP_MS) >= 0);
+		int64_t took = mono_ms() - t0;
+		snprintf(line, sizeof(line), "took over the lease of shard 0 from this machine's dead "
+		    "predecessor (incarnation %s of ", inst);
+		assert_true(log_find(&ma, from, line, false) >= 0);
+		assert_true(log_find(&ma, from, "is gone)", false) >= 0);
+		assert_true(wait_bound(&ma, 5000, next, sizeof(next)));
+		printf("• round %d: the dead predecessor's lease (incarnation %s) taken over; serving "
+		    "%lld ms after the start\n", round, inst, (long long)took);
+		assert_string_not_equal(next, inst);
+		assert_true(took <= 2000);
+		snprintf(inst, sizeof(inst), "%s", next);
+		if (round == 0) {
+			assert_int_equal(kill(da.pid, SIGSTOP), 0);
+			h_nap(1500);
+			h_daemon_kill(&da);
+		}
+	}
+	h_daemon_stop(&da, STOP_MS);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -824,6 +918,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_sigstop_with_the_broker_up_keeps_the_lease),
 		cmocka_unit_test(test_sigterm_logs_then_releases),
 		cmocka_unit_test(test_signal_during_the_claim_releases_a_won_claim),
+		cmocka_unit_test(test_a_killed_supervisor_is_taken_over_at_once),
 		/* Leaves a foreign row on space "lease" (30 s): last there. */
 		cmocka_unit_test(test_foreign_write_takes_the_shard),
 		cmocka_unit_test(test_broker_back_within_the_window),
