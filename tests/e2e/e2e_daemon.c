@@ -1047,7 +1047,8 @@ test_a_worker_sending_refused_signing_requests_is_ended(void **state)
  * time once it is back (a test build's backoff capped at 200 ms): past
  * the tenth restart in 5 minutes the log says it is crash-looping, the
  * status marks it, and the daemon goes on: the supervisor alive, the other
- * workers on their first process, the reader restarted again.
+ * workers on their first process, the liveness rail answering bound, the
+ * reader restarted again.
  */
 static void
 test_a_crash_loop_degrades_and_the_daemon_goes_on(void **state)
@@ -1096,9 +1097,14 @@ test_a_crash_loop_degrades_and_the_daemon_goes_on(void **state)
 	int others = 0;
 	for (int r = 0; r < 3; r++)
 		others += h_daemon_worker_pid(&d, roles4[r]) == first[r];
+	/* The rails keep answering: the liveness rail says bound. */
+	char out[H_OUT_MAX];
+	int lrc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "--space", mesh.space,
+	    "--wait", "3000", NULL);
+	bool rails = lrc == 0 && strncmp(out, "bound", 5) == 0;
 	printf("• reader killed %d times: crash-looping said %s, in the status %s; daemon %s, "
-	    "%d of 3 other workers on their first process\n", kills, said ? "yes" : "no",
-	    looping ? "yes" : "no", alive ? "alive" : "gone", others);
+	    "%d of 3 other workers on their first process, liveness rail: %.40s\n", kills,
+	    said ? "yes" : "no", looping ? "yes" : "no", alive ? "alive" : "gone", others, out);
 	h_daemon_stop(&d, 10000);
 	assert_int_equal(kills, 12);
 	if (!said)
@@ -1107,6 +1113,7 @@ test_a_crash_loop_degrades_and_the_daemon_goes_on(void **state)
 	assert_true(alive);
 	assert_true(back > 0 && back != first[3]);
 	assert_int_equal(others, 3);
+	assert_true(rails);
 	assert_false(h_log_has(d.log, "crash-looping (killed by SIGKILL; more than 10 restarts in "
 	    "300 s), exiting", 0));
 }
