@@ -27,6 +27,7 @@ procstat_parse(const char *text, size_t len, long page_size, long ticks, struct 
 	p += 2; /* the state, field 3 */
 	if (*p == '\0' || p[1] != ' ')
 		return -1;
+	ps->state = *p;
 	p += 2;
 	/* Fields 4 to 24: utime is 14, stime 15, rss (pages) 24. */
 	for (int i = 0; i < 21; i++) {
@@ -38,6 +39,7 @@ procstat_parse(const char *text, size_t len, long page_size, long ticks, struct 
 		p = *end == '\0' ? end : end + 1;
 	}
 	ps->cpu_seconds = (double)(v[14 - 4] + v[15 - 4]) / (double)ticks;
+	ps->start_ticks = v[22 - 4];
 	ps->rss_bytes = (uint64_t)v[24 - 4] * (uint64_t)page_size;
 	return 0;
 }

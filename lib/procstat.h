@@ -14,6 +14,8 @@
 struct procstat {
 	uint64_t rss_bytes;   /* resident set size */
 	double cpu_seconds;   /* user + system time, since the process started */
+	unsigned long long start_ticks; /* when it started, clock ticks after boot */
+	char state;           /* 'R', 'S', ... 'Z' a zombie, 'X' dead */
 };
 
 /* 0, or -1 when pid runs no more (or its /proc files cannot be read). */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/procstat.h"
 #include "lib/workspace.h"
 
 /* The first line of path, without its newline, into out: 0, or -1. */
@@ -49,34 +50,13 @@ holder_here(char machine[HOLDER_ID_MAX], char boot[HOLDER_ID_MAX], char *err, si
 int
 holder_pid_start(pid_t pid, unsigned long long *start)
 {
-	char path[64], buf[1024];
-	ssize_t n;
-	int fd;
+	struct procstat ps;
 
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+	/* A zombie or a dead task runs no more. */
+	if (procstat_read(pid, &ps) != 0 || ps.state == 'Z' || ps.state == 'X')
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* "pid (comm) S ppid ...": comm may hold ')' itself; the state is the
-	 * third field, the start time the 22nd. */
-	char *p = strrchr(buf, ')');
-	if (p == NULL || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-		return -1;
-	p += 2;
-	for (int field = 3; field < 22; field++) {
-		p = strchr(p, ' ');
-		if (p == NULL)
-			return -1;
-		p++;
-	}
-	char *end;
-	errno = 0;
-	*start = strtoull(p, &end, 10);
-	return errno == 0 && end != p ? 0 : -1;
+	*start = ps.start_ticks;
+	return 0;
 }
 
 int

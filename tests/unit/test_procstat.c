@@ -82,6 +82,14 @@ test_units_are_bytes_and_seconds(void **state)
 	assert_int_equal(parse(line, &ps), 0);
 	assert_int_equal(ps.rss_bytes, 7 * PAGE);
 	assert_true(ps.cpu_seconds == 0.07);
+	/* The state and the start time (field 22: a pid's identity beside its
+	 * number, supervisor/holder.h). */
+	assert_int_equal(ps.state, 'S');
+	assert_true(ps.start_ticks == 5);
+	snprintf(line, sizeof(line), "1 (x) Z 1 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 9 6 7");
+	assert_int_equal(parse(line, &ps), 0);
+	assert_int_equal(ps.state, 'Z');
+	assert_true(ps.start_ticks == 9);
 }
 
 /* "-1 when it does not have their shape". */
