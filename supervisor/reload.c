@@ -325,7 +325,11 @@ reload_request(struct sup_worker *w, const struct ipc_msg *m)
 	/* The seed: "The daemon refuses a reloadCreds adoption until it has
 	 * finished starting, which is after its lease watch is bound." */
 	if (!s->startup_done) {
-		log_info("delivery: reloadCreds refused: start-up has not finished");
+		uint64_t untold;
+		/* Said within the requests' limiter too: a worker's requests
+		 * cost a bounded log whatever their answer (finding 3). */
+		if (log_limit_admit(&p->lines, sup_now_ms(), log_limit_window_ms(), &untold))
+			log_info("delivery: reloadCreds refused: start-up has not finished");
 		answer(w, req.id, false, false, ERR_NOT_STARTED);
 		return;
 	}
