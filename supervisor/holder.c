@@ -1,13 +1,10 @@
 /* The lease holder's record (holder.h). Runs in the supervisor. */
 #include "supervisor/holder.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/procstat.h"
@@ -17,15 +14,34 @@
 static int
 first_line(const char *path, char *out, size_t outlen)
 {
-	FILE *f = fopen(path, "re");
-	bool ok = f != NULL && fgets(out, (int)outlen, f) != NULL;
+	char err[128];
+	size_t len;
+	char *text = ws_read_file(path, 256, &len, err, sizeof(err));
 
-	if (f != NULL)
-		fclose(f);
-	if (!ok)
+	if (text == NULL)
 		return -1;
-	out[strcspn(out, "\n")] = '\0';
-	return out[0] != '\0' ? 0 : -1;
+	text[strcspn(text, "\n")] = '\0';
+	int rc = text[0] != '\0' && strlen(text) < outlen ? 0 : -1;
+	if (rc == 0)
+		memcpy(out, text, strlen(text) + 1);
+	free(text);
+	return rc;
+}
+
+/* A record only this user could have written (ws_read_secret: no link, a
+ * regular file of its own, readable by no one else), parsed. 0, or -1
+ * with err. */
+static int
+record_read(const char *path, struct holder_rec *r, char *err, size_t errlen)
+{
+	size_t len;
+	char *text = ws_read_secret(path, HOLDER_RECORD_MAX, &len, err, errlen);
+
+	if (text == NULL)
+		return -1;
+	int rc = holder_record_parse(text, len, r, err, errlen);
+	free(text);
+	return rc;
 }
 
 int
@@ -171,29 +187,13 @@ bool
 holder_record_proves_dead(const char *path, const struct lease_row *row, char *why,
 			  size_t whylen)
 {
-	char text[HOLDER_RECORD_MAX + 1], machine[HOLDER_ID_MAX], boot[HOLDER_ID_MAX], err[256];
+	char machine[HOLDER_ID_MAX], boot[HOLDER_ID_MAX], err[512];
 	struct holder_rec r;
-	struct stat st;
 	unsigned long long start = 0;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
-	if (fd < 0) {
-		snprintf(why, whylen, "no record of this machine's holder (%s)", strerror(errno));
-		return false;
-	}
-	/* Only this user's own record, which no one else could have written. */
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 077) != 0 || st.st_size > HOLDER_RECORD_MAX) {
-		close(fd);
-		snprintf(why, whylen, "the holder record is not a file of this user's alone");
-		return false;
-	}
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0 || holder_record_parse(text, (size_t)n, &r, err, sizeof(err)) != 0) {
-		snprintf(why, whylen, "the holder record cannot be read%s%s", n > 0 ? ": " : "",
-		    n > 0 ? err : "");
+	if (record_read(path, &r, err, sizeof(err)) != 0) {
+		snprintf(why, whylen, "no record of this machine's holder to trust (none, not a file "
+		    "of this user's alone, or unreadable): %s", err);
 		return false;
 	}
 	if (holder_here(machine, boot, err, sizeof(err)) != 0) {
@@ -207,16 +207,10 @@ holder_record_proves_dead(const char *path, const struct lease_row *row, char *w
 void
 holder_record_remove_if_ours(const char *path, const char *incarnation)
 {
-	char text[HOLDER_RECORD_MAX + 1], err[128];
+	char err[512];
 	struct holder_rec r;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
-	if (fd < 0)
-		return;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n > 0 && holder_record_parse(text, (size_t)n, &r, err, sizeof(err)) == 0 &&
+	if (record_read(path, &r, err, sizeof(err)) == 0 &&
 	    strcmp(r.incarnation, incarnation) == 0)
 		unlink(path);
 }
