@@ -107,20 +107,22 @@ sup_sign_nonce(const struct sup_creds *sc, const uint8_t *nonce, size_t len,
 }
 
 void
-sign_budget_init(struct sign_budget *b, int64_t now_ms)
+budget_init(struct budget *b, int64_t now_ms, int burst, int64_t refill_ms)
 {
 	b->last_ms = now_ms;
-	b->tokens = SIGN_BURST;
+	b->tokens = burst;
+	b->burst = burst;
+	b->refill_ms = refill_ms;
 }
 
 bool
-sign_budget_take(struct sign_budget *b, int64_t now_ms)
+budget_take(struct budget *b, int64_t now_ms)
 {
-	int64_t earned = (now_ms - b->last_ms) / SIGN_REFILL_MS;
+	int64_t earned = (now_ms - b->last_ms) / b->refill_ms;
 
 	if (earned > 0) {
-		b->tokens = b->tokens + earned > SIGN_BURST ? SIGN_BURST : b->tokens + (int)earned;
-		b->last_ms += earned * SIGN_REFILL_MS;
+		b->tokens = b->tokens + earned > b->burst ? b->burst : b->tokens + (int)earned;
+		b->last_ms += earned * b->refill_ms;
 	}
 	if (b->tokens == 0)
 		return false;

@@ -56,13 +56,17 @@ bool nonce_well_formed(const uint8_t *nonce, size_t len);
 int sup_sign_nonce(const struct sup_creds *sc, const uint8_t *nonce, size_t len,
 		   uint8_t sig[NKEY_SIG_LEN], char *err, size_t errlen);
 
-/* Token bucket of one worker's signatures. */
-struct sign_budget {
+/* A token bucket: burst tokens at once, then one every refill_ms (a
+ * worker's signatures: SIGN_BURST, SIGN_REFILL_MS; the reload requests:
+ * reload.c). */
+struct budget {
 	int64_t last_ms;
 	int tokens;
+	int burst;
+	int64_t refill_ms;
 };
-void sign_budget_init(struct sign_budget *b, int64_t now_ms);
-/* Take a token; false when the worker asks too often. */
-bool sign_budget_take(struct sign_budget *b, int64_t now_ms);
+void budget_init(struct budget *b, int64_t now_ms, int burst, int64_t refill_ms);
+/* Take a token; false when it is asked for too often. */
+bool budget_take(struct budget *b, int64_t now_ms);
 
 #endif

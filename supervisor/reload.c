@@ -66,8 +66,7 @@ struct reload_proof {
 	pid_t w_pid;
 	uint64_t id;
 	/* The requests' budget, and their lines. */
-	int64_t last_ms;
-	int tokens;
+	struct budget budget;
 	struct log_limit lines;
 };
 
@@ -295,23 +294,6 @@ on_proved(evutil_socket_t fd, short what, void *arg)
 		answer(p->w, p->id, ok, ok, ok ? NULL : why);
 }
 
-/* A request's token: RELOAD_BURST at once, then one every RELOAD_REFILL_MS. */
-static bool
-budget_take(struct reload_proof *p, int64_t now)
-{
-	int64_t earned = (now - p->last_ms) / RELOAD_REFILL_MS;
-
-	if (earned > 0) {
-		p->tokens = p->tokens + earned > RELOAD_BURST ? RELOAD_BURST :
-		    p->tokens + (int)earned;
-		p->last_ms += earned * RELOAD_REFILL_MS;
-	}
-	if (p->tokens == 0)
-		return false;
-	p->tokens--;
-	return true;
-}
-
 void
 reload_request(struct sup_worker *w, const struct ipc_msg *m)
 {
@@ -333,7 +315,7 @@ reload_request(struct sup_worker *w, const struct ipc_msg *m)
 		answer(w, req.id, false, false, ERR_NOT_STARTED);
 		return;
 	}
-	if (!budget_take(p, sup_now_ms())) {
+	if (!budget_take(&p->budget, sup_now_ms())) {
 		snprintf(why, sizeof(why), "reloadCreds: more requests than the daemon proves (%d at "
 		    "once, then one every %d ms); nothing adopted, ask again later", RELOAD_BURST,
 		    RELOAD_REFILL_MS);
@@ -449,8 +431,7 @@ reload_init(struct sup *s)
 	if (p == NULL || pipe2(p->done, O_CLOEXEC | O_NONBLOCK) != 0)
 		fatal("delivery: the reload proof's pipe");
 	p->s = s;
-	p->tokens = RELOAD_BURST;
-	p->last_ms = sup_now_ms();
+	budget_init(&p->budget, sup_now_ms(), RELOAD_BURST, RELOAD_REFILL_MS);
 	pthread_mutex_init(&p->lines.mu, NULL);
 #ifdef COTAL_TEST_HOOKS
 	/* COTAL_TEST_RELOAD_PROVE_MS: every proof waits that long first. */

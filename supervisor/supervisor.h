@@ -60,7 +60,8 @@ struct sup_worker {
 	pid_t pid;
 	int ch, sign;                 /* our ends of the two socketpairs */
 	struct event *ev_ch, *ev_sign, *ev_restart;
-	struct sign_budget budget;    /* kept across respawns: a crash loop does not refill it */
+	struct budget budget;         /* its signatures, kept across respawns: a crash loop does
+	                               * not refill it */
 	uint64_t signs_refused;       /* over the daemon's life: the status's signaturesRefused */
 	unsigned signs_refused_life;  /* in this process's life: past SIGN_REFUSED_MAX it is ended */
 	struct log_limit sign_lines;  /* the refusals' lines, across respawns */

@@ -201,7 +201,7 @@ on_sign(evutil_socket_t fd, short what, void *arg)
 		close_channels(w);
 		return;
 	}
-	if (!sign_budget_take(&w->budget, sup_now_ms())) {
+	if (!budget_take(&w->budget, sup_now_ms())) {
 		/* More than its connections need (the first connect, the
 		 * reconnects at their backoff): refused, and said at most
 		 * LOG_LIMIT_LINES a window, its count in the status. */
@@ -438,7 +438,7 @@ workers_init(struct sup *s)
 		restart_init(&w->restart, w->policy);
 		/* Once per role, not per process: a worker that crashes and
 		 * is respawned spends from the same budget. */
-		sign_budget_init(&w->budget, sup_now_ms());
+		budget_init(&w->budget, sup_now_ms(), SIGN_BURST, SIGN_REFILL_MS);
 		pthread_mutex_init(&w->sign_lines.mu, NULL);
 		/* Workers may not write files: each one's stderr is a pipe
 		 * relayed into the log, SUP_RELAY_LINES a window across its

@@ -98,22 +98,22 @@ test_only_broker_nonces_are_signed(void **state)
 static void
 test_signatures_are_rate_limited(void **state)
 {
-	struct sign_budget b;
+	struct budget b;
 	int64_t now = 1000;
 
 	(void)state;
-	sign_budget_init(&b, now);
+	budget_init(&b, now, SIGN_BURST, SIGN_REFILL_MS);
 	for (int i = 0; i < SIGN_BURST; i++)
-		assert_true(sign_budget_take(&b, now));
-	assert_false(sign_budget_take(&b, now));
-	assert_false(sign_budget_take(&b, now + SIGN_REFILL_MS - 1));
-	assert_true(sign_budget_take(&b, now + SIGN_REFILL_MS));
-	assert_false(sign_budget_take(&b, now + SIGN_REFILL_MS));
+		assert_true(budget_take(&b, now));
+	assert_false(budget_take(&b, now));
+	assert_false(budget_take(&b, now + SIGN_REFILL_MS - 1));
+	assert_true(budget_take(&b, now + SIGN_REFILL_MS));
+	assert_false(budget_take(&b, now + SIGN_REFILL_MS));
 	/* A long quiet spell refills only up to the burst. */
 	now += 3600 * 1000;
 	for (int i = 0; i < SIGN_BURST; i++)
-		assert_true(sign_budget_take(&b, now));
-	assert_false(sign_budget_take(&b, now));
+		assert_true(budget_take(&b, now));
+	assert_false(budget_take(&b, now));
 }
 
 int
