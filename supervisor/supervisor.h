@@ -71,7 +71,6 @@ struct sup_worker {
 	bool have_refusals;
 	bool quiesced;                /* QUIESCED answered the last QUIESCE */
 	char last_exit[96];
-	bool crash_looping;           /* its last death was inside a crash loop (restart.h) */
 	/* Workers may not write files (RLIMIT_FSIZE 0, Landlock): each one's
 	 * stderr is a pipe the supervisor relays into the log. */
 	struct relay relay;

@@ -91,6 +91,18 @@ worker_recv(struct sup_worker *w, int fd, struct ipc_msg *m)
 	return 1;
 }
 
+/* A request only the registry may make: true from it; from any other
+ * worker false, the worker killed (why) and its channels closed. */
+static bool
+from_registry(struct sup_worker *w, const char *why)
+{
+	if (strcmp(w->role, "registry") == 0)
+		return true;
+	worker_kill(w, why);
+	close_channels(w);
+	return false;
+}
+
 static void
 on_main(evutil_socket_t fd, short what, void *arg)
 {
@@ -136,20 +148,12 @@ on_main(evutil_socket_t fd, short what, void *arg)
 		shard_worker_quiesced(w->sup);
 		break;
 	case IPC_KICK_REQ:
-		if (strcmp(w->role, "registry") != 0) {
-			worker_kill(w, "ipc: KICK_REQ from a worker that sweeps no broker");
-			close_channels(w);
-			break;
-		}
-		kick_request(w, &m);
+		if (from_registry(w, "ipc: KICK_REQ from a worker that sweeps no broker"))
+			kick_request(w, &m);
 		break;
 	case IPC_RELOAD_REQ:
-		if (strcmp(w->role, "registry") != 0) {
-			worker_kill(w, "ipc: RELOAD_REQ from a worker that serves no admin rail");
-			close_channels(w);
-			break;
-		}
-		reload_request(w, &m);
+		if (from_registry(w, "ipc: RELOAD_REQ from a worker that serves no admin rail"))
+			reload_request(w, &m);
 		break;
 	default:
 		worker_kill(w, "ipc: a message the main channel does not carry");
@@ -562,7 +566,7 @@ workers_reap(struct sup *s)
 				    (long)pid, w->last_exit);
 			continue;
 		}
-		bool loop;
+		bool loop, was_looping = restart_looping(&w->restart, w->policy, sup_now_ms());
 		int64_t delay = restart_after_death(&w->restart, w->policy, sup_now_ms(), &loop);
 #ifdef COTAL_TEST_HOOKS
 		/* A test build may restart later: COTAL_TEST_RESTART_DELAY_MS (the
@@ -580,13 +584,12 @@ workers_reap(struct sup *s)
 		/* A crash loop degrades the daemon, it never ends it: said once
 		 * as the loop begins; the worker is restarted at its capped
 		 * backoff and the other roles keep serving (issue 42). */
-		if (loop && !w->crash_looping)
+		if (loop && !was_looping)
 			log_errx("delivery: worker %s is crash-looping (%s; more than %d restarts "
 			    "in %lld s): restarting it at most %lld s apart; the other roles keep "
 			    "serving", w->role, w->last_exit, RESTART_LOOP_MAX,
 			    (long long)(w->policy->loop_window_ms / 1000),
 			    (long long)(w->policy->max_ms / 1000));
-		w->crash_looping = loop;
 		log_warnx("delivery: worker %s (pid %ld) %s — restarting in %lld ms", w->role,
 		    (long)pid, w->last_exit, (long long)delay);
 		/* And the timer writer's own line for operators (WIRE.md §8). */
