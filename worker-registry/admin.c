@@ -33,7 +33,7 @@ static struct sys_user {
 	bool have;
 	struct ipc_sys_creds h;
 	char *jwt;
-	natsConnection *nc;
+	natsConnection *nc;   /* the observer's alone (observer_conn) */
 } sys[3];
 static pthread_mutex_t sys_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -144,13 +144,13 @@ sys_sign(char **errtxt, unsigned char **sig, int *siglen, const char *nonce, voi
 	return worker_sign_sys((enum ipc_sys)u->h.which, nonce, sig, siglen, errtxt);
 }
 
-/* The connection of a $SYS user, opened on first use; NULL with err. */
+/* The $SYS observer's connection, opened on first use; NULL with err. The
+ * registry connects as no other $SYS user: the evictor's KICKs are the
+ * supervisor's (supervisor/kick.h). */
 static natsConnection *
-sys_conn(enum ipc_sys which, char *err, size_t errlen)
+observer_conn(char *err, size_t errlen)
 {
-	static const char *const names[] = { [IPC_SYS_OBSERVER] = "observer",
-		[IPC_SYS_EVICTOR] = "evictor" };
-	struct sys_user *u = &sys[which];
+	struct sys_user *u = &sys[IPC_SYS_OBSERVER];
 	natsOptions *o = NULL;
 	char name[64];
 	natsStatus s;
@@ -161,10 +161,10 @@ sys_conn(enum ipc_sys which, char *err, size_t errlen)
 	bool have = u->have;
 	pthread_mutex_unlock(&sys_mu);
 	if (!have) {
-		snprintf(err, errlen, "no $SYS %s credential is provisioned", names[which]);
+		snprintf(err, errlen, "no $SYS observer credential is provisioned");
 		return NULL;
 	}
-	snprintf(name, sizeof(name), "cotal-deliveryd registry ($SYS %s)", names[which]);
+	snprintf(name, sizeof(name), "cotal-deliveryd registry ($SYS observer)");
 	s = natsOptions_Create(&o);
 	if (s == NATS_OK)
 		s = conn_servers(o, W.cfg.url);
@@ -193,12 +193,12 @@ sys_conn(enum ipc_sys which, char *err, size_t errlen)
 	if (s != NATS_OK) {
 		char why[512];
 		conn_strerror(s, why, sizeof(why));
-		snprintf(err, errlen, "cannot connect as the $SYS %s (%.12s…): %s", names[which],
-		    u->h.user, why);
+		snprintf(err, errlen, "cannot connect as the $SYS observer (%.12s…): %s", u->h.user,
+		    why);
 		u->nc = NULL;
 		return NULL;
 	}
-	log_ok("connected as the $SYS %s (%.12s…) for eviction sweeps", names[which], u->h.user);
+	log_ok("connected as the $SYS observer (%.12s…) for eviction sweeps", u->h.user);
 	return u->nc;
 }
 
@@ -270,10 +270,8 @@ admin_kick_reply(const struct ipc_msg *m)
 void
 admin_close(void)
 {
-	for (int w = IPC_SYS_OBSERVER; w <= IPC_SYS_EVICTOR; w++) {
-		natsConnection_Destroy(sys[w].nc);
-		sys[w].nc = NULL;
-	}
+	natsConnection_Destroy(sys[IPC_SYS_OBSERVER].nc);
+	sys[IPC_SYS_OBSERVER].nc = NULL;
 }
 
 /*
@@ -320,7 +318,7 @@ sweeper_for(struct sweeper *sw, bool evict, char *why, size_t whylen)
 	char err[1024];
 
 	memset(sw, 0, sizeof(*sw));
-	if ((sw->observer = sys_conn(IPC_SYS_OBSERVER, err, sizeof(err))) == NULL) {
+	if ((sw->observer = observer_conn(err, sizeof(err))) == NULL) {
 		snprintf(why, whylen, "delivery: the broker cannot be swept: %s", err);
 		return -1;
 	}
