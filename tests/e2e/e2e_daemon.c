@@ -596,11 +596,24 @@ test_sys_observer_admission(void **state)
  * words (run_with_sys_file); the reference grants' own observer (its
  * account's CONNECT and DISCONNECT events besides CONNZ) is taken.
  */
+/* The daemon run with a $SYS user of these grants as profile's file (its
+ * audit agreeing: run_with_sys_file): it exits 1, its output into out. */
+static void
+run_with_sys_grants(const char *profile, const char *const *pubs, const char *const *subs,
+		    char *out, size_t outlen)
+{
+	char file[64];
+	char *text = mint_sys_grants(pubs, subs, false);
+
+	snprintf(file, sizeof(file), "%s.creds", profile);
+	assert_int_equal(run_with_sys_file(file, text, out, outlen, profile), 1);
+	free(text);
+}
+
 static void
 test_sys_grants_beyond_the_role_are_refused(void **state)
 {
 	char out[H_OUT_MAX], own[160], connect[160], disconnect[160], acct[128];
-	char *text;
 
 	(void)state;
 	h_space_account(&mesh, acct, sizeof(acct));
@@ -610,19 +623,13 @@ test_sys_grants_beyond_the_role_are_refused(void **state)
 
 	/* Every account's first, the space's own last. */
 	const char *const every_first[] = { "$SYS.REQ.ACCOUNT.*.CONNZ", own, NULL };
-	text = mint_sys_grants(every_first, NULL, false);
-	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
-	    "sys-observer"), 1);
-	free(text);
+	run_with_sys_grants("sys-observer", every_first, NULL, out, sizeof(out));
 	assert_non_null(strstr(out, "lists the connections of account *, not of this space's"));
 	assert_null(strstr(out, "a live lease already exists"));
 
 	/* A subtree of the system's requests, and a server-wide one. */
 	const char *const wider[] = { own, "$SYS.REQ.ACCOUNT.>", "$SYS.REQ.SERVER.PING", NULL };
-	text = mint_sys_grants(wider, NULL, false);
-	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
-	    "sys-observer"), 1);
-	free(text);
+	run_with_sys_grants("sys-observer", wider, NULL, out, sizeof(out));
 	assert_non_null(strstr(out, "grants what its role does not need: publish "
 	    "\"$SYS.REQ.ACCOUNT.>\", publish \"$SYS.REQ.SERVER.PING\"; a $SYS credential's"));
 	assert_null(strstr(out, "a live lease already exists"));
@@ -630,20 +637,14 @@ test_sys_grants_beyond_the_role_are_refused(void **state)
 	/* Every account's connect events. */
 	const char *const events[] = { "$SYS.ACCOUNT.*.CONNECT", NULL };
 	const char *const own_only[] = { own, NULL };
-	text = mint_sys_grants(own_only, events, false);
-	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
-	    "sys-observer"), 1);
-	free(text);
+	run_with_sys_grants("sys-observer", own_only, events, out, sizeof(out));
 	assert_non_null(strstr(out, "grants what its role does not need: subscribe "
 	    "\"$SYS.ACCOUNT.*.CONNECT\""));
 
 	/* An evictor that may also list every account's connections. */
 	const char *const kick_and_list[] = { "$SYS.REQ.SERVER.*.KICK",
 		"$SYS.REQ.ACCOUNT.*.CONNZ", NULL };
-	text = mint_sys_grants(kick_and_list, NULL, false);
-	assert_int_equal(run_with_sys_file("sys-evictor.creds", text, out, sizeof(out),
-	    "sys-evictor"), 1);
-	free(text);
+	run_with_sys_grants("sys-evictor", kick_and_list, NULL, out, sizeof(out));
 	assert_non_null(strstr(out, "the $SYS evictor credential"));
 	assert_non_null(strstr(out, "grants what its role does not need: publish "
 	    "\"$SYS.REQ.ACCOUNT.*.CONNZ\""));
@@ -652,10 +653,7 @@ test_sys_grants_beyond_the_role_are_refused(void **state)
 	/* The reference's observer: taken (the suite's daemon holds the
 	 * lease, so this one stops there, past every check of its files). */
 	const char *const reference_events[] = { connect, disconnect, NULL };
-	text = mint_sys_grants(own_only, reference_events, false);
-	assert_int_equal(run_with_sys_file("sys-observer.creds", text, out, sizeof(out),
-	    "sys-observer"), 1);
-	free(text);
+	run_with_sys_grants("sys-observer", own_only, reference_events, out, sizeof(out));
 	assert_null(strstr(out, "does not need"));
 	assert_null(strstr(out, "lists the connections"));
 	assert_non_null(strstr(out, "a live lease already exists for shard 0"));

@@ -140,13 +140,20 @@ assert_row_of_the_space(struct mesh *m, const struct row *r)
 
 /* ---- the daemon's log ---- */
 
+/* The daemon's file .cotal/delivery.<key>.<ext> of space m. */
 static void
-log_path(struct mesh *m, char *path, size_t len)
+space_file(struct mesh *m, const char *ext, char *path, size_t len)
 {
 	char key[512];
 
 	space_key(m->space, key, sizeof(key));
-	snprintf(path, len, "%s/.cotal/delivery.%s.log", m->dir, key);
+	snprintf(path, len, "%s/.cotal/delivery.%s.%s", m->dir, key, ext);
+}
+
+static void
+log_path(struct mesh *m, char *path, size_t len)
+{
+	space_file(m, "log", path, len);
 }
 
 static long
@@ -815,16 +822,6 @@ test_broker_killed_daemon_exits(void **state)
 	assert_true(log_find(&mb, from, "past backstop", false) < 0);
 }
 
-/* The holder record of space m (supervisor/holder.h). */
-static void
-holder_path(struct mesh *m, char *path, size_t len)
-{
-	char key[512];
-
-	space_key(m->space, key, sizeof(key));
-	snprintf(path, len, "%s/.cotal/delivery.%s.holder.json", m->dir, key);
-}
-
 /* A daemon run to its refusal, the record as it is: the WIRE.md §8 line
  * and no takeover. */
 static void
@@ -859,7 +856,7 @@ test_a_killed_supervisor_is_taken_over_at_once(void **state)
 	size_t len;
 
 	(void)state;
-	holder_path(&ma, path, sizeof(path));
+	space_file(&ma, "holder.json", path, sizeof(path)); /* supervisor/holder.h */
 	daemon_up(&ma, &da, 0, inst, sizeof(inst));
 	char *saved = ws_read_file(path, 1 << 16, &len, err, sizeof(err));
 	assert_non_null(saved);
