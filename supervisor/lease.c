@@ -69,8 +69,8 @@ lease_claim(struct lease *l, const struct lease_io *io, bool again, char *why, s
 	uint64_t at, rev;
 	int have, w;
 
-	l->took_over[0] = '\0';
 	for (int tries = 0; tries < 2; tries++) {
+		l->took_over[0] = '\0'; /* said only of the row this write replaces */
 		have = kvcas_read(io->js, l->bucket, LEASE_KEY, &val, &len, &at, err, sizeof(err));
 		if (have < 0)
 			return write_failure(l, io, again, err, why, whylen);
@@ -91,7 +91,6 @@ lease_claim(struct lease *l, const struct lease_io *io, bool again, char *why, s
 		/* "Only a create refused because a live lease exists makes it say
 		 * that another daemon has taken the shard" (seed). */
 		if (have == 1 && !ours) {
-			l->took_over[0] = '\0';
 			snprintf(why, whylen, "✗ delivery: a live lease already exists for shard 0 — "
 			    "another delivery daemon is running. Not binding.");
 			return LEASE_LIVE_ELSEWHERE;
