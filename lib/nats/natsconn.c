@@ -347,7 +347,14 @@ conn_reconnect_delay(natsConnection *nc, int attempts, void *closure)
 	int64_t base = attempts <= CONN_RECONNECT_QUICK ? CONN_RECONNECT_QUICK_MS :
 	    CONN_RECONNECT_MS;
 
-	(void)nc, (void)closure;
-	/* Jitter: connections that lost one broker do not come back at once. */
-	return base + rand() % (base / 10 + 1);
+	uint64_t h = ((uint64_t)(uintptr_t)nc ^ (uint64_t)attempts * 0x9e3779b97f4a7c15ull) *
+	    0xbf58476d1ce4e5b9ull;
+
+	(void)closure;
+	/* Jitter: connections that lost one broker do not come back at once.
+	 * Drawn from the connection's own address (randomized per process)
+	 * and the pass, not rand(): every worker starts with rand's one seed,
+	 * and the same draws would bring them back together. */
+	h ^= h >> 31;
+	return base + (int64_t)(h % (uint64_t)(base / 10 + 1));
 }
