@@ -241,14 +241,16 @@ prove_start(struct reload_proof *p, struct sup_creds *c)
 	return true;
 }
 
+/* The answer to a request: adopted (or held already) and so accepted by
+ * the broker, or refused with error. */
 static void
-answer(struct sup_worker *w, uint64_t id, bool ok, bool accepted, const char *error)
+answer(struct sup_worker *w, uint64_t id, bool ok, const char *error)
 {
 	struct ipc_reload_rep rep = { 0 };
 
 	rep.id = id;
 	rep.ok = ok ? 1 : 0;
-	rep.broker_accepted = accepted;
+	rep.broker_accepted = ok ? 1 : 0;
 	if (error != NULL)
 		snprintf(rep.error, sizeof(rep.error), "%s", error);
 	if (w->ch < 0 || ipc_send(w->ch, IPC_RELOAD_REP, &rep, sizeof(rep)) != 0)
@@ -262,6 +264,17 @@ refused(struct sup *s, const char *why)
 	s->stats.reloads_refused++;
 	s->status_dirty = true;
 	log_warnx_limited(&s->reload->lines, "delivery: %s", why);
+}
+
+/* A request's information line, within the requests' limiter like their
+ * refusals: every line a request causes is bounded (finding 3). */
+static void
+said(struct reload_proof *p, const char *text)
+{
+	uint64_t untold;
+
+	if (log_limit_admit(&p->lines, sup_now_ms(), log_limit_window_ms(), &untold))
+		log_info("delivery: %s", text);
 }
 
 /* The proof is done: adopt, or refuse; then answer whoever waits. */
@@ -291,7 +304,7 @@ on_proved(evutil_socket_t fd, short what, void *arg)
 	}
 	/* The same worker process that asked, else nobody waits. */
 	if (p->for_request && p->w->pid == p->w_pid)
-		answer(p->w, p->id, ok, ok, ok ? NULL : why);
+		answer(p->w, p->id, ok, ok ? NULL : why);
 }
 
 void
@@ -307,12 +320,8 @@ reload_request(struct sup_worker *w, const struct ipc_msg *m)
 	/* The seed: "The daemon refuses a reloadCreds adoption until it has
 	 * finished starting, which is after its lease watch is bound." */
 	if (!s->startup_done) {
-		uint64_t untold;
-		/* Said within the requests' limiter too: a worker's requests
-		 * cost a bounded log whatever their answer (finding 3). */
-		if (log_limit_admit(&p->lines, sup_now_ms(), log_limit_window_ms(), &untold))
-			log_info("delivery: reloadCreds refused: start-up has not finished");
-		answer(w, req.id, false, false, ERR_NOT_STARTED);
+		said(p, "reloadCreds refused: start-up has not finished");
+		answer(w, req.id, false, ERR_NOT_STARTED);
 		return;
 	}
 	if (!budget_take(&p->budget, sup_now_ms())) {
@@ -320,25 +329,25 @@ reload_request(struct sup_worker *w, const struct ipc_msg *m)
 		    "once, then one every %d ms); nothing adopted, ask again later", RELOAD_BURST,
 		    RELOAD_REFILL_MS);
 		refused(s, why);
-		answer(w, req.id, false, false, why);
+		answer(w, req.id, false, why);
 		return;
 	}
 	if (p->busy) {
 		snprintf(why, sizeof(why), "reloadCreds: another credential is being proved; nothing "
 		    "adopted by this request, ask again once it is answered");
 		refused(s, why);
-		answer(w, req.id, false, false, why);
+		answer(w, req.id, false, why);
 		return;
 	}
 	switch (candidate(s, req.expected, &c, why, sizeof(why))) {
 	case -1:
 		refused(s, why);
-		answer(w, req.id, false, false, why);
+		answer(w, req.id, false, why);
 		return;
 	case 1:
-		log_info("delivery: reloadCreds: the credential file holds the credential in use; "
-		    "nothing to adopt");
-		answer(w, req.id, true, true, NULL);
+		said(p, "reloadCreds: the credential file holds the credential in use; nothing to "
+		    "adopt");
+		answer(w, req.id, true, NULL);
 		return;
 	}
 	p->for_request = true;
@@ -349,7 +358,7 @@ reload_request(struct sup_worker *w, const struct ipc_msg *m)
 		snprintf(why, sizeof(why), "reloadCreds: cannot start the proof: %s; nothing adopted",
 		    strerror(errno));
 		refused(s, why);
-		answer(w, req.id, false, false, why);
+		answer(w, req.id, false, why);
 	}
 }
 
