@@ -543,6 +543,23 @@ exposition_render(json_t *const *docs, size_t n, int64_t now_ms, bool openmetric
 	return o.p;
 }
 
+/* Append to /healthz's reason (used bytes of len so far); once the line
+ * is full the rest is left out (never a pointer past the buffer). */
+static void __attribute__((format(printf, 4, 5)))
+reason_add(char *reason, size_t len, size_t *used, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(reason + *used, len - *used, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+}
+
 int
 exposition_health(json_t *const *docs, size_t n, char *reason, size_t len)
 {
@@ -556,44 +573,29 @@ exposition_health(json_t *const *docs, size_t n, char *reason, size_t len)
 	reason[0] = '\0';
 	for (size_t d = 0; d < n; d++) {
 		const char *shard = str(docs[d], "shard");
-		if (strcmp(shard, "serving") == 0)
-			continue;
-		bool first = bad++ == 0;
-		/* Once the line is full the rest is left out (never a pointer
-		 * past the buffer). */
-		if (used + 1 >= len)
-			continue;
-		int k = snprintf(reason + used, len - used, "%s%s %s (%s)",
-		    first ? "not serving: " : ", ", n == 1 ? "the space" : "space",
-		    str(docs[d], "space"), shard[0] != '\0' ? shard : "no state");
-		if (k > 0)
-			used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+		if (strcmp(shard, "serving") != 0)
+			reason_add(reason, len, &used, "%s%s %s (%s)", bad++ == 0 ? "not serving: " :
+			    ", ", n == 1 ? "the space" : "space", str(docs[d], "space"),
+			    shard[0] != '\0' ? shard : "no state");
 	}
 	/* Serving, but a role down (restarting, or crash-looping at its
 	 * capped backoff): not healthy, and which role says so (issue 42). */
 	for (size_t d = 0; d < n && bad == 0; d++) {
 		json_t *w;
 		size_t i;
-		json_array_foreach(json_object_get(docs[d], "workers"), i, w) {
-			if (strcmp(str(w, "state"), "down") != 0 || used + 1 >= len)
-				continue;
-			int k = snprintf(reason + used, len - used, "%s%s %s without its %s worker "
-			    "(down%s)", used == 0 ? "degraded: " : ", ", n == 1 ? "the space" : "space",
-			    str(docs[d], "space"), str(w, "role"),
-			    json_is_true(json_object_get(w, "crashLooping")) ? ", crash-looping" :
-			    ", restarting");
-			if (k > 0)
-				used += (size_t)k < len - used ? (size_t)k : len - used - 1;
-		}
+		json_array_foreach(json_object_get(docs[d], "workers"), i, w)
+			if (strcmp(str(w, "state"), "down") == 0)
+				reason_add(reason, len, &used, "%s%s %s without its %s worker (down, %s)",
+				    used == 0 ? "degraded: " : ", ", n == 1 ? "the space" : "space",
+				    str(docs[d], "space"), str(w, "role"),
+				    json_is_true(json_object_get(w, "crashLooping")) ? "crash-looping" :
+				    "restarting");
 	}
-	if (used > 0)
+	if (bad > 0 || used > 0)
 		return 503;
-	if (bad == 0) {
-		if (n == 1)
-			snprintf(reason, len, "serving space %s", str(docs[0], "space"));
-		else
-			snprintf(reason, len, "serving all %zu spaces", n);
-		return 200;
-	}
-	return 503;
+	if (n == 1)
+		snprintf(reason, len, "serving space %s", str(docs[0], "space"));
+	else
+		snprintf(reason, len, "serving all %zu spaces", n);
+	return 200;
 }
