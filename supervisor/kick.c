@@ -282,7 +282,7 @@ kick_request(struct sup_worker *w, const struct ipc_msg *m)
 	bool queued = false;
 
 	memcpy(&j.req, m->payload, sizeof(j.req));
-	if (k != NULL && w->sup->have_sys[IPC_SYS_EVICTOR]) {
+	if (w->sup->have_sys[IPC_SYS_EVICTOR]) {
 		pthread_mutex_lock(&k->mu);
 		if (k->ntodo < KICK_QUEUE_MAX) {
 			k->todo[k->ntodo++] = j;
@@ -296,8 +296,8 @@ kick_request(struct sup_worker *w, const struct ipc_msg *m)
 	/* No evictor, or more than the registry ever has waiting. */
 	j.rep.id = j.req.id;
 	j.rep.outcome = IPC_KICK_REFUSED;
-	snprintf(j.rep.reply, sizeof(j.rep.reply), "%s", k == NULL ||
-	    !w->sup->have_sys[IPC_SYS_EVICTOR] ? "no $SYS evictor credential is held" :
+	snprintf(j.rep.reply, sizeof(j.rep.reply), "%s", !w->sup->have_sys[IPC_SYS_EVICTOR] ?
+	    "no $SYS evictor credential is held" :
 	    "more KICK requests waiting than the supervisor takes");
 	ipc_send(w->ch, IPC_KICK_REP, &j.rep, sizeof(j.rep));
 }
