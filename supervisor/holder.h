@@ -8,8 +8,9 @@
  * the machine's id (/etc/machine-id), its boot (/proc/sys/kernel/random/
  * boot_id, "" where the unit's ProcSubset=pid hides it), the pid and the
  * pid's start time (/proc/<pid>/stat field 22, so that a pid the kernel
- * gave to another process since is no proof of life). A clean exit
- * removes it.
+ * gave to another process since is no proof of life). An exit that
+ * released the row removes it; one that could not (the broker gone) keeps
+ * it, for its successor here.
  *
  * A daemon that finds the lease row live reads the record and takes the
  * row over (by compare-and-set on the row's revision: lease.c) only when

@@ -24,6 +24,12 @@
 #define LEASE_RENEW_MS 15000        /* renewed by CAS this often (TTL 30 s) */
 #define LEASE_RECHECK_RETRY_MS 1000 /* an unknown reading is tried again */
 #define STANDBY_POLL_MS 1000        /* a standby tries the claim this often */
+#define LEASE_TTL_MS 30000          /* the lease bucket's TTL (WIRE.md) */
+/* Under a service manager, a start refused by a live lease waits this long
+ * as a standby before it exits: long enough for a row nothing renews to
+ * age out, so the unit restarts it twice a minute at most (docs/service.md:
+ * the start limit counts crashes, not a lease held elsewhere). */
+#define SERVICE_LEASE_WAIT_MS (LEASE_TTL_MS + 2000)
 #define LEASE_QUIESCE_WAIT_MS 6000  /* workers report QUIESCED within this */
 #define LEASE_BUCKET_MAX (SPACE_TOKEN_MAX + 24)
 

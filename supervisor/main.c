@@ -35,6 +35,7 @@
 
 #include <jansson.h>
 
+#include "lib/clock.h"
 #include "lib/creds/jwt.h"
 #include "lib/log.h"
 #include "lib/procstat.h"
@@ -603,6 +604,13 @@ main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &stop_sigs, &old_mask);
 	signal(SIGPIPE, SIG_IGN);
 	int rrc = resident_open(&S, err, sizeof(err));
+	if (rrc == -3) {
+		/* Stopped while the service manager's start waited for the broker. */
+		log_info("delivery: received %s, exiting (space %s, shard 0)", err, S.space);
+		resident_close(&S);
+		event_base_free(S.base);
+		return 0;
+	}
 	if (rrc != 0) {
 		/* -2: demanded TLS refused (lib/nats/natsconn.h), the line says so. */
 		if (rrc == -2)
@@ -616,7 +624,12 @@ main(int argc, char **argv)
 		return 1;
 	}
 	int claimed = shard_claim(&S);
-	if (claimed < 0 || (claimed == 1 && !S.standby)) {
+	/* Under a service manager a refused start waits a lease's life as a
+	 * standby before it exits 1 (lease.h): a holder that crashed elsewhere
+	 * is succeeded at once, and the unit restarts it twice a minute at most. */
+	if (claimed == 1 && !S.standby && notify_active())
+		S.standby_until = mono_ms() + SERVICE_LEASE_WAIT_MS;
+	if (claimed < 0 || (claimed == 1 && !S.standby && S.standby_until == 0)) {
 		if (claimed == 1)
 			shard_claim_refused(&S);
 		resident_close(&S);
@@ -679,7 +692,12 @@ main(int argc, char **argv)
 	kick_free(&S);
 	if (S.pid_path[0] != '\0')
 		pidfile_remove_if_ours(S.pid_path, getpid());
-	if (S.holder_path[0] != '\0')
+	/* A row the release could not delete (the broker gone past the
+	 * watchdog's window) outlives this process by up to its TTL: the
+	 * record stays, so the next start here proves this process dead and
+	 * takes the row over at once instead of waiting it out. (A row another
+	 * daemon took names another incarnation: the record proves nothing.) */
+	if (S.holder_path[0] != '\0' && !S.lease.held)
 		holder_record_remove_if_ours(S.holder_path, S.lease.incarnation);
 	if (ev_wd != NULL)
 		event_free(ev_wd);

@@ -14,18 +14,22 @@
 #include "supervisor/supervisor.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/nats/natsconn.h"
+#include "supervisor/notify.h"
 
 #define RESIDENT_RECONNECT_MS 500
 #define RESIDENT_JS_WAIT_MS 3000 /* a lease operation's answer */
+#define RESIDENT_START_RETRY_MS 500 /* under a service manager: the first dial, again */
 
 static struct sup *R; /* the callbacks' supervisor (one per process) */
 
@@ -244,9 +248,33 @@ resident_open(struct sup *s, char *err, size_t errlen)
 	R = s;
 	s->ev_resident = event_new(s->base, s->evpipe[0], EV_READ | EV_PERSIST, on_event, s);
 	event_add(s->ev_resident, NULL);
-	/* The reachability check: the first connect must succeed. */
-	if ((rc = dial(s, &tokens[current], &s->nc, &s->js, err, errlen)) != 0)
-		return rc; /* -2: demanded TLS refused */
+	/* The reachability check: the first connect must succeed. Under a
+	 * service manager a broker not up yet (started beside this unit, or
+	 * itself restarting) is dialled again for SERVICE_BROKER_WAIT_MS: the
+	 * unit's start limit then counts crashes, not an outage (issue 42). */
+	int64_t until = notify_active() ? mono_ms() + SERVICE_BROKER_WAIT_MS : 0;
+	bool said = false;
+	while ((rc = dial(s, &tokens[current], &s->nc, &s->js, err, errlen)) != 0) {
+		if (rc != -1 || mono_ms() >= until)
+			return rc; /* -2: demanded TLS refused */
+		sigset_t pending;
+		if (sigpending(&pending) == 0 && (sigismember(&pending, SIGTERM) == 1 ||
+		    sigismember(&pending, SIGINT) == 1)) {
+			snprintf(err, errlen, "%s", sigismember(&pending, SIGTERM) == 1 ? "SIGTERM" :
+			    "SIGINT");
+			return -3;
+		}
+		if (!said) {
+			log_warnx("delivery: broker %s unreachable at start: %s; under the service "
+			    "manager it is dialled again every %d ms for %d s before the start fails",
+			    s->url, err, RESIDENT_START_RETRY_MS, SERVICE_BROKER_WAIT_MS / 1000);
+			notify_sendf("STATUS=waiting up to %d s for the broker %s",
+			    SERVICE_BROKER_WAIT_MS / 1000, s->url);
+			said = true;
+		}
+		struct timespec nap = { 0, RESIDENT_START_RETRY_MS * 1000000L };
+		nanosleep(&nap, NULL);
+	}
 	s->stats.connected = true;
 	s->ev_tick = event_new(s->base, -1, EV_PERSIST, on_tick, s);
 	event_add(s->ev_tick, &tick);

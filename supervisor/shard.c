@@ -549,6 +549,13 @@ standby_try(struct sup *s)
 	case LEASE_CLAIMED:
 		break;
 	case LEASE_LIVE_ELSEWHERE:
+		if (s->standby_until != 0 && mono_ms() >= s->standby_until) {
+			/* A start under a service manager waited a lease's life:
+			 * the holder renews it, so it lives. Refused as ever. */
+			shard_claim_refused(s);
+			sup_stop(s, 1);
+			return;
+		}
 		arm(s->ev_standby, STANDBY_POLL_MS);
 		return;
 	case LEASE_DENIED:
@@ -584,10 +591,19 @@ standby_begin(struct sup *s)
 	shard_enter(s, SHARD_STANDBY);
 	s->ev_standby = evtimer_new(s->base, on_standby, s);
 	shard_watch(s);
-	log_info("delivery: standby (--standby): another delivery daemon holds the lease of "
-	    "shard 0; watching %s.%s and taking over once it is released or expires",
-	    s->lease.bucket, LEASE_KEY);
-	notify_sendf("STATUS=standby for space %s (shard 0 held elsewhere)", s->space);
+	if (s->standby_until != 0) {
+		log_info("delivery: another delivery daemon holds the lease of shard 0; under the "
+		    "service manager this start waits up to %d s for it to be released or to "
+		    "expire (watching %s.%s), then exits 1 (--standby waits for good)",
+		    SERVICE_LEASE_WAIT_MS / 1000, s->lease.bucket, LEASE_KEY);
+		notify_sendf("STATUS=waiting up to %d s for the lease of space %s (shard 0 held "
+		    "elsewhere)", SERVICE_LEASE_WAIT_MS / 1000, s->space);
+	} else {
+		log_info("delivery: standby (--standby): another delivery daemon holds the lease "
+		    "of shard 0; watching %s.%s and taking over once it is released or expires",
+		    s->lease.bucket, LEASE_KEY);
+		notify_sendf("STATUS=standby for space %s (shard 0 held elsewhere)", s->space);
+	}
 	arm(s->ev_standby, STANDBY_POLL_MS);
 }
 

@@ -4,14 +4,20 @@
  */
 #include "supervisor/supervisor.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/workspace.h"
 #include "sandbox/sandbox.h"
+
+#define STATUS_READ_MAX (1 << 20)
 
 static const char *
 phase_name(const struct sup_worker *w)
@@ -152,10 +158,42 @@ status_doc(struct sup *s)
 	    (json_int_t)s->stats.reloads_refused);
 }
 
+/* The pid the status file names (0: none, unreadable or not a status). */
+static long
+status_pid(const struct sup *s)
+{
+	char err[256];
+	size_t len;
+	char *text = ws_read_file(s->status_path, STATUS_READ_MAX, &len, err, sizeof(err));
+	json_t *doc = text != NULL ? json_loadb(text, len, 0, NULL) : NULL;
+	json_int_t pid = json_integer_value(json_object_get(doc, "pid"));
+
+	json_decref(doc);
+	free(text);
+	return pid > 0 ? (long)pid : 0;
+}
+
+/* Another live process's status (a daemon of this space serving from this
+ * root while this one waits for its lease): left to it. */
+static bool
+status_of_another(const struct sup *s)
+{
+	long pid = status_pid(s);
+
+	return pid > 0 && pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
 void
 status_write(struct sup *s)
 {
 	char err[512];
+
+	/* A standby of the same root (--standby, or a start under a service
+	 * manager waiting for the lease) does not cover the holder's file. */
+	if (s->shard == SHARD_STANDBY && status_of_another(s)) {
+		s->status_dirty = false;
+		return;
+	}
 	json_t *doc = status_doc(s);
 
 	if (ws_write_json(s->status_path, doc, 0600, err, sizeof(err)) != 0)
@@ -167,5 +205,7 @@ status_write(struct sup *s)
 void
 status_remove(struct sup *s)
 {
-	unlink(s->status_path);
+	/* Only this daemon's own: a refused standby leaves the holder's. */
+	if (status_pid(s) == (long)getpid())
+		unlink(s->status_path);
 }

@@ -132,6 +132,7 @@ struct sup {
 		SHARD_STANDBY } shard;
 	int64_t shard_since_ms;       /* wall clock: in this state since */
 	bool standby;                 /* --standby: wait for a held lease */
+	int64_t standby_until;        /* monotonic; 0: a standby for good (--standby) */
 	bool lane;                    /* --lane: a host's lane (host/): no pid record */
 	struct event *ev_standby;
 	void (*on_claimed)(struct sup *s); /* the standby claimed: start serving */
@@ -218,9 +219,14 @@ int shard_claim(struct sup *s);
 /* The "live lease elsewhere" line shard_claim leaves to its caller. */
 void shard_claim_refused(struct sup *s);
 
+/* Under a service manager, a broker that does not answer the first dial is
+ * dialled again for this long before the start fails (resident_open). */
+#define SERVICE_BROKER_WAIT_MS 10000
+
 /* --standby: a daemon refused by a live lease keeps running, watches the
  * row and claims it once deleted or expired; then s->on_claimed starts
- * serving. */
+ * serving. With s->standby_until set (a start under a service manager,
+ * without --standby), it gives up then: the refusal's lines, exit 1. */
 void standby_begin(struct sup *s);
 void standby_event(struct sup *s);
 void standby_free(struct sup *s);

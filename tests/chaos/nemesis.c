@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#define RESTART_SEC_MS 5000 /* the units' RestartSec=5s */
+#define RESTART_SEC_MS 1000 /* the units' RestartSec=1s */
 #define WATCHDOG_SEC 30
 
 static uint64_t rng;

@@ -64,55 +64,6 @@ teardown(void **state)
 	return 0;
 }
 
-/* A receiving datagram socket at an abstract name; name gets "@…". */
-static int
-notify_listener(char *name, size_t len)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	snprintf(name, len, "@cotal-e2e-records-%ld-%ld", (long)getpid(), (long)time(NULL));
-	assert_true(fd >= 0);
-	memcpy(a.sun_path + 1, name + 1, strlen(name) - 1);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a,
-	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(name))), 0);
-	return fd;
-}
-
-/*
- * Wait up to ms for a datagram holding the line `line` (exactly, as one of
- * its newline-separated lines). Everything received is appended to seen.
- */
-static bool
-datagram_has(int fd, const char *line, int ms, char *seen, size_t seenlen)
-{
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		char buf[4097];
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		long left = ms - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
-		if (left <= 0)
-			return false;
-		struct timeval tmo = { left / 1000, (left % 1000) * 1000 };
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tmo, sizeof(tmo));
-		ssize_t n = recv(fd, buf, sizeof(buf) - 1, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return false;
-		}
-		buf[n] = '\0';
-		size_t used = strlen(seen);
-		snprintf(seen + used, seenlen - used, "[%s] ", buf);
-		for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l != NULL;
-		    l = strtok_r(NULL, "\n", &save))
-			if (strcmp(l, line) == 0)
-				return true;
-	}
-}
-
 /* The record's pid when it holds exactly "<pid>\n" (the format the daemon
  * writes), else 0. */
 static pid_t
@@ -179,14 +130,14 @@ test_ready_notifies_and_the_record_names_a_live_daemon(void **state)
 	struct stat st;
 
 	(void)state;
-	nfd = notify_listener(name, sizeof(name));
+	nfd = h_notify_listener(name, sizeof(name));
 	setenv("NOTIFY_SOCKET", name, 1);
 	setenv("WATCHDOG_USEC", "1000000", 1);
 	int rc = h_daemon_start(&mesh, &dmn, NULL);
 	unsetenv("NOTIFY_SOCKET");
 	unsetenv("WATCHDOG_USEC");
 	assert_int_equal(rc, 0);
-	if (!datagram_has(nfd, "READY=1", 60000, seen, sizeof(seen)))
+	if (!h_datagram_has(nfd, "READY=1", 60000, seen, sizeof(seen)))
 		fail_msg("no READY=1 on NOTIFY_SOCKET within 60 s; received: %s (log %s)", seen,
 		    dmn.log);
 	/* Written once the lease is held, which is before it is ready. */
@@ -215,7 +166,7 @@ test_watchdog_pings(void **state)
 	(void)state;
 	assert_true(nfd >= 0);
 	for (int i = 0; i < 3; i++)
-		if (!datagram_has(nfd, "WATCHDOG=1", 3000, seen, sizeof(seen)))
+		if (!h_datagram_has(nfd, "WATCHDOG=1", 3000, seen, sizeof(seen)))
 			fail_msg("ping %d: no WATCHDOG=1 within 3 s; received: %s", i + 1, seen);
 }
 
@@ -249,7 +200,7 @@ test_sigterm_notifies_stopping_and_removes_the_record(void **state)
 	(void)state;
 	assert_true(dmn.pid > 0);
 	assert_int_equal(kill(dmn.pid, SIGTERM), 0);
-	if (!datagram_has(nfd, "STOPPING=1", 5000, seen, sizeof(seen)))
+	if (!h_datagram_has(nfd, "STOPPING=1", 5000, seen, sizeof(seen)))
 		fail_msg("no STOPPING=1 within 5 s of SIGTERM; received: %s", seen);
 	int st = h_daemon_wait_exit(&dmn, 5000);
 	assert_true(st >= 0);

@@ -521,6 +521,15 @@ void h_space_account(struct mesh *m, char *out, size_t len);
  * (-1 when it cannot be read) and, into *verified, how many principals
  * they verified gone. */
 int h_evict_ledger(const char *path, size_t *verified);
+/* ---- systemd's side of sd_notify (notify.c) ---- */
+
+/* A receiving datagram socket at an abstract name, for NOTIFY_SOCKET; name
+ * gets "@…". The fd. */
+int h_notify_listener(char *name, size_t len);
+/* Wait up to ms for a datagram holding the line `line` (exactly, as one of
+ * its newline-separated lines). Everything received is appended to seen. */
+bool h_datagram_has(int fd, const char *line, int ms, char *seen, size_t seenlen);
+
 /* Run cotal-deliveryd to completion (for refusals): exit status, output. */
 int h_daemon_run(struct mesh *m, const char *cwd, char *out, size_t outlen, ...)
     __attribute__((sentinel));
