@@ -195,6 +195,12 @@ launch(struct up *u)
 			setpgid(0, 0);
 		}
 		closefrom(3);
+		/* The daemon is up's child, not a service manager's main
+		 * process: were up run by one, the daemon must neither speak
+		 * to it nor wait as a unit's start does (issue 42). */
+		unsetenv("NOTIFY_SOCKET");
+		unsetenv("WATCHDOG_USEC");
+		unsetenv("WATCHDOG_PID");
 		execvp(bin, argv);
 		fprintf(stderr, "✗ up: exec %s: %s\n", bin, strerror(errno));
 		_exit(127);
