@@ -17,6 +17,7 @@
 #include "lib/log.h"
 #include "lib/nats/natsconn.h"
 #include "lib/wire/tokens.h"
+#include "lib/wsnames.h"
 
 #define AGENT_NAME_MAX 64
 
@@ -121,7 +122,10 @@ cmd_agent_add(int argc, char **argv)
 		    name, AGENT_NAME_MAX);
 		return 1;
 	}
+	/* A space the workspace does not hold is named with those it does,
+	 * and nothing is made for it (issue 43). */
 	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
+	    ws_space_known(&ws, space, err, sizeof(err)) != 0 ||
 	    ws_space_dir(&ws, space, true, dir, sizeof(dir), err, sizeof(err)) != 0)
 		goto fail;
 	snprintf(path, sizeof(path), "%s/agents", dir);

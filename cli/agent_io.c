@@ -16,6 +16,7 @@
 #include "lib/nats/natsconn.h"
 #include "lib/wire/records.h"
 #include "lib/wire/tokens.h"
+#include "lib/wsnames.h"
 
 #define RECV_BATCH 256
 #define LEASE_READ_MS 2000 /* the lease row's direct get */
@@ -75,6 +76,7 @@ cli_agent_load(const char *root, const char *space, const char *name, struct age
 
 	memset(r, 0, sizeof(*r));
 	if (ws_locate(root, &r->ws, err, errlen) != 0 ||
+	    ws_agent_known(&r->ws, space, name, err, errlen) != 0 ||
 	    ws_space_dir(&r->ws, space, false, dir, sizeof(dir), err, errlen) != 0)
 		return -1;
 	snprintf(r->space, sizeof(r->space), "%s", space);

@@ -16,6 +16,7 @@
 #include "lib/wire/ctlclient.h"
 #include "lib/creds/jwt.h"
 #include "lib/log.h"
+#include "lib/wsnames.h"
 
 #define AGENT_WAIT_MS 5000    /* an agent command's one try */
 
@@ -210,7 +211,8 @@ cli_manager_open(const struct workspace *ws, const char *space, const char *serv
 	bool tls = false;
 
 	memset(s, 0, sizeof(*s));
-	if (cli_space_creds_path(ws, space, "supervisor", path, sizeof(path), err, errlen) != 0 ||
+	if (ws_space_known(ws, space, err, errlen) != 0 ||
+	    cli_space_creds_path(ws, space, "supervisor", path, sizeof(path), err, errlen) != 0 ||
 	    ws_server_url(ws, space, server, url, sizeof(url), &tls, err, errlen) != 0 ||
 	    cli_tls_begin(space, url, tls, &t, &o, err, errlen) != 0)
 		goto fail;

@@ -184,6 +184,57 @@ test_agent_add_writes_acl_row_and_durable(void **state)
 	h_mesh_down(&m);
 }
 
+/*
+ * Issue 43: "A wrong name gives a system error [...] The message should
+ * say which spaces or agents exist", and "Errors that name what exists
+ * ('no agent zed in space demo (agents: alice, bob)'), leave nothing
+ * behind on refusal". The agents and the space are the test's own, so the
+ * lists are compared whole.
+ */
+static void
+test_a_wrong_name_is_refused_naming_what_exists(void **state)
+{
+	struct mesh m;
+	struct agent a, b;
+	char out[H_OUT_MAX], want[1024], key[256], dir[H_PATH_MAX * 2];
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(h_mesh_up(&m, "names", true), 0);
+	assert_int_equal(h_agent_add(&m, "bob", "general", &b), 0);
+	assert_int_equal(h_agent_add(&m, "alice", "general", &a), 0);
+
+	/* An agent the space does not hold: the agents it holds, sorted. */
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "agent", "recv", "zed", "--space", "names",
+	    "--wait", "100", NULL), 1);
+	if (strstr(out, "no agent zed in space names (agents: alice, bob)") == NULL)
+		fail_msg("agent recv zed:\n%s", out);
+	assert_null(strstr(out, "No such file"));
+
+	/* A space the workspace does not hold: the spaces it holds. */
+	snprintf(want, sizeof(want), "no space namez in %s (spaces: names)", m.dir);
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "agent", "recv", "alice", "--space",
+	    "namez", "--wait", "100", NULL), 1);
+	if (strstr(out, want) == NULL)
+		fail_msg("agent recv --space namez: want \"%s\" in:\n%s", want, out);
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "admin", "liveness", "--space", "namez",
+	    NULL), 1);
+	if (strstr(out, want) == NULL)
+		fail_msg("admin liveness --space namez: want \"%s\" in:\n%s", want, out);
+	assert_null(strstr(out, "No such file"));
+
+	/* agent add in a space that is not there: refused, nothing made. */
+	assert_int_equal(h_cotal(&m, out, sizeof(out), "agent", "add", "carol", "--space",
+	    "namez", "--allow", "general", NULL), 1);
+	if (strstr(out, want) == NULL)
+		fail_msg("agent add --space namez: want \"%s\" in:\n%s", want, out);
+	assert_true(space_key("namez", key, sizeof(key)));
+	snprintf(dir, sizeof(dir), "%s/.cotal/space.%s", m.dir, key);
+	if (stat(dir, &st) == 0)
+		fail_msg("a refused agent add left %s behind", dir);
+	h_mesh_down(&m);
+}
+
 static struct mesh startstop;
 
 /* A broker `cotal mesh start` detached is not the harness's child: stop it
@@ -431,6 +482,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_provision_is_idempotent),
 		cmocka_unit_test(test_provision_names_a_conflicting_stream),
 		cmocka_unit_test(test_agent_add_writes_acl_row_and_durable),
+		cmocka_unit_test(test_a_wrong_name_is_refused_naming_what_exists),
 		cmocka_unit_test(test_agent_binds_its_durable_without_a_ready_lease),
 		cmocka_unit_test_teardown(test_mesh_start_and_stop, stop_detached_broker),
 		cmocka_unit_test(test_no_workspace_is_refused_naming_the_directory),

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "lib/workspace.h"
+#include "lib/wsnames.h"
 
 #define OTHER_UID 65534
 
@@ -193,6 +194,58 @@ test_a_process_inside_execve_is_another_program(void **state)
 	assert_int_equal(ours, 0);
 }
 
+/*
+ * Issue 43: a name the workspace does not hold is refused naming those it
+ * holds, sorted; a directory entry whose name holds a control byte (an
+ * escape sequence crafted as space.1b5b32....) is not shown, nor is an
+ * entry that is no space's. Past 20 names the rest are counted.
+ */
+static void
+test_unknown_names_are_refused_naming_what_exists(void **state)
+{
+	struct workspace ws;
+	char err[2048], path[256];
+
+	(void)state;
+	assert_int_equal(ws_locate(dir, &ws, err, sizeof(err)), 0);
+	assert_int_equal(ws_space_known(&ws, "demo", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "(none here yet: cotal mesh init --space NAME, or cotal space "
+	    "provision NAME)"));
+	/* "demo", "beta", "a<ESC>[2J", and an entry that is no space's. */
+	static const char *const made[] = { "space.64656d6f", "space.62657461", "space.611b5b324a",
+		"space.zz", "spacey" };
+	for (size_t i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", cotal, made[i]);
+		assert_int_equal(mkdir(path, 0700), 0);
+	}
+	assert_int_equal(ws_space_known(&ws, "demo", err, sizeof(err)), 0);
+	assert_int_equal(ws_space_known(&ws, "demoo", err, sizeof(err)), -1);
+	char want[512];
+	snprintf(want, sizeof(want), "no space demoo in %s (spaces: beta, demo)", dir);
+	assert_string_equal(err, want);
+
+	/* Agents: none yet, then those of the space. */
+	assert_int_equal(ws_agent_known(&ws, "demo", "zed", err, sizeof(err)), -1);
+	assert_string_equal(err, "no agent zed in space demo (none yet: cotal agent add NAME "
+	    "--space demo --allow CHANNELS)");
+	snprintf(path, sizeof(path), "%s/space.64656d6f/agents", cotal);
+	assert_int_equal(mkdir(path, 0700), 0);
+	for (int i = 0; i < 23; i++) {
+		snprintf(path, sizeof(path), "%s/space.64656d6f/agents/a%02d.json", cotal, i);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fclose(f);
+	}
+	assert_int_equal(ws_agent_known(&ws, "demo", "a07", err, sizeof(err)), 0);
+	assert_int_equal(ws_agent_known(&ws, "demo", "../a07", err, sizeof(err)), -1);
+	assert_int_equal(ws_agent_known(&ws, "demo", "zed", err, sizeof(err)), -1);
+	assert_string_equal(err, "no agent zed in space demo (agents: a00, a01, a02, a03, a04, a05, "
+	    "a06, a07, a08, a09, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19 and 3 more)");
+	/* An agent of a space that is not there: the space is named first. */
+	assert_int_equal(ws_agent_known(&ws, "demoo", "a07", err, sizeof(err)), -1);
+	assert_string_equal(err, want);
+}
+
 int
 main(void)
 {
@@ -202,6 +255,7 @@ main(void)
 		cmocka_unit_test(test_another_users_cotal_is_not_adopted),
 		cmocka_unit_test(test_a_secret_is_ours_private_and_no_link),
 		cmocka_unit_test(test_a_process_inside_execve_is_another_program),
+		cmocka_unit_test(test_unknown_names_are_refused_naming_what_exists),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
