@@ -18,6 +18,7 @@ N          ?= 5
 DEMO_ROOT  ?= $(CURDIR)/demo-mesh
 DEMO_SPACE ?= demo
 DEMO_PORT  ?= 4333
+DEMO_METRICS ?= 127.0.0.1:4339
 
 # make chaos: the daemon under random faults (issue 32, docs/RELIABILITY.md);
 # root (network namespaces, nft). CHAOS_SECONDS of faults on one node, then
@@ -182,7 +183,7 @@ bench-host: deps build
 demo: deps build
 	@COTAL_NATS_SERVER=$(NATS_210) COTAL_HOME=$(DEMO_ROOT)/home BUILD=$(BUILD) \
 	    DEMO_ROOT=$(DEMO_ROOT) DEMO_SPACE=$(DEMO_SPACE) DEMO_PORT=$(DEMO_PORT) \
-	    sh dist/demo.sh
+	    DEMO_METRICS=$(DEMO_METRICS) sh dist/demo.sh
 
 demo-stop:
 	@COTAL_HOME=$(DEMO_ROOT)/home $(BUILD)/cli/cotal down --space $(DEMO_SPACE) --root $(DEMO_ROOT)

@@ -45,7 +45,7 @@ static const struct command {
 	{ "admin", "liveness", cmd_admin_liveness, "[PRINCIPAL] --space S [--wait MS]  the daemon's responder, or a principal's" },
 	{ "admin", "reload", cmd_admin_reload, "--space S [--expect SHA256HEX] [--wait MS]  adopt the delivery credential" },
 	{ "status", NULL, cmd_status, "--space S [--root DIR] | --spaces MANIFEST  is the daemon (each lane) serving, per worker" },
-	{ "up", NULL, cmd_up, "--space S [--root DIR] [--detach] [--creds-ttl SECONDS]  broker, space, credential and daemon; reports it once serving" },
+	{ "up", NULL, cmd_up, "--space S [--root DIR] [--detach] [--nats-server PATH] [--creds-ttl SECONDS] [--metrics ADDR]  broker, space, credential and daemon; reports it once serving" },
 	{ "down", NULL, cmd_down, "--space S [--root DIR]  stop the space's delivery daemon (and the broker up started)" },
 	{ "deliver", NULL, cmd_deliver, "--space S ...  deprecated: runs cotal-deliveryd with the same arguments" },
 };

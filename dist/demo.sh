@@ -12,8 +12,8 @@ echo "• dev mesh in $root (space $space, broker on 127.0.0.1:$DEMO_PORT)"
 # The launcher: the broker, the space's streams and buckets, the run's
 # delivery credential (24 h), and the daemon with its four confined
 # workers, reported once it serves. Its lines go to the space's log.
-echo "• cotal up --detach"
-"$cotal" up --space "$space" --root "$root" --detach
+echo "• cotal up --detach --metrics $DEMO_METRICS"
+"$cotal" up --space "$space" --root "$root" --detach --metrics "$DEMO_METRICS"
 for name in alice bob; do
 	if [ -f "$root/.cotal/space.$(printf %s "$space" | od -An -tx1 | tr -d ' \n')/agents/$name.json" ]; then
 		echo "• agent $name exists already"
@@ -44,6 +44,7 @@ echo "• alice's memberships, and the newest post of general's history, over ct
 sleep 1.6 # a STATUS period and a status-file tick, so the counters below include it all
 "$cotal" status --space "$space" --root "$root"
 echo
-echo "✓ demo mesh up. Credentials live in $root/.cotal (0700); the broker log is"
+echo "✓ demo mesh up. The daemon's metrics: http://$DEMO_METRICS/metrics, its health:"
+echo "  http://$DEMO_METRICS/healthz (docs/observing.md). Credentials live in $root/.cotal (0700); the broker log is"
 echo "  $root/.cotal/mesh/nats-server.log. Stop everything with: make demo-stop
   (cotal down: the daemon, its run credential, then the broker up started)"

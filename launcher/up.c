@@ -74,6 +74,7 @@ struct up {
 	bool open;            /* and that mesh is open (no authentication) */
 	bool broker_started;  /* and this up started it */
 	bool tls;             /* the mesh registry demands TLS */
+	const char *metrics;  /* --metrics ADDR, passed to the daemon */
 	int64_t creds_ttl_s;
 	int64_t renew_at;     /* wall ms; 0: not the renewal owner (it minted nothing) */
 	sigset_t sigs, oldmask;
@@ -100,6 +101,30 @@ cause_of(int status, char *buf, size_t len)
 	return buf;
 }
 
+/* What the daemon wrote since the launch, its first 256 KB (a refusal, or
+ * the metrics server's address, comes within a few lines): NUL-ended, to
+ * free; NULL when it cannot be read. */
+static char *
+log_since_launch(const struct up *u)
+{
+	size_t cap = 256 * 1024, len = 0;
+	char *text = malloc(cap + 1);
+	int fd = open(u->f.log, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (text == NULL || fd < 0 || lseek(fd, u->log_from, SEEK_SET) < 0) {
+		free(text);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while (len < cap && (r = read(fd, text + len, cap - len)) > 0)
+		len += (size_t)r;
+	close(fd);
+	text[len] = '\0';
+	return text;
+}
+
 /* The daemon's own reason, from what it logged since the launch: its last
  * "✗" line, and the lease holder's line after it when there is one. */
 static void
@@ -107,24 +132,11 @@ reason_from_log(const struct up *u, char *out, size_t outlen, char *detail, size
 {
 	static const char holder_mark[] = "• delivery: the lease of shard 0 is held by";
 	const char *p, *last = NULL, *holder = NULL;
-	size_t cap = 256 * 1024, len = 0;
-	char *text = malloc(cap + 1);
-	int fd = open(u->f.log, O_RDONLY | O_CLOEXEC);
-	ssize_t r;
+	char *text = log_since_launch(u);
 
 	out[0] = detail[0] = '\0';
-	/* What the daemon wrote since the launch, its first 256 KB: a
-	 * refusal comes within a few lines. */
-	if (text == NULL || fd < 0 || lseek(fd, u->log_from, SEEK_SET) < 0) {
-		free(text);
-		if (fd >= 0)
-			close(fd);
+	if (text == NULL)
 		return;
-	}
-	while (len < cap && (r = read(fd, text + len, cap - len)) > 0)
-		len += (size_t)r;
-	close(fd);
-	text[len] = '\0';
 	for (p = text; *p != '\0';) {
 		const char *nl = strchr(p, '\n'), *t = log_line_text(p);
 		if (strncmp(t, "✗ ", strlen("✗ ")) == 0)
@@ -161,7 +173,7 @@ static pid_t
 launch(struct up *u)
 {
 	const char *bin = launch_daemon_path();
-	char *argv[8];
+	char *argv[10];
 	int n = 0;
 	pid_t pid;
 
@@ -172,6 +184,10 @@ launch(struct up *u)
 	argv[n++] = u->f.ws.root;
 	if (u->tls)
 		argv[n++] = (char *)"--tls";
+	if (u->metrics != NULL) {
+		argv[n++] = (char *)"--metrics";
+		argv[n++] = (char *)u->metrics;
+	}
 	argv[n] = NULL;
 	u->log_from = log_size(u);
 	u->launched_wall = wall_ms();
@@ -437,6 +453,24 @@ stopped_from_outside(struct up *u)
 
 /* Launch and report; 0 serving (or bound late), 1 not serving, 2 stopped
  * by cotal down while starting. */
+/* --metrics: where the daemon's metrics server listens, as it said. */
+static void
+say_metrics(const struct up *u)
+{
+	static const char mark[] = "delivery: metrics server (pid ";
+	char *text, *p, *url, *end;
+
+	if (u->metrics == NULL || (text = log_since_launch(u)) == NULL)
+		return;
+	if ((p = strstr(text, mark)) != NULL && (url = strstr(p, ") on http://")) != NULL &&
+	    (end = strstr(url, "/metrics and /healthz")) != NULL && end - url < 200) {
+		url += strlen(") on ");
+		log_info("metrics: %.*s/metrics, health: %.*s/healthz", (int)(end - url), url,
+		    (int)(end - url), url);
+	}
+	free(text);
+}
+
 static int
 start_daemon(struct up *u, bool again)
 {
@@ -455,6 +489,7 @@ start_daemon(struct up *u, bool again)
 		else
 			log_ok("delivery daemon serving space %s (pid %ld, %lld ms after the launch; "
 			    "log %s)", u->f.space, (long)u->child, (long long)took, u->f.log);
+		say_metrics(u);
 		return 0;
 	case NOT_BOUND:
 		log_warnx("delivery daemon (pid %ld) started but is not serving yet: its "
@@ -600,6 +635,8 @@ cmd_up(int argc, char **argv)
 			nats_server = argv[++i];
 		else if (strcmp(a, "--detach") == 0)
 			u.detach = true;
+		else if (strcmp(a, "--metrics") == 0 && more)
+			u.metrics = argv[++i];
 		else if (strcmp(a, "--creds-ttl") == 0 && more) {
 			char *end;
 			long long v = strtoll(argv[++i], &end, 10);
@@ -612,7 +649,7 @@ cmd_up(int argc, char **argv)
 		} else {
 			log_errx("up: unknown or incomplete argument \"%s\"", a);
 			fprintf(stderr, "usage: cotal up --space S [--root DIR] [--detach] "
-			    "[--nats-server PATH] [--creds-ttl SECONDS]\n");
+			    "[--nats-server PATH] [--creds-ttl SECONDS] [--metrics ADDR]\n");
 			return 2;
 		}
 	}

@@ -262,7 +262,9 @@ after(void **state)
 /*
  * "--detach starts everything, redirects the daemon's stdout and stderr
  * onto .cotal/delivery.<key>.log, reports as above and exits"; the broker
- * found the way a user expects (a bare --nats-server name on PATH); a
+ * found the way a user expects (a bare --nats-server name on PATH); with
+ * --metrics (issue 43: "cotal up --metrics ADDR ... prints the URL, and
+ * /healthz") the daemon's metrics server where up says it is; a
  * second up while one serves; cotal down stops the daemon, removes the
  * run's credential once the death is confirmed, then the broker up
  * started.
@@ -284,9 +286,13 @@ test_detached_up_serves_and_down_stops_it_all(void **state)
 	*strrchr(bindir, '/') = '\0';
 	snprintf(path, sizeof(path), "%s:%s", bindir, oldpath ? oldpath : "/usr/bin:/bin");
 	setenv("PATH", path, 1);
+	int mport = h_free_port();
+	static char body[H_HTTP_BODY_MAX];
+	char maddr[64], said[256];
+	snprintf(maddr, sizeof(maddr), "127.0.0.1:%d", mport);
 	t0 = mono_ms();
 	int rc = h_cotal(&mesh, out, sizeof(out), "up", "--space", SPACE, "--detach",
-	    "--nats-server", "nats-server", NULL);
+	    "--nats-server", "nats-server", "--metrics", maddr, NULL);
 	t_up = mono_ms() - t0;
 	setenv("PATH", oldpath ? oldpath : "/usr/bin:/bin", 1);
 	if (rc != 0)
@@ -295,6 +301,17 @@ test_detached_up_serves_and_down_stops_it_all(void **state)
 	    (long long)t_up);
 	assert_non_null(strstr(out, "broker up at"));
 	assert_non_null(strstr(out, "delivery daemon serving space up"));
+	snprintf(said, sizeof(said), "• metrics: http://%s/metrics, health: http://%s/healthz",
+	    maddr, maddr);
+	if (strstr(out, said) == NULL)
+		fail_msg("up --metrics %s: want \"%s\" in:\n%s", maddr, said, out);
+	/* Where up said: healthy once the status file shows it serving. */
+	int hc = 0;
+	for (int64_t until = mono_ms() + 10000; mono_ms() < until && hc != 200; h_nap(200))
+		hc = h_http_get(mport, "/healthz", NULL, body, sizeof(body), NULL, 0);
+	assert_int_equal(hc, 200);
+	assert_int_equal(h_http_get(mport, "/metrics", NULL, body, sizeof(body), NULL, 0), 200);
+	assert_non_null(strstr(body, "cotal_delivery_serving{space=\"up\"} 1"));
 	/* The daemon's own lines are in the log, none on the launcher's output. */
 	assert_null(strstr(out, "delivery: credential"));
 	assert_null(strstr(out, "delivery daemon up (space"));
