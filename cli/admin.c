@@ -25,13 +25,112 @@
 #include "lib/wire/records.h"
 #include "lib/wire/tokens.h"
 
+/* ---- what a person reads (issue 43: prose by default, --json for
+ * scripts). Every string of a reply is the daemon's, some of them an
+ * agent's (a channel's name): each is printed escaped. ---- */
+
+static const char *
+str(const json_t *o, const char *k)
+{
+	const char *v = json_string_value(json_object_get(o, k));
+
+	return v != NULL ? v : "?";
+}
+
+static long long
+num(const json_t *o, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(o, k));
+}
+
+/* lifecycleMemberships: one line per membership row of the lifecycle. */
+static void
+prose_inventory(const json_t *data)
+{
+	const json_t *rows = json_object_get(data, "memberships"), *r;
+	size_t i, n = json_array_size(rows);
+
+	if (n == 0) {
+		printf("no membership rows for this lifecycle\n");
+		return;
+	}
+	printf("%zu membership row%s:\n", n, n == 1 ? "" : "s");
+	json_array_foreach(rows, i, r) {
+		printf("  %s  generation %lld, joined at %lld", cli_esc(str(r, "channel")),
+		    num(r, "generation"), num(r, "joinCursor"));
+		if (json_is_integer(json_object_get(r, "leaveCursor")))
+			printf(", left at %lld", num(r, "leaveCursor"));
+		printf(", %s\n", json_is_true(json_object_get(r, "activated")) ? "activated" :
+		    "not activated yet");
+	}
+}
+
+/* One EvictionResult (WIRE.md §5). */
+static void
+prose_eviction(const json_t *r)
+{
+	const char *note = json_string_value(json_object_get(r, "note"));
+
+	if (json_is_true(json_object_get(r, "verifiedGone")))
+		printf("%s: gone, verified (%lld connection%s kicked)", cli_esc(str(r, "principal")),
+		    num(r, "kicked"), num(r, "kicked") == 1 ? "" : "s");
+	else
+		printf("%s: NOT verified gone: %lld kicked, %lld remaining%s",
+		    cli_esc(str(r, "principal")), num(r, "kicked"), num(r, "remaining"),
+		    json_is_true(json_object_get(r, "scanComplete")) ? "" :
+		    ", the scan was incomplete");
+	printf("%s%s\n", note != NULL ? "; " : "", note != NULL ? cli_esc(note) : "");
+}
+
+static void
+prose_evictions(const json_t *data)
+{
+	const json_t *r;
+	size_t i;
+
+	if (json_is_array(data))
+		json_array_foreach(data, i, r)
+			prose_eviction(r);
+	else
+		prose_eviction(data);
+}
+
+/* principalLiveness. */
+static void
+prose_principal_liveness(const json_t *data)
+{
+	const char *note = json_string_value(json_object_get(data, "note"));
+
+	printf("%s: %s (%s)%s%s\n", cli_esc(str(data, "principal")), cli_esc(str(data, "state")),
+	    json_is_true(json_object_get(data, "sweepComplete")) ? "the sweep was complete" :
+	    "the sweep was incomplete", note != NULL ? "; " : "", note != NULL ? cli_esc(note) : "");
+}
+
+/* reloadCreds. Its wire answer is the same whether the file held a renewed
+ * credential (adopted, the resident connection moves onto it 250 ms later)
+ * or the one in use (nothing to adopt): what is true of both is said. */
+static void
+prose_reload(const json_t *data)
+{
+	const json_t *d = json_object_get(data, "delivery");
+
+	if (json_is_true(json_object_get(d, "ok")))
+		printf("the daemon holds the credential its file holds now, proved with the broker "
+		    "(%s); a renewed one is adopted and the resident connection moves onto it "
+		    "250 ms after this answer (the daemon's log says which)\n",
+		    json_is_true(json_object_get(d, "brokerAccepted")) ? "accepted" : "not accepted");
+	else
+		printf("not adopted\n");
+}
+
 /*
  * One admin request with the seed's retry cadence within --wait; args is
- * stolen. Prints the reply's data (or with --json the reply). The exit
- * status: 0 on ok:true, 1 otherwise.
+ * stolen. Prints the reply's data in prose (with --json the reply). The
+ * exit status: 0 on ok:true, 1 otherwise.
  */
 static int
-admin_call(const struct rail_args *a, const char *op, json_t *args)
+admin_call(const struct rail_args *a, const char *op, json_t *args,
+	   void (*prose)(const json_t *data))
 {
 	struct cli_session s;
 	struct ctl_result res = { 0 };
@@ -49,7 +148,7 @@ admin_call(const struct rail_args *a, const char *op, json_t *args)
 	else if (a->json)
 		print_json(res.reply);
 	else if (res.data != NULL)
-		print_json(res.data);
+		prose(res.data);
 	else
 		printf("ok\n");
 	ctl_result_free(&res);
@@ -85,7 +184,7 @@ cmd_admin_inventory(int argc, char **argv)
 		return 1;
 	}
 	return admin_call(&a, "lifecycleMemberships", json_pack("{s:s, s:s}", "principal",
-	    a.pos[0], "lifecycleUid", a.pos[1]));
+	    a.pos[0], "lifecycleUid", a.pos[1]), prose_inventory);
 }
 
 /* ---- eviction in batches, with a ledger ---- */
@@ -395,7 +494,10 @@ evict_batches(const struct rail_args *a, struct evict *e)
 				json_array_append(gone, json_object_get(v, "principal"));
 		verified_n += json_array_size(gone);
 		json_array_append_new(verified, gone);
-		print_json(a->json ? res.reply : res.data);
+		if (a->json)
+			print_json(res.reply);
+		else
+			prose_evictions(res.data);
 		ctl_result_free(&res);
 		/* Recorded before the next is sent. */
 		if (a->ledger != NULL && ledger_write(a, e, batches, b + 1, verified) != 0) {
@@ -443,7 +545,8 @@ cmd_admin_evict(int argc, char **argv)
 	}
 	/* One principal, no ledger: the single-principal verb. */
 	if (e.n == 1 && a.ledger == NULL)
-		rc = admin_call(&a, "evictPrincipal", json_pack("{s:s}", "principal", e.p[0]));
+		rc = admin_call(&a, "evictPrincipal", json_pack("{s:s}", "principal", e.p[0]),
+		    prose_evictions);
 	else
 		rc = evict_batches(&a, &e);
 out:
@@ -471,7 +574,7 @@ cmd_admin_liveness(int argc, char **argv)
 		if (!principal_ok(&a, a.pos[0]))
 			return 1;
 		return admin_call(&a, "principalLiveness", json_pack("{s:s}", "principal",
-		    a.pos[0]));
+		    a.pos[0]), prose_principal_liveness);
 	}
 	if (admin_session(&a, &s) != 0)
 		return 1;
@@ -506,5 +609,5 @@ cmd_admin_reload(int argc, char **argv)
 	if (parse_rail_args("admin reload", argc, argv, OPT_EXPECT, 0, 0, ADMIN_WAIT_MS, &a) != 0)
 		return rails_usage(use);
 	return admin_call(&a, "reloadCreds", *a.expect == '\0' ? NULL :
-	    json_pack("{s:{s:s}}", "expected", "delivery", a.expect));
+	    json_pack("{s:{s:s}}", "expected", "delivery", a.expect), prose_reload);
 }

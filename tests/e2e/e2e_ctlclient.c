@@ -1088,7 +1088,8 @@ test_cli_agent_commands_call_ctl_delivery_as_the_agent(void **state)
 /* The seed: "The manager needs this daemon ... the verified eviction a
  * restart performs all go over the daemon's ctl.delivery-admin rail." The
  * CLI's admin commands call it as the manager (the space's supervisor
- * credential, its principal tag). */
+ * credential, its principal tag). Issue 43: "Prose by default, --json for
+ * scripts": each answer both ways, --json the reply as it came. */
 static void
 test_cli_admin_commands_call_the_admin_rail_as_the_manager(void **state)
 {
@@ -1100,9 +1101,9 @@ test_cli_admin_commands_call_the_admin_rail_as_the_manager(void **state)
 	responder_can("evictPrincipal", "{\"ok\":true,\"data\":{\"principal\":\"local.ABC\","
 	    "\"kicked\":1,\"remaining\":0,\"verifiedGone\":true,\"scanComplete\":true}}");
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "--space", mesh.space,
-	    NULL);
+	    "--json", NULL);
 	EXPECT_OUT(0, "{\"principal\":\"local.ABC\",\"kicked\":1,\"remaining\":0,"
-	    "\"verifiedGone\":true,\"scanComplete\":true}\n");
+	    "\"verifiedGone\":true,\"scanComplete\":true}}\n");
 	struct seen s = responder_seen(0);
 	snprintf(want, sizeof(want), "cotal.%s.ctl.delivery-admin.", mesh.token);
 	assert_true(strncmp(s.subject, want, strlen(want)) == 0);
@@ -1110,31 +1111,61 @@ test_cli_admin_commands_call_the_admin_rail_as_the_manager(void **state)
 	/* from.id is the subject's caller: the supervisor's principal tag. */
 	assert_string_equal(s.subject + strlen(want), s.from_id);
 	assert_string_equal(s.args, "{\"principal\":\"local.ABC\"}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "--space", mesh.space,
+	    NULL);
+	EXPECT_OUT(0, "local.ABC: gone, verified (1 connection kicked)\n");
+	assert_null(strchr(out, '{'));
 
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "local.DEF",
-	    "--space", mesh.space, NULL);
+	    "--space", mesh.space, "--json", NULL);
 	EXPECT_OUT(0, "[{\"principal\":\"local.ABC\",\"kicked\":0,\"remaining\":0,"
 	    "\"verifiedGone\":true,\"scanComplete\":true},{\"principal\":\"local.DEF\"");
-	s = responder_seen(1);
+	s = responder_seen(2);
 	assert_string_equal(s.args, "{\"principals\":[\"local.ABC\",\"local.DEF\"]}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "local.DEF",
+	    "--space", mesh.space, NULL);
+	EXPECT_OUT(0, "local.ABC: gone, verified (0 connections kicked)\n");
+	EXPECT_OUT(0, "local.DEF: ");
 
+	/* What a daemon's answers hold, prose and --json. */
+	responder_can("lifecycleMemberships", "{\"ok\":true,\"data\":{\"memberships\":["
+	    "{\"channel\":\"general\",\"generation\":2,\"joinCursor\":10,\"activated\":true},"
+	    "{\"channel\":\"o\\u001b[2Jps\",\"generation\":1,\"joinCursor\":3,\"leaveCursor\":7,"
+	    "\"activated\":false}]}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "inventory", "local.ABC", uid, "--space",
+	    mesh.space, "--json", NULL);
+	EXPECT_OUT(0, "{\"channel\":\"general\",\"generation\":2,\"joinCursor\":10,"
+	    "\"activated\":true}");
+	snprintf(want, sizeof(want), "{\"principal\":\"local.ABC\",\"lifecycleUid\":\"%s\"}", uid);
+	assert_string_equal(responder_seen(4).args, want);
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "inventory", "local.ABC", uid, "--space",
 	    mesh.space, NULL);
-	EXPECT_OUT(0, "\"op\":\"lifecycleMemberships\"");
-	snprintf(want, sizeof(want), "{\"principal\":\"local.ABC\",\"lifecycleUid\":\"%s\"}", uid);
-	assert_string_equal(responder_seen(2).args, want);
+	EXPECT_OUT(0, "2 membership rows:\n  general  generation 2, joined at 10, activated\n"
+	    "  o\\x1b[2Jps  generation 1, joined at 3, left at 7, not activated yet\n");
 
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "reload", "--space", mesh.space,
-	    "--expect", "ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789", NULL);
+	    "--expect", "ABCDEF0123456789abcdef0123456789ABCDEF0123456789abcdef0123456789",
+	    "--json", NULL);
 	EXPECT_OUT(0, "\"op\":\"reloadCreds\"");
-	assert_string_equal(responder_seen(3).args, "{\"expected\":{\"delivery\":"
+	assert_string_equal(responder_seen(6).args, "{\"expected\":{\"delivery\":"
 	    "\"abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789\"}}");
+	responder_can("reloadCreds", "{\"ok\":true,\"data\":{\"delivery\":{\"ok\":true,"
+	    "\"brokerAccepted\":true,\"residentSwap\":\"scheduled\"}}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "reload", "--space", mesh.space, NULL);
+	EXPECT_OUT(0, "the daemon holds the credential its file holds now, proved with the broker "
+	    "(accepted); a renewed one is adopted and the resident connection moves onto it "
+	    "250 ms after this answer (the daemon's log says which)\n");
 
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "--space", mesh.space, NULL);
 	EXPECT_OUT(0, "bound (instance inst-1)");
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "local.ABC", "--space",
-	    mesh.space, NULL);
+	    mesh.space, "--json", NULL);
 	EXPECT_OUT(0, "\"op\":\"principalLiveness\"");
+	responder_can("principalLiveness", "{\"ok\":true,\"data\":{\"principal\":\"local.ABC\","
+	    "\"state\":\"gone\",\"sweepComplete\":false,\"note\":\"CONNZ page 2 timed out\"}}");
+	rc = h_cotal(&mesh, out, sizeof(out), "admin", "liveness", "local.ABC", "--space",
+	    mesh.space, NULL);
+	EXPECT_OUT(0, "local.ABC: gone (the sweep was incomplete); CONNZ page 2 timed out\n");
 
 	responder_can("reloadCreds", "{\"ok\":false,\"error\":\"delivery: the daemon has not "
 	    "finished starting; nothing adopted\"}");
@@ -1180,7 +1211,7 @@ test_cli_admin_waits_with_the_retry_cadence(void **state)
 
 	assert_int_equal(pthread_create(&t, NULL, late_evict_responder, &delay), 0);
 	rc = h_cotal(&mesh, out, sizeof(out), "admin", "evict", "local.ABC", "--space", mesh.space,
-	    "--wait", "6000", NULL);
+	    "--wait", "6000", "--json", NULL);
 	pthread_join(t, NULL);
 	EXPECT_OUT(0, "\"op\":\"evictPrincipal\"");
 	assert_int_equal(responder_count(), 1);
