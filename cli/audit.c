@@ -24,6 +24,8 @@
 #include "lib/creds/perms.h"
 #include "lib/creds/verdict.h"
 #include "lib/wire/tokens.h"
+#include "lib/workspace.h"
+#include "lib/wsnames.h"
 
 #define SUBJ_MAX 1024
 
@@ -67,6 +69,134 @@ infer_token(struct audit *a, const char *space)
 			    (size_t)(dot - g - 6) < sizeof(a->token) && g[6] != '*' && g[6] != '>')
 				snprintf(a->token, sizeof(a->token), "%.*s", (int)(dot - g - 6), g + 6);
 		}
+}
+
+/* ---- what the audit finds by itself, as the other commands do (issue
+ * 43: "the profile from the credential's own name and grants when not
+ * given, the space's account from the workspace; no placeholder ever
+ * printed") ---- */
+
+static bool
+audit_profile(enum profile p)
+{
+	return p == PROFILE_DELIVERY || p == PROFILE_SYS_OBSERVER || p == PROFILE_SYS_EVICTOR;
+}
+
+static bool
+ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* The profile and space a credential's name gives ("<profile>@<space>", as
+ * cotal creds mint names it): true when it names an audited profile. */
+static bool
+of_name(const char *name, enum profile *prof, char *space, size_t spacelen)
+{
+	const char *at = name != NULL ? strchr(name, '@') : NULL;
+	char p[32];
+
+	if (at == NULL || (size_t)(at - name) >= sizeof(p) || at[1] == '\0')
+		return false;
+	snprintf(p, sizeof(p), "%.*s", (int)(at - name), name);
+	if (profile_from_name(p, prof) != 0 || !audit_profile(*prof))
+		return false;
+	snprintf(space, spacelen, "%s", at + 1);
+	return true;
+}
+
+/* The profile a credential's grants make it: a KICK grant an evictor, an
+ * account's CONNZ an observer, anything else the delivery profile. */
+static enum profile
+of_grants(const struct perms *p)
+{
+	const struct perms_list *pub = &p->allow[PERMS_PUB];
+
+	for (size_t i = 0; i < pub->n; i++)
+		if (strncmp(pub->v[i], "$SYS.REQ.SERVER.", 16) == 0 && ends_with(pub->v[i], ".KICK"))
+			return PROFILE_SYS_EVICTOR;
+	for (size_t i = 0; i < pub->n; i++)
+		if (strncmp(pub->v[i], "$SYS.REQ.ACCOUNT.", 17) == 0 &&
+		    ends_with(pub->v[i], ".CONNZ"))
+			return PROFILE_SYS_OBSERVER;
+	return PROFILE_DELIVERY;
+}
+
+/*
+ * The account of the space a $SYS credential serves, as the daemon knows
+ * it: the issuer account of the space's delivery credential in the
+ * workspace (--root, else the nearest .cotal/ above FILE, else above the
+ * working directory), else the dev mesh's record of the space. The space:
+ * space (--space or the credential's name), else the workspace's only one.
+ * 0 with acct, or -1 with err naming what to pass and what exists.
+ */
+static int
+space_account(const char *root, const char *space, const char *file, char *acct,
+	      size_t acctlen, char *err, size_t errlen)
+{
+	struct workspace ws;
+	char dir[WS_PATH_MAX], path[WS_FILE_MAX], list[1024], only[SPACE_NAME_MAX + 1], e[512];
+	char fdir[WS_PATH_MAX];
+	struct creds c;
+	struct jwt j;
+
+	/* No --root: the workspace holding FILE (a folder above it with a
+	 * .cotal/), else the one above the working directory. */
+	bool near_file = false;
+	char *slash = NULL;
+	if (root == NULL && realpath(file, fdir) != NULL)
+		while (!near_file && (slash = strrchr(fdir, '/')) != NULL && slash > fdir) {
+			*slash = '\0';
+			near_file = ws_locate(fdir, &ws, e, sizeof(e)) == 0;
+		}
+	if (root == NULL && !near_file && ws_locate(NULL, &ws, e, sizeof(e)) != 0) {
+		snprintf(err, errlen, "the space account this credential must list is unknown: no "
+		    "workspace found (%s); pass --account A, or --root DIR and --space S", e);
+		return -1;
+	}
+	if (root != NULL && ws_locate(root, &ws, e, sizeof(e)) != 0) {
+		snprintf(err, errlen, "the space account this credential must list is unknown: %s; "
+		    "pass --account A", e);
+		return -1;
+	}
+	if (space == NULL) {
+		size_t n = ws_space_names(&ws, list, sizeof(list), only, sizeof(only));
+		if (n != 1) {
+			snprintf(err, errlen, "the space account this credential must list is unknown: "
+			    "which space it serves is not named; pass --space S (%s%.900s)",
+			    n == 0 ? "none in " : "spaces: ", n == 0 ? ws.root : list);
+			return -1;
+		}
+		space = only;
+	}
+	if (ws_space_known(&ws, space, err, errlen) != 0 ||
+	    ws_space_dir(&ws, space, false, dir, sizeof(dir), err, errlen) != 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/delivery.creds", dir);
+	acct[0] = '\0';
+	if (creds_load(path, &c, e, sizeof(e)) == 0) {
+		if (jwt_decode(c.jwt, strlen(c.jwt), &j, e, sizeof(e)) == 0) {
+			snprintf(acct, acctlen, "%s", j.issuer_account ? j.issuer_account : j.iss);
+			jwt_free(&j);
+		}
+		creds_free(&c);
+	}
+	if (acct[0] == '\0') {
+		json_t *mesh = ws_dev_mesh(&ws, e, sizeof(e));
+		const char *a = json_string_value(json_object_get(json_object_get(json_object_get(
+		    mesh, "spaces"), space), "account"));
+		if (a != NULL)
+			snprintf(acct, acctlen, "%s", a);
+		json_decref(mesh);
+	}
+	if (acct[0] != 'A' || strlen(acct) != NKEY_PUBLIC_LEN) {
+		snprintf(err, errlen, "the account of space %s is unknown: no delivery credential in "
+		    "%.600s and no dev mesh record of it; pass --account A", space, dir);
+		return -1;
+	}
+	return 0;
 }
 
 /* The features of this credential kind whose needs grant g covers. */
@@ -219,10 +349,13 @@ print_human(const struct audit *a)
 	printf("  issuer   %s\n", text_of(json_object_get(o, "issuer")));
 	printf("  account  %s\n", text_of(json_object_get(o, "account")));
 	printf("  expires  %s\n", text_of(json_object_get(o, "expires")));
-	printf("  profile  %s (space token %s, reply inbox %s)\n",
-	    text_of(json_object_get(o, "profile")),
+	printf("  profile  %s, from %s (space token %s, reply inbox %s)\n",
+	    text_of(json_object_get(o, "profile")), text_of(json_object_get(o, "profile_from")),
 	    text_of(json_object_get(o, "space_token")),
 	    text_of(json_object_get(o, "reply_inbox")));
+	if (strcmp(text_of(json_object_get(o, "profile")), "sys-observer") == 0)
+		printf("  lists    the connections of space account %s\n",
+		    text_of(json_object_get(o, "space_account")));
 	for (int d = 0; d < 2; d++) {
 		json_t *g = json_object_get(json_object_get(o, "grants"), dir_key[d]);
 		json_t *allow = json_object_get(g, "allow"), *deny = json_object_get(g, "deny");
@@ -284,8 +417,9 @@ print_human(const struct audit *a)
 int
 cmd_creds_audit(int argc, char **argv)
 {
-	const char *file = NULL, *space = NULL, *pname = NULL, *account = NULL;
-	char why[1024], exp[64];
+	const char *file = NULL, *space = NULL, *pname = NULL, *account = NULL, *root = NULL;
+	const char *found = "--profile";
+	char why[1024], exp[64], named_space[SPACE_NAME_MAX + 1], acct[NKEY_PUBLIC_LEN + 1];
 	struct audit a = { 0 };
 	struct creds c;
 	struct jwt j;
@@ -303,7 +437,7 @@ cmd_creds_audit(int argc, char **argv)
 		else if (strcmp(x, "--account") == 0 && more)
 			account = argv[++i];
 		else if (strcmp(x, "--root") == 0 && more)
-			i++; /* as every command takes it; the audit reads FILE only */
+			root = argv[++i];
 		else if (strcmp(x, "--json") == 0)
 			as_json = true;
 		else if (x[0] != '-' && file == NULL)
@@ -313,8 +447,10 @@ cmd_creds_audit(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (file == NULL)
+	if (file == NULL) {
+		log_errx("creds audit: FILE, the credential to audit, is required");
 		goto usage;
+	}
 	if (account != NULL && (account[0] != 'A' || strlen(account) != NKEY_PUBLIC_LEN)) {
 		log_errx("creds audit: --account \"%s\" is not an account's public key (A and 55 "
 		    "more characters)", account);
@@ -326,8 +462,6 @@ cmd_creds_audit(int argc, char **argv)
 		    "sys-evictor", pname);
 		return 2;
 	}
-	a.cred = prof == PROFILE_SYS_OBSERVER ? NEED_SYS_OBSERVER :
-	    prof == PROFILE_SYS_EVICTOR ? NEED_SYS_EVICTOR : NEED_DELIVERY;
 	if (creds_load(file, &c, why, sizeof(why)) != 0) {
 		log_errx("creds audit: %s", why);
 		return 2;
@@ -341,23 +475,44 @@ cmd_creds_audit(int argc, char **argv)
 		log_errx("creds audit: %s: %s", file, why);
 		goto out;
 	}
+	/* No --profile: the credential's name ("<profile>@<space>"), else
+	 * its grants. A name's space serves where --space is not given. */
+	enum profile by_name;
+	named_space[0] = '\0';
+	bool named = of_name(j.name, &by_name, named_space, sizeof(named_space));
+	if (pname == NULL) {
+		prof = named ? by_name : of_grants(&a.p);
+		found = named ? "its name" : "its grants";
+	}
+	if (space == NULL && named_space[0] != '\0')
+		space = named_space;
+	a.cred = prof == PROFILE_SYS_OBSERVER ? NEED_SYS_OBSERVER :
+	    prof == PROFILE_SYS_EVICTOR ? NEED_SYS_EVICTOR : NEED_DELIVERY;
 	json_t *flags = json_array();
 	if (perms_reply_inbox(&a.p, a.inbox, sizeof(a.inbox), why, sizeof(why)) != 0) {
 		snprintf(a.inbox, sizeof(a.inbox), "_INBOX_%s", j.sub);
 		flag(flags, "no-reply-inbox", "%s", why);
 	}
-	infer_token(&a, space);
-	/* The space account: --account's, else the delivery credential's own.
-	 * An observer's is not inferred from its own CONNZ grant (the check
-	 * of that grant would then hold by construction): without --account
-	 * it is unknown, and said so. */
+	infer_token(&a, a.cred == NEED_DELIVERY ? space : NULL);
+	/* The space account: --account's, else the delivery credential's own;
+	 * a $SYS credential's from the workspace (space_account), never from
+	 * its own CONNZ grant (the check of that grant would then hold by
+	 * construction). Unknown, the audit stops: no placeholder. */
 	if (account != NULL)
 		a.account = account;
 	else if (a.cred == NEED_DELIVERY)
 		a.account = j.issuer_account ? j.issuer_account : j.iss;
-	else if (a.cred == NEED_SYS_OBSERVER)
-		flag(flags, "space-account-unknown", "%s", "which account's connections it must list "
-		    "is unknown: pass --account (the space's account key)");
+	else if (space_account(root, space, file, acct, sizeof(acct), why, sizeof(why)) == 0)
+		a.account = acct;
+	else if (a.cred == NEED_SYS_EVICTOR)
+		a.account = ""; /* its KICK grant names no account */
+	else {
+		log_errx("creds audit: %s (audited as %s, from %s)", why,
+		    profile_name(prof), found);
+		json_decref(flags);
+		rc = 2;
+		goto out;
+	}
 	if (j.exp == 0)
 		snprintf(exp, sizeof(exp), "never");
 	else {
@@ -366,10 +521,11 @@ cmd_creds_audit(int argc, char **argv)
 		gmtime_r(&t, &tm);
 		strftime(exp, sizeof(exp), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	}
-	a.out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
+	a.out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}",
 	    "file", file, "user", j.sub, "name", j.name ? j.name : "", "issuer", j.iss,
 	    "account", j.issuer_account ? j.issuer_account : j.iss, "expires", exp,
-	    "profile", need_cred_name(a.cred), "space_token",
+	    "profile", need_cred_name(a.cred), "profile_from", found,
+	    "space_account", a.account != NULL ? a.account : "", "space_token",
 	    a.cred != NEED_DELIVERY ? "-" : a.token[0] ? a.token : "?",
 	    "reply_inbox", a.inbox);
 	if (jwt_allow_all(&j, why, sizeof(why)))
@@ -388,8 +544,8 @@ cmd_creds_audit(int argc, char **argv)
 	json_object_set_new(a.out, "flags", flags);
 	/* What the daemon's start-up says of it, in its words. */
 	struct verdict_in in = { .cred = a.cred, .path = file, .jwt = c.jwt,
-		.token = a.token[0] ? a.token : "<s>",
-		.account = a.account ? a.account : "<space account>", .now = (int64_t)time(NULL) };
+		.token = a.token[0] ? a.token : "<s>", .account = a.account,
+		.now = (int64_t)time(NULL) };
 	unsigned off;
 	json_object_set_new(a.out, "verdict", json_pack("{s:[], s:[], s:[]}", "refusals", "off",
 	    "notes"));
@@ -409,7 +565,7 @@ out:
 	creds_free(&c);
 	return rc;
 usage:
-	fprintf(stderr, "usage: cotal creds audit FILE [--space S] [--profile delivery|sys-observer|"
-	    "sys-evictor] [--account A] [--json]\n");
+	fprintf(stderr, "usage: cotal creds audit FILE [--space S] [--root DIR] [--profile "
+	    "delivery|sys-observer|sys-evictor] [--account A] [--json]\n");
 	return 2;
 }

@@ -32,7 +32,7 @@ static const struct command {
 	{ "mesh", "stop", cmd_mesh_stop, "[--root DIR] [--node N]  stop its broker(s)" },
 	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL] [--replicas N] [--storage SIZE]  streams, buckets (WIRE.md §3)" },
 	{ "creds", "mint", cmd_creds_mint, "--space S --profile P [--out FILE] ...  mint a credential" },
-	{ "creds", "audit", cmd_creds_audit, "FILE [--profile P] [--json]  what a credential may do, for reviewers" },
+	{ "creds", "audit", cmd_creds_audit, "FILE [--profile P] [--space S] [--root DIR] [--account A] [--json]  what a credential may do, for reviewers" },
 	{ "agent", "add", cmd_agent_add, "NAME --space S --allow ch1,ch2  mint an agent, its ACL row and dlv_ durable" },
 	{ "agent", "post", cmd_agent_post, "NAME CHANNEL TEXT --space S [--id ID]  post as the agent" },
 	{ "agent", "recv", cmd_agent_recv, "NAME --space S [--wait MS]  surface the agent's delivered frames" },

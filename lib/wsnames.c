@@ -131,6 +131,26 @@ is_dir(const char *path)
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+size_t
+ws_space_names(const struct workspace *ws, char *list, size_t listlen, char *only,
+	       size_t onlylen)
+{
+	struct names *ns = calloc(1, sizeof(*ns));
+	size_t n;
+
+	list[0] = only[0] = '\0';
+	if (ns == NULL)
+		return 0;
+	names_read(ws->cotal, space_of_entry, ns);
+	names_join(ns, list, listlen);
+	if (ns->n == 1)
+		snprintf(only, onlylen, "%s", ns->v[0]);
+	n = ns->n;
+	names_free(ns);
+	free(ns);
+	return n;
+}
+
 int
 ws_space_known(const struct workspace *ws, const char *space, char *err, size_t errlen)
 {
