@@ -171,12 +171,10 @@ principal_ok(const struct rail_args *a, const char *p)
 int
 cmd_admin_inventory(int argc, char **argv)
 {
-	static const char use[] = "admin inventory PRINCIPAL UID --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
 	struct rail_args a;
 
 	if (parse_rail_args("admin inventory", argc, argv, 0, 2, 2, ADMIN_WAIT_MS, &a) != 0)
-		return rails_usage(use);
+		return rails_usage();
 	if (!principal_ok(&a, a.pos[0]))
 		return 1;
 	if (!lifecycle_uid_valid(a.pos[1])) {
@@ -522,8 +520,6 @@ evict_batches(const struct rail_args *a, struct evict *e)
 int
 cmd_admin_evict(int argc, char **argv)
 {
-	static const char use[] = "admin evict [PRINCIPAL...] [--from FILE] [--ledger FILE] "
-	    "--space S [--wait MS] [--json] [--root DIR] [--server URL]";
 	struct rail_args a;
 	struct evict e = { 0 };
 	int rc = 1;
@@ -532,7 +528,7 @@ cmd_admin_evict(int argc, char **argv)
 
 	if (parse_rail_args("admin evict", argc, argv, OPT_FROM | OPT_LEDGER, 0, RAIL_POS_MAX,
 	    ADMIN_WAIT_MS, &a) != 0)
-		return rails_usage(use);
+		return rails_usage();
 	for (int i = 0; i < a.npos; i++)
 		if (evict_add(&e, &a, a.pos[i], "PRINCIPAL") != 0)
 			goto out;
@@ -541,7 +537,7 @@ cmd_admin_evict(int argc, char **argv)
 	if (e.n == 0) {
 		log_errx("%s: no principal to evict (PRINCIPAL... or --from FILE)", a.verb);
 		evict_free(&e);
-		return rails_usage(use);
+		return rails_usage();
 	}
 	/* One principal, no ledger: the single-principal verb. */
 	if (e.n == 1 && a.ledger == NULL)
@@ -562,14 +558,12 @@ out:
 int
 cmd_admin_liveness(int argc, char **argv)
 {
-	static const char use[] = "admin liveness [PRINCIPAL] --space S [--wait MS] [--json] "
-	    "[--root DIR] [--server URL]";
 	struct rail_args a;
 	struct cli_session s;
 	char instance[256], why[512];
 
 	if (parse_rail_args("admin liveness", argc, argv, 0, 0, 1, ADMIN_WAIT_MS, &a) != 0)
-		return rails_usage(use);
+		return rails_usage();
 	if (a.npos == 1) {
 		if (!principal_ok(&a, a.pos[0]))
 			return 1;
@@ -602,12 +596,10 @@ cmd_admin_liveness(int argc, char **argv)
 int
 cmd_admin_reload(int argc, char **argv)
 {
-	static const char use[] = "admin reload --space S [--expect SHA256HEX] [--wait MS] "
-	    "[--json] [--root DIR] [--server URL]";
 	struct rail_args a;
 
 	if (parse_rail_args("admin reload", argc, argv, OPT_EXPECT, 0, 0, ADMIN_WAIT_MS, &a) != 0)
-		return rails_usage(use);
+		return rails_usage();
 	return admin_call(&a, "reloadCreds", *a.expect == '\0' ? NULL :
 	    json_pack("{s:{s:s}}", "expected", "delivery", a.expect), prose_reload);
 }

@@ -173,8 +173,7 @@ fail:
 	log_errx("agent add: %s", err);
 	goto out;
 usage:
-	rc = 2; /* a usage error */
-	fprintf(stderr, "usage: cotal agent add NAME --space S --allow ch1,ch2 [--root DIR] [--server URL]\n");
+	rc = CLI_USAGE;
 out:
 	natsConnection_Destroy(nc);
 	if (sup.jwt)

@@ -146,8 +146,7 @@ cmd_agent_post(int argc, char **argv)
 	int rc = 1;
 
 	if (parse_args("post", argc, argv, &a) != 0 || a.npos != 3) {
-		fprintf(stderr, "usage: cotal agent post NAME CHANNEL TEXT --space S [--id ID] [--root DIR]\n");
-		return 2;
+		return CLI_USAGE;
 	}
 	if (!channel_concrete_valid(a.pos[1]) || strlen(a.pos[1]) > CHANNEL_MAX) {
 		log_errx("agent post: CHANNEL \"%s\" is not a concrete channel", a.pos[1]);
@@ -251,8 +250,7 @@ cmd_agent_recv(int argc, char **argv)
 	int rc = 1, n = 0;
 
 	if (parse_args("recv", argc, argv, &a) != 0 || a.npos != 1) {
-		fprintf(stderr, "usage: cotal agent recv NAME --space S [--wait MS] [--root DIR]\n");
-		return 2;
+		return CLI_USAGE;
 	}
 	if (cli_agent_load(a.root, a.space, a.pos[0], &r, err, sizeof(err)) != 0 ||
 	    cli_agent_connect(&r, a.server, NULL, &c, &nc, err, sizeof(err)) != 0)

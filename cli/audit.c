@@ -454,13 +454,13 @@ cmd_creds_audit(int argc, char **argv)
 	if (account != NULL && (account[0] != 'A' || strlen(account) != NKEY_PUBLIC_LEN)) {
 		log_errx("creds audit: --account \"%s\" is not an account's public key (A and 55 "
 		    "more characters)", account);
-		return 2;
+		return CLI_USAGE;
 	}
 	if (pname != NULL && (profile_from_name(pname, &prof) != 0 ||
 	    (prof != PROFILE_DELIVERY && prof != PROFILE_SYS_OBSERVER && prof != PROFILE_SYS_EVICTOR))) {
 		log_errx("creds audit: --profile \"%s\" is not one of delivery, sys-observer, "
 		    "sys-evictor", pname);
-		return 2;
+		return CLI_USAGE;
 	}
 	if (creds_load(file, &c, why, sizeof(why)) != 0) {
 		log_errx("creds audit: %s", why);
@@ -565,7 +565,5 @@ out:
 	creds_free(&c);
 	return rc;
 usage:
-	fprintf(stderr, "usage: cotal creds audit FILE [--space S] [--root DIR] [--profile "
-	    "delivery|sys-observer|sys-evictor] [--account A] [--json]\n");
-	return 2;
+	return CLI_USAGE;
 }

@@ -13,6 +13,11 @@
 #include "lib/wire/tokens.h"
 #include "lib/workspace.h"
 
+/* A command's return for a usage error: the dispatcher (main.c) prints the
+ * command's usage line from the one table (commands.h) and exits 2. The
+ * command has said what was wrong. */
+#define CLI_USAGE (-2)
+
 int cmd_mesh_init(int argc, char **argv);
 int cmd_mesh_start(int argc, char **argv);
 int cmd_mesh_stop(int argc, char **argv);

@@ -178,10 +178,5 @@ cmd_creds_mint(int argc, char **argv)
 	minted_free(&m);
 	return 0;
 usage:
-	fprintf(stderr, "usage: cotal creds mint --space S --profile P [--root DIR] [--out FILE] "
-	    "[--force | --renew] [--name N] [--owner O] [--allow ch1,ch2] [--uid UID] "
-	    "[--expires SECONDS | --expires-at EPOCH] [--grants FILE]\n"
-	    "  --grants FILE  mint the grants another Cotal toolchain mints, as FILE lists them "
-	    "for the profile\n                 (the shape of delivery-grants.json)\n");
-	return 2;
+	return CLI_USAGE;
 }

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cli/cli.h"
+#include "cli/commands.h"
 #include "launcher/launcher.h"
 #include "cli/profiles.h"
 #include "lib/log.h"
@@ -21,56 +22,6 @@
 #ifndef COTAL_BUNDLED_NATS_SERVER
 #define COTAL_BUNDLED_NATS_SERVER ""
 #endif
-
-static const struct command {
-	const char *group, *verb;
-	int (*fn)(int, char **);
-	const char *help;
-} commands[] = {
-	{ "mesh", "init", cmd_mesh_init, "--dev [--root DIR] [--port N] [--nats-server PATH] [--sync-interval always|default] [--cluster N [--port P,..] [--route-port R,..]] --space S...  make a local dev mesh (one broker, or a cluster)" },
-	{ "mesh", "start", cmd_mesh_start, "[--root DIR] [--nats-server PATH] [--node N]  run its broker(s) in the background" },
-	{ "mesh", "stop", cmd_mesh_stop, "[--root DIR] [--node N]  stop its broker(s)" },
-	{ "space", "provision", cmd_space_provision, "S [--root DIR] [--server URL] [--replicas N] [--storage SIZE]  streams, buckets (WIRE.md §3)" },
-	{ "creds", "mint", cmd_creds_mint, "--space S --profile P [--out FILE] ...  mint a credential" },
-	{ "creds", "audit", cmd_creds_audit, "FILE [--profile P] [--space S] [--root DIR] [--account A] [--json]  what a credential may do, for reviewers" },
-	{ "agent", "add", cmd_agent_add, "NAME --space S --allow ch1,ch2  mint an agent, its ACL row and dlv_ durable" },
-	{ "agent", "post", cmd_agent_post, "NAME CHANNEL TEXT --space S [--id ID]  post as the agent" },
-	{ "agent", "recv", cmd_agent_recv, "NAME --space S [--wait MS]  surface the agent's delivered frames" },
-	{ "agent", "join", cmd_agent_join, "NAME CHANNEL --space S  join durably (durableJoin, as the agent)" },
-	{ "agent", "leave", cmd_agent_leave, "NAME CHANNEL --space S [--generation N]  leave durably" },
-	{ "agent", "memberships", cmd_agent_memberships, "NAME --space S  the agent's open durable memberships" },
-	{ "agent", "history", cmd_agent_history, "NAME CHANNEL --space S [--limit N]  read a channel's history" },
-	{ "admin", "inventory", cmd_admin_inventory, "PRINCIPAL UID --space S [--wait MS]  a lifecycle's membership rows" },
-	{ "admin", "evict", cmd_admin_evict, "PRINCIPAL... --space S [--wait MS]  verified eviction" },
-	{ "admin", "liveness", cmd_admin_liveness, "[PRINCIPAL] --space S [--wait MS]  the daemon's responder, or a principal's" },
-	{ "admin", "reload", cmd_admin_reload, "--space S [--expect SHA256HEX] [--wait MS]  adopt the delivery credential" },
-	{ "status", NULL, cmd_status, "--space S [--root DIR] | --spaces MANIFEST  is the daemon (each lane) serving, per worker" },
-	{ "up", NULL, cmd_up, "--space S [--root DIR] [--detach] [--nats-server PATH] [--creds-ttl SECONDS] [--metrics ADDR]  broker, space, credential and daemon; reports it once serving" },
-	{ "down", NULL, cmd_down, "--space S [--root DIR]  stop the space's delivery daemon (and the broker up started)" },
-	{ "deliver", NULL, cmd_deliver, "--space S ...  deprecated: runs cotal-deliveryd with the same arguments" },
-};
-
-/* Every command's line, or only group's: on stdout for --help, on stderr
- * after a usage error. */
-static void
-usage_lines(FILE *f, const char *group)
-{
-	fprintf(f, "usage: cotal <command> [args]\n\n");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (group == NULL || strcmp(commands[i].group, group) == 0)
-			fprintf(f, "  cotal %s%s%s %s\n", commands[i].group,
-			    commands[i].verb ? " " : "", commands[i].verb ? commands[i].verb : "",
-			    commands[i].help);
-	fprintf(f, "\n  cotal --help | --version\n"
-	    "  cotal <command> --help  that command's line\n"
-	    "The operator CLI of a Cotal delivery mesh (man 1 cotal).\n");
-}
-
-static void
-usage(void)
-{
-	usage_lines(stderr, NULL);
-}
 
 /* --help (or --version) anywhere after the command's words. */
 static bool
@@ -255,6 +206,17 @@ cli_connect_opts(const struct workspace *ws, const char *space, const char *serv
 	return 0;
 }
 
+/* A command's exit status: a usage error (CLI_USAGE) prints the command's
+ * usage line from the table and is 2. */
+static int
+ran(const struct cli_command *c, int rc)
+{
+	if (rc != CLI_USAGE)
+		return rc;
+	cli_usage(c->group, c->verb);
+	return 2;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -263,57 +225,52 @@ main(int argc, char **argv)
 	json_object_seed(0);
 	umask(077);
 	if (argc < 2) {
-		usage();
+		cli_list(stderr, NULL);
 		return 2;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
-		usage_lines(stdout, NULL);
+		cli_list(stdout, NULL);
 		return 0;
 	}
 	if (strcmp(argv[1], "--version") == 0) {
 		cotal_version_print(stdout, "cotal");
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		const struct command *c = &commands[i];
+	/* The build's: the man page's synopsis and exit statuses, the bash
+	 * completion, printed from the table (cmake/man-synopsis.sh). */
+	if (strcmp(argv[1], "--interface") == 0 && argc == 3)
+		return cli_interface(argv[2]);
+	for (size_t i = 0; i < cli_ncommands; i++) {
+		const struct cli_command *c = &cli_commands[i];
 		if (strcmp(argv[1], c->group) != 0)
 			continue;
-		if (c->verb == NULL) {
-			if (wants_help(argc - 2, argv + 2)) {
-				fprintf(stdout, "usage: cotal %s %s\n", c->group, c->help);
-				return 0;
-			}
-			if (wants_version(argc - 2, argv + 2)) {
-				cotal_version_print(stdout, "cotal");
-				return 0;
-			}
-			return c->fn(argc - 2, argv + 2);
-		}
-		if (argc >= 3 && strcmp(argv[2], c->verb) == 0) {
-			if (wants_help(argc - 3, argv + 3)) {
-				fprintf(stdout, "usage: cotal %s %s %s\n", c->group, c->verb, c->help);
-				return 0;
-			}
-			if (wants_version(argc - 3, argv + 3)) {
-				cotal_version_print(stdout, "cotal");
-				return 0;
-			}
-			int rc = c->fn(argc - 3, argv + 3);
-			nats_Close();
-			return rc;
-		}
-	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].group) == 0 && wants_help(argc - 2, argv + 2)) {
-			usage_lines(stdout, argv[1]);
+		int skip = c->verb == NULL ? 2 : 3;
+		if (c->verb != NULL && (argc < 3 || strcmp(argv[2], c->verb) != 0))
+			continue;
+		if (wants_help(argc - skip, argv + skip)) {
+			cli_help(stdout, c->group, c->verb);
 			return 0;
-		} else if (strcmp(argv[1], commands[i].group) == 0 &&
+		}
+		if (wants_version(argc - skip, argv + skip)) {
+			cotal_version_print(stdout, "cotal");
+			return 0;
+		}
+		int rc = ran(c, c->fn(argc - skip, argv + skip));
+		if (c->verb != NULL)
+			nats_Close();
+		return rc;
+	}
+	for (size_t i = 0; i < cli_ncommands; i++)
+		if (strcmp(argv[1], cli_commands[i].group) == 0 && wants_help(argc - 2, argv + 2)) {
+			cli_list(stdout, argv[1]);
+			return 0;
+		} else if (strcmp(argv[1], cli_commands[i].group) == 0 &&
 		    wants_version(argc - 2, argv + 2)) {
 			cotal_version_print(stdout, "cotal");
 			return 0;
 		}
 	log_errx("unknown command \"%s%s%s\"", argv[1], argc >= 3 ? " " : "", argc >= 3 ? argv[2] : "");
-	usage();
+	cli_list(stderr, NULL);
 	return 2;
 }

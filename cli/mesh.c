@@ -663,11 +663,7 @@ fail:
 	log_errx("mesh init: %s", err);
 	goto out;
 usage:
-	rc = 2; /* a usage error */
-	fprintf(stderr, "usage: cotal mesh init --dev [--open] [--root DIR] [--port N] "
-	    "[--nats-server PATH]\n"
-	    "                       [--sync-interval always|default] --space S [--space S2 ...]\n"
-	    "                       [--cluster N [--port P|P1,P2,.. ] [--route-port R|R1,R2,..]]\n");
+	rc = CLI_USAGE;
 out:
 	json_decref(preload);
 	json_decref(mesh);

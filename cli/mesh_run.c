@@ -270,9 +270,7 @@ cmd_mesh_start(int argc, char **argv)
 			i++;
 		else {
 			log_errx("mesh start: unknown or incomplete argument \"%s\"", argv[i]);
-			fprintf(stderr, "usage: cotal mesh start [--root DIR] [--nats-server PATH] "
-			    "[--node N]\n");
-			return 2;
+			return CLI_USAGE;
 		}
 	}
 	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
@@ -316,7 +314,7 @@ cmd_mesh_stop(int argc, char **argv)
 			i++;
 		else {
 			log_errx("mesh stop: unknown or incomplete argument \"%s\"", argv[i]);
-			return 2;
+			return CLI_USAGE;
 		}
 	}
 	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||

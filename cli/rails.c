@@ -124,10 +124,9 @@ parse_rail_args(const char *verb, int argc, char **argv, unsigned opts, int min_
 }
 
 int
-rails_usage(const char *text)
+rails_usage(void)
 {
-	fprintf(stderr, "usage: cotal %s\n", text);
-	return 2;
+	return CLI_USAGE;
 }
 
 static bool
@@ -324,7 +323,7 @@ typedef int agent_fn(const struct rail_args *, const struct agent_ref *, struct 
  * in opts; then fn as the agent, with a result that is freed after it.
  */
 static int
-agent_cmd(int argc, char **argv, const char *verb, const char *use, unsigned opts, int npos,
+agent_cmd(int argc, char **argv, const char *verb, unsigned opts, int npos,
 	  agent_fn *fn)
 {
 	struct rail_args a;
@@ -334,7 +333,7 @@ agent_cmd(int argc, char **argv, const char *verb, const char *use, unsigned opt
 	int rc;
 
 	if (parse_rail_args(verb, argc, argv, opts, npos, npos, AGENT_WAIT_MS, &a) != 0)
-		return rails_usage(use);
+		return rails_usage();
 	if ((npos == 2 && !channel_ok(&a, a.pos[1])) || agent_session(&a, &r, &s) != 0)
 		return 1;
 	rc = fn(&a, &r, &s, &res);
@@ -370,8 +369,7 @@ join(const struct rail_args *a, const struct agent_ref *r, struct cli_session *s
 int
 cmd_agent_join(int argc, char **argv)
 {
-	return agent_cmd(argc, argv, "agent join", "agent join NAME CHANNEL --space S "
-	    "[--wait MS] [--json] [--root DIR] [--server URL]", 0, 2, join);
+	return agent_cmd(argc, argv, "agent join", 0, 2, join);
 }
 
 /* The generation of the agent's open membership of channel, from
@@ -427,8 +425,7 @@ leave(const struct rail_args *a, const struct agent_ref *r, struct cli_session *
 int
 cmd_agent_leave(int argc, char **argv)
 {
-	return agent_cmd(argc, argv, "agent leave", "agent leave NAME CHANNEL --space S "
-	    "[--generation N] [--wait MS] [--json] [--root DIR] [--server URL]", OPT_GENERATION,
+	return agent_cmd(argc, argv, "agent leave", OPT_GENERATION,
 	    2, leave);
 }
 
@@ -459,8 +456,7 @@ memberships(const struct rail_args *a, const struct agent_ref *r, struct cli_ses
 int
 cmd_agent_memberships(int argc, char **argv)
 {
-	return agent_cmd(argc, argv, "agent memberships", "agent memberships NAME --space S "
-	    "[--wait MS] [--json] [--root DIR] [--server URL]", 0, 1, memberships);
+	return agent_cmd(argc, argv, "agent memberships", 0, 1, memberships);
 }
 
 static int
@@ -492,8 +488,7 @@ history(const struct rail_args *a, const struct agent_ref *r, struct cli_session
 int
 cmd_agent_history(int argc, char **argv)
 {
-	return agent_cmd(argc, argv, "agent history", "agent history NAME CHANNEL --space S "
-	    "[--limit N] [--wait MS] [--json] [--root DIR] [--server URL]", OPT_LIMIT, 2,
+	return agent_cmd(argc, argv, "agent history", OPT_LIMIT, 2,
 	    history);
 }
 

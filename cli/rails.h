@@ -51,8 +51,8 @@ struct rail_args {
  */
 int parse_rail_args(const char *verb, int argc, char **argv, unsigned opts, int min_pos,
 		    int max_pos, int wait_default, struct rail_args *a);
-/* "usage: cotal <text>" on stderr: 2. */
-int rails_usage(const char *text);
+/* A usage error: CLI_USAGE (main.c prints the usage line from the table). */
+int rails_usage(void);
 /* Connect as the manager: the space's standing supervisor credential. 0, or
  * -1 after saying why. */
 int admin_session(const struct rail_args *a, struct cli_session *s);

@@ -82,14 +82,12 @@ cmd_space_provision(int argc, char **argv)
 			space = argv[i];
 		else {
 			log_errx("space provision: unknown or incomplete argument \"%s\"", argv[i]);
-			fprintf(stderr, "usage: cotal space provision S [--root DIR] [--server URL] "
-			    "[--replicas N] [--storage SIZE]\n");
-			return 2;
+			return CLI_USAGE;
 		}
 	}
 	if (space == NULL) {
-		log_errx("space provision: name the space");
-		return 1;
+		log_errx("space provision: S, the space to provision, is required");
+		return CLI_USAGE;
 	}
 	if (ws_locate(root, &ws, err, sizeof(err)) != 0 ||
 	    cli_connect_space(&ws, space, server, "provisioner", &c, &nc, err, sizeof(err)) != 0) {

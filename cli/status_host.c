@@ -225,14 +225,12 @@ cmd_status_host(int argc, char **argv)
 			json = true;
 		else {
 			log_errx("status: unknown or incomplete argument \"%s\"", argv[k]);
-			fprintf(stderr, "usage: cotal status --spaces MANIFEST [--run-dir DIR] "
-			    "[--json]\n");
-			return 2;
+			return CLI_USAGE;
 		}
 	}
 	if (manifest == NULL) {
 		log_errx("status: --spaces needs the manifest");
-		return 2;
+		return CLI_USAGE;
 	}
 	if (manifest_load(manifest, &m, err, sizeof(err)) != 0) {
 		log_errx("status: %s", err);

@@ -67,17 +67,16 @@ launch_files_args(const char *verb, int argc, char **argv, struct launch_files *
 			space = argv[++k];
 		else {
 			log_errx("%s: unknown or incomplete argument \"%s\"", verb, argv[k]);
-			fprintf(stderr, "usage: cotal %s --space S [--root DIR]\n", verb);
-			return 2;
+			return CLI_USAGE;
 		}
 	}
 	if (space == NULL) {
 		log_errx("%s: --space is required", verb);
-		return 2;
+		return CLI_USAGE;
 	}
 	if (strlen(space) > SPACE_NAME_MAX) {
 		log_errx("%s: --space: longer than %d bytes", verb, SPACE_NAME_MAX);
-		return 2;
+		return CLI_USAGE;
 	}
 	if (launch_files(root, space, f, err, sizeof(err)) != 0) {
 		log_errx("%s: %s", verb, err);

@@ -643,19 +643,17 @@ cmd_up(int argc, char **argv)
 			if (*end != '\0' || v < 20 || v > 366LL * 86400) {
 				log_errx("up: --creds-ttl %s: seconds, 20 to %lld", argv[i],
 				    366LL * 86400);
-				return 2;
+				return CLI_USAGE;
 			}
 			u.creds_ttl_s = v;
 		} else {
 			log_errx("up: unknown or incomplete argument \"%s\"", a);
-			fprintf(stderr, "usage: cotal up --space S [--root DIR] [--detach] "
-			    "[--nats-server PATH] [--creds-ttl SECONDS] [--metrics ADDR]\n");
-			return 2;
+			return CLI_USAGE;
 		}
 	}
 	if (space == NULL) {
 		log_errx("up: --space is required");
-		return 2;
+		return CLI_USAGE;
 	}
 	/*
 	 * The stop signals are up's to take (sigtimedwait), from the start:

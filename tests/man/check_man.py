@@ -13,6 +13,9 @@
    workspace, so nothing is made and nothing reached.
 4. --help and --version answer on stdout with exit 0 on the daemon, on
    cotal and on every cotal command; a usage error goes to stderr, exit 2.
+5. Issue 43: for every cotal command, its --help, the usage line after a
+   usage error, its cotal(1) synopsis and the bash completion (run in bash)
+   list the same flags, and cotal(1)'s EXIT STATUS lists what --help does.
 """
 import argparse
 import glob
@@ -172,10 +175,11 @@ def main():
             fail(f"{name}'s page names {f}, the code takes no such flag")
         print(f"• {name}: {len(code[name])} flags in the code, {len(documented)} in its page")
     # bash completion offers what cotal(1) lists, and all of it.
-    with open(os.path.join(a.src, "dist/bash-completion/cotal"), encoding="utf-8") as f:
+    completion = os.path.join(os.path.dirname(os.path.abspath(a.man)), "bash-completion", "cotal")
+    with open(completion, encoding="utf-8") as f:
         offered = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", f.read()))
     for f in sorted(offered ^ page_flags(texts["cotal"])):
-        fail(f"dist/bash-completion/cotal and cotal(1) disagree on {f}")
+        fail(f"{completion} and cotal(1) disagree on {f}")
 
     with tempfile.TemporaryDirectory() as tmp:
         env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "COTAL_HOME": os.path.join(tmp, "home"),
@@ -228,6 +232,44 @@ def main():
         if r.returncode != 2 or r.stdout or UNKNOWN not in r.stderr:
             fail(f"cotal mesh init {UNKNOWN}: exit {r.returncode}; want the refusal on stderr, 2")
         print(f"• --help and --version on {len(commands) + 1} cotal commands and the daemon")
+        # 5. One table: --help, the usage line, the page and the completion.
+        by_cmd = {}
+        for w, fl in command_lines(texts["cotal"]):
+            by_cmd.setdefault(tuple(w), set()).update(f for f, _, _ in fl)
+        for words, page in sorted(by_cmd.items()):
+            name = " ".join(words)
+            r = subprocess.run([a.cotal, *words, "--help"], capture_output=True, text=True,
+                               env=env, cwd=tmp, timeout=20)
+            usage = [l for l in r.stdout.splitlines() if l.startswith(("usage: cotal", "       cotal"))]
+            helped = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", "\n".join(usage)))
+            listed = {l.split()[0] for l in r.stdout.splitlines() if l.startswith("  --")}
+            r2 = subprocess.run([a.cotal, *words, UNKNOWN], capture_output=True, text=True,
+                                env=env, cwd=tmp, timeout=20)
+            ulines = [l for l in r2.stderr.splitlines() if l.startswith(("usage: cotal", "       cotal"))]
+            used = set(re.findall(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)", "\n".join(ulines)))
+            script = (f"source {completion}; COMP_WORDS=(cotal {name} --); "
+                      f"COMP_CWORD={len(words) + 1}; _cotal; echo \"${{COMPREPLY[@]}}\"")
+            r3 = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                                cwd=tmp, timeout=20)
+            completed = set(r3.stdout.split()) - ALONE
+            checks = [("--help's usage lines", helped), ("--help's flag list", listed),
+                      ("the bash completion", completed)]
+            # deliver hands its arguments to cotal-deliveryd: an error is the
+            # daemon's, with the daemon's usage (checked against its page).
+            if words != ("deliver",):
+                checks.append(("the usage line after an error", used))
+                if r2.returncode != 2 or not ulines:
+                    fail(f"cotal {name} {UNKNOWN}: exit {r2.returncode}, no usage line on stderr")
+            for what, got in checks:
+                if got != page:
+                    fail(f"cotal {name}: {what} {sorted(got)} but cotal(1) {sorted(page)}")
+        exit_page = re.search(r"\.Sh EXIT STATUS\n(.*?)\.Sh ", texts["cotal"], re.S).group(1)
+        r = subprocess.run([a.cotal, "status", "--help"], capture_output=True, text=True,
+                           env=env, cwd=tmp, timeout=20)
+        for code, when in re.findall(r"^  (\d)  (.*)$", r.stdout, re.M):
+            if f".It {code}\n" not in exit_page or when not in exit_page:
+                fail(f"cotal status --help says exit {code} \"{when}\"; cotal(1) does not")
+        print(f"• {len(by_cmd)} commands: --help, usage, cotal(1) and the completion agree")
         print(f"• {n} flags run on their command lines")
     if failures:
         print(f"✗ {len(failures)} disagreements between the man pages and the code")
