@@ -87,7 +87,7 @@ family(struct out *o, const char *sample, enum kind k, const char *help)
 /* One sample: name{space="…"[,k="v"]…} value. The labels after space come
  * in pairs, NULL-terminated. */
 static void
-sample(struct out *o, const char *name, const char *space, double v, bool integral, ...)
+sample(struct out *o, const char *name, const char *space, double v, int integral, ...)
 {
 	va_list ap;
 	const char *k;

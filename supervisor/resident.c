@@ -139,10 +139,10 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	case WATCHDOG_OK:
 		return;
 	case WATCHDOG_GONE:
-		log_errx("%s", WATCHDOG_LINE_GONE + strlen("✗ "));
+		log_errx("%s", &WATCHDOG_LINE_GONE[strlen("✗ ")]);
 		break;
 	case WATCHDOG_BACKSTOP:
-		log_errx("%s", WATCHDOG_LINE_BACKSTOP + strlen("✗ "));
+		log_errx("%s", &WATCHDOG_LINE_BACKSTOP[strlen("✗ ")]);
 		break;
 	}
 	/* Coupled to the broker: nothing to release on a broker that is gone. */

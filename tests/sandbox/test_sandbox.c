@@ -533,7 +533,7 @@ daemon_run(bool hide_seccomp, char *out, size_t outlen)
 			if (ctx == NULL || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
 			    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(seccomp), 0) != 0 ||
 			    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(prctl), 1,
-			    SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP)) != 0 || seccomp_load(ctx) != 0)
+			    SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP, 0)) != 0 || seccomp_load(ctx) != 0)
 				_exit(126);
 		}
 		execl(DAEMON_PATH, "cotal-deliveryd", "--space", "sandbox", "--root",

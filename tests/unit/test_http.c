@@ -150,8 +150,8 @@ static void
 test_every_prefix_of_a_head_wants_more(void **state)
 {
 	static const char *const heads[] = {
-		"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9464\r\nAccept: "
-		"application/openmetrics-text\r\nContent-Length: 0\r\n\r\n",
+		("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9464\r\nAccept: "
+		"application/openmetrics-text\r\nContent-Length: 0\r\n\r\n"),
 		"HEAD /healthz?x=1 HTTP/1.0\nAccept: text/plain\n\n",
 		"GET / HTTP/1.1\r\n\r\n",
 	};

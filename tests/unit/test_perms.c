@@ -301,8 +301,8 @@ test_puback_of_every_broker_read_in_place(void **state)
 		{ "{\"stream\":\"DLV_s\", \"domain\":\"hub\", \"seq\":3}", 3 },
 	};
 	static const char *const decoded[] = {
-		"{\"error\":{\"code\":503,\"err_code\":10077,\"description\":\"x\"},"
-		"\"stream\":\"DLV_s\",\"seq\":0}",
+		("{\"error\":{\"code\":503,\"err_code\":10077,\"description\":\"x\"},"
+		"\"stream\":\"DLV_s\",\"seq\":0}"),
 		"{\"stream\":\"DLV_s\", \"seq\":1,\"error\":{\"code\":400}}",
 		"{\"stream\":\"DLV_s\", \"seq\":0}",
 		"{\"stream\":\"DLV_s\", \"seq\":1,\"duplicate\": yes}",

@@ -297,7 +297,7 @@ test_dinbox_subject_bad_uid_refused(void **state)
 		PREFIX ".dinbox.lo-cal.alice." UID_A,                            /* bad owner */
 		PREFIX ".dinbox.local.*." UID_A,                                 /* bad actor */
 		PREFIX ".chat.local.alice." UID_A,                               /* wrong kind */
-		"cotal.other.dinbox.local.alice." UID_A,                         /* other space */
+		("cotal.other.dinbox.local.alice." UID_A),                       /* other space */
 	};
 	struct lifecycle l;
 	char why[WHY_MAX];

@@ -55,8 +55,8 @@ static void
 test_no_worker_line_reads_as_the_supervisors(void **state)
 {
 	static const char *const forged[] = {
-		"! delivery timer: timer writer: down (exit 1) — retrying in 1s; pauses on this "
-		    "space do not expire until it is back",
+		("! delivery timer: timer writer: down (exit 1) — retrying in 1s; pauses on this "
+		    "space do not expire until it is back"),
 		"✓ delivery timer: timer writer up (space other) — workflow pauses on this space expire",
 		"✓ delivery timer: timer writer: fired x",
 		"✗ delivery timer: delivery: broker connection unavailable (broker unreachable), exiting",
