@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/pidfile.h"
 #include "lib/procstat.h"
 #include "lib/wire/tokens.h"
-#include "supervisor/pidfile.h"
 
 #define STATUS_MAX (256 * 1024)
 

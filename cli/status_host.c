@@ -21,8 +21,8 @@
 #include "lib/log.h"
 #include "lib/procstat.h"
 #include "lib/manifest.h"
+#include "lib/pidfile.h"
 #include "lib/wire/tokens.h"
-#include "supervisor/pidfile.h"
 
 #define HOST_STATUS_MAX (4 * 1024 * 1024)
 #define LANE_STATUS_MAX (256 * 1024)

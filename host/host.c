@@ -20,10 +20,10 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/manifest.h"
+#include "lib/pidfile.h"
 #include "sandbox/sandbox.h"
 #include "supervisor/metrics.h"
 #include "supervisor/notify.h"
-#include "supervisor/pidfile.h"
 
 /* A reload's closed lanes may still be stopping beside their successors. */
 #define HOST_LANES_MAX (2 * MANIFEST_LANES_MAX)

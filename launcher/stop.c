@@ -27,8 +27,8 @@
 #include "cli/cli.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/pidfile.h"
 #include "lib/wire/tokens.h"
-#include "supervisor/pidfile.h"
 
 #define UP_RECORD_MAX (64 * 1024)
 

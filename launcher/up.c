@@ -26,7 +26,7 @@
 #include "cli/mint.h"
 #include "lib/wire/ctlclient.h"
 #include "lib/log.h"
-#include "supervisor/pidfile.h"
+#include "lib/pidfile.h"
 
 #define UP_SERVE_WAIT_MS 30000    /* a launched daemon gets this long to serve */
 #define UP_TICK_MS 250

@@ -13,7 +13,6 @@
 #include "supervisor/kick.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/notify.h"
-#include "supervisor/pidfile.h"
 #include "host/host.h"
 #include "metrics/metrics.h"
 
@@ -38,6 +37,7 @@
 #include "lib/clock.h"
 #include "lib/creds/jwt.h"
 #include "lib/log.h"
+#include "lib/pidfile.h"
 #include "lib/procstat.h"
 #include "lib/servers.h"
 #include "lib/version.h"

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "supervisor/pidfile.h"
+#include "lib/pidfile.h"
 
 static char dir[256], path[512];
 

@@ -1,7 +1,7 @@
 /*
  * The pid record (see pidfile.h): "<pid>\n", 0600, written atomically.
  */
-#include "supervisor/pidfile.h"
+#include "lib/pidfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/wire/tokens.h"
 #include "lib/workspace.h"
 
 int
