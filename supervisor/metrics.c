@@ -19,8 +19,8 @@
 #include "ipc/ipc.h"
 #include "lib/clock.h"
 #include "metrics/metrics.h"
+#include "supervisor/childenv.h"
 #include "supervisor/exposition.h"
-#include "supervisor/supervisor.h"
 
 void
 metrics_init(struct metrics_srv *m)
@@ -127,7 +127,7 @@ spawn(struct metrics_srv *m)
 
 	snprintf(uid, sizeof(uid), "%lu", (unsigned long)m->uid);
 	snprintf(gid, sizeof(gid), "%lu", (unsigned long)m->gid);
-	char *const *env = sup_child_env();
+	char *const *env = child_env();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chp) != 0 ||
 	    pipe2(logp, O_CLOEXEC) != 0)
 		fatal("delivery: socketpair for the metrics server");

@@ -252,10 +252,6 @@ bool workers_all_down(struct sup *s);
 bool workers_all_running(struct sup *s);
 void workers_kill_all(struct sup *s);
 void workers_free(struct sup *s);
-/* The environment a confined child gets (fork + exec of this binary):
- * only the sanitizers' options and the test hooks it reads, built once
- * before any fork. */
-char *const *sup_child_env(void);
 /* QUIESCE / RESUME every running worker; all quiesced? */
 void workers_quiesce(struct sup *s);
 void workers_resume(struct sup *s);

@@ -20,24 +20,10 @@
 
 #include "lib/log.h"
 #include "lib/wire/tokens.h"
+#include "supervisor/childenv.h"
 #include "worker/worker.h"
 
 static const char *const roles[SUP_WORKERS] = { "fanout", "reader", "registry", "timer" };
-
-/* Only these variables reach a worker: nothing secret lives in them. */
-static const char *const env_pass[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
-	"COTAL_DEBUG",
-#ifdef COTAL_TEST_HOOKS
-	"COTAL_TEST_JOIN_DELAY", "COTAL_TEST_ACTIVATE_DELAY", /* worker-registry/membership.c */
-	"COTAL_TEST_SWEEP_DELAY", /* worker-registry/admin.c */
-	"COTAL_TEST_SIGN_FLOOD", /* worker/worker.c */
-	"COTAL_TEST_RELOAD_FLOOD", /* worker-registry/registry.c */
-	"COTAL_TEST_KICK", /* worker-registry/admin.c */
-	"COTAL_TEST_LOG_WINDOW_MS", /* lib/log.c */
-	"COTAL_TEST_LOG_FLOOD", /* worker/worker.c */
-	"COTAL_TEST_STAGE_MAX", /* lib/nats/kvmirror.c */
-#endif
-};
 
 static void worker_spawn(struct sup_worker *w);
 
@@ -249,42 +235,6 @@ on_restart(evutil_socket_t fd, short what, void *arg)
 		worker_spawn(w);
 }
 
-/*
- * The environment every worker gets, built once before any fork: the
- * supervisor runs nats.c threads, and a child of a threaded process may
- * call nothing but async-signal-safe functions before it execs.
- */
-static char *worker_env[sizeof(env_pass) / sizeof(env_pass[0]) + 1];
-static bool worker_env_built;
-
-static void
-worker_env_build(void)
-{
-	size_t n = 0;
-
-	if (worker_env_built)
-		return;
-	worker_env_built = true;
-
-	for (size_t i = 0; i < sizeof(env_pass) / sizeof(env_pass[0]); i++) {
-		const char *v = getenv(env_pass[i]);
-		if (v == NULL)
-			continue;
-		size_t len = strlen(env_pass[i]) + strlen(v) + 2;
-		if ((worker_env[n] = malloc(len)) == NULL)
-			fatalx("out of memory");
-		snprintf(worker_env[n++], len, "%s=%s", env_pass[i], v);
-	}
-	worker_env[n] = NULL;
-}
-
-char *const *
-sup_child_env(void)
-{
-	worker_env_build();
-	return worker_env;
-}
-
 /* In the child between fork and exec: async-signal-safe calls only. */
 static void
 child_exec(struct sup_worker *w, int ch, int sign, int logw)
@@ -305,7 +255,8 @@ child_exec(struct sup_worker *w, int ch, int sign, int logw)
 		_exit(126);
 	/* Nothing else crosses exec: not the broker socket, not the creds. */
 	closefrom(WORKER_FD_SIGN + 1);
-	execve(s->self_exe, argv, worker_env);
+	/* (Built in workers_init: nothing is allocated here.) */
+	execve(s->self_exe, argv, child_env());
 	_exit(127);
 }
 
@@ -432,7 +383,7 @@ worker_spawn(struct sup_worker *w)
 void
 workers_init(struct sup *s)
 {
-	worker_env_build();
+	child_env_build();
 	for (int i = 0; i < SUP_WORKERS; i++) {
 		struct sup_worker *w = &s->workers[i];
 		memset(w, 0, sizeof(*w));
@@ -604,10 +555,7 @@ workers_reap(struct sup *s)
 void
 workers_free(struct sup *s)
 {
-	for (char **e = worker_env; *e != NULL; e++)
-		free(*e);
-	worker_env[0] = NULL;
-	worker_env_built = false;
+	child_env_free();
 	for (int i = 0; i < SUP_WORKERS; i++) {
 		close_channels(&s->workers[i]);
 		relay_close(&s->workers[i].relay);
