@@ -22,8 +22,8 @@
 #include "lib/manifest.h"
 #include "lib/pidfile.h"
 #include "sandbox/sandbox.h"
-#include "supervisor/metrics.h"
-#include "supervisor/notify.h"
+#include "service/metrics.h"
+#include "service/notify.h"
 
 /* A reload's closed lanes may still be stopping beside their successors. */
 #define HOST_LANES_MAX (2 * MANIFEST_LANES_MAX)
@@ -39,7 +39,7 @@ struct host {
 	bool stopping;
 	bool dirty;              /* the status file is behind */
 	int64_t started_wall_ms;
-	/* --metrics: one endpoint for every lane (supervisor/metrics.h), its
+	/* --metrics: one endpoint for every lane (service/metrics.h), its
 	 * events on a libevent base run from this loop. */
 	struct metrics_srv metrics;
 	struct event_base *eb;

@@ -18,7 +18,7 @@
  * connection.
  *
  * A lane that exits (it lost the broker, its credential or its lease) is
- * reopened alone with backoff (supervisor/restart.h, restart_lane), logged
+ * reopened alone with backoff (service/restart.h, restart_lane), logged
  * with its space and cause; the other lanes keep serving. SIGTERM or SIGINT
  * stops every lane the seed's way (SIGTERM: each releases its lease;
  * SIGKILL 15 s later) and then the host. SIGHUP re-reads the manifest: a

@@ -16,7 +16,7 @@
 #include "lib/procstat.h"
 #include "lib/names.h"
 #include "lib/workspace.h"
-#include "supervisor/metrics.h"
+#include "service/metrics.h"
 
 #define LANE_STATUS_MAX (256 * 1024) /* a lane's status file */
 

@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "lib/manifest.h"
-#include "supervisor/restart.h"
+#include "service/restart.h"
 
 #define LANE_LINE_MAX 4096          /* a longer relayed line is cut */
 #define LANE_STOP_GRACE_MS 15000    /* SIGTERM, then SIGKILL (the seed's stop) */

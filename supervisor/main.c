@@ -12,7 +12,7 @@
 #include "supervisor/holder.h"
 #include "supervisor/kick.h"
 #include "supervisor/supervisor.h"
-#include "supervisor/notify.h"
+#include "service/notify.h"
 #include "host/host.h"
 #include "metrics/metrics.h"
 

@@ -25,7 +25,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/nats/natsconn.h"
-#include "supervisor/notify.h"
+#include "service/notify.h"
 
 #define RESIDENT_RECONNECT_MS 500
 #define RESIDENT_JS_WAIT_MS 3000 /* a lease operation's answer */

@@ -18,7 +18,7 @@
  * has expired (the holder died: the bucket's 30 s age).
  */
 #include "supervisor/supervisor.h"
-#include "supervisor/notify.h"
+#include "service/notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,9 +19,9 @@
 #include "lib/workspace.h"
 #include "supervisor/creds.h"
 #include "supervisor/lease.h"
-#include "supervisor/metrics.h"
-#include "supervisor/relay.h"
-#include "supervisor/restart.h"
+#include "service/metrics.h"
+#include "service/relay.h"
+#include "service/restart.h"
 #include "supervisor/watchdog.h"
 #include "lib/nats/kvmirror.h"
 

@@ -20,7 +20,7 @@
 
 #include "lib/log.h"
 #include "lib/wire/tokens.h"
-#include "supervisor/childenv.h"
+#include "service/childenv.h"
 #include "worker/worker.h"
 
 static const char *const roles[SUP_WORKERS] = { "fanout", "reader", "registry", "timer" };

@@ -1,5 +1,5 @@
 /*
- * The metrics' text (supervisor/exposition.h): status documents, shaped as
+ * The metrics' text (service/exposition.h): status documents, shaped as
  * supervisor/status.c's status_doc() writes them, rendered in the
  * Prometheus text format 0.0.4 and OpenMetrics 1.0, and what /healthz says.
  * Issue 29: "names follow Prometheus' naming conventions: `cotal_delivery_…`,
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "supervisor/exposition.h"
+#include "service/exposition.h"
 
 #define NOW_MS INT64_C(1700000000000)
 #define PROMTOOL "/usr/bin/promtool"
@@ -44,7 +44,7 @@ worker(const char *role, const char *state, json_int_t restarts, json_t *counter
 }
 
 /* A document as status_doc() writes it, with the processes' costs added as
- * supervisor/metrics.c adds them. The space serves unless shard says
+ * service/metrics.c adds them. The space serves unless shard says
  * otherwise; its counters are fixed numbers the tests look for. */
 static json_t *
 status_doc(const char *space, const char *shard)

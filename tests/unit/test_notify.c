@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "supervisor/notify.h"
+#include "service/notify.h"
 
 static char dir[256];
 

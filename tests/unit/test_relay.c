@@ -1,5 +1,5 @@
 /*
- * A confined child's lines into the log (supervisor/relay.c). Issue 41,
+ * A confined child's lines into the log (service/relay.c). Issue 41,
  * finding 9: "The relay rewrites a worker's lines so that a worker can
  * print lines that read as the supervisor's: every relayed line names the
  * worker it came from." A worker's lines go through a real pipe and the
@@ -17,7 +17,7 @@
 #include <cmocka.h>
 #include <event2/event.h>
 
-#include "supervisor/relay.h"
+#include "service/relay.h"
 
 /* The lines the child writes, relayed for role; the log's bytes in out. */
 static void

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "supervisor/restart.h"
+#include "service/restart.h"
 
 static void
 test_delivery_backoff_doubles_to_cap(void **state)

@@ -8,8 +8,8 @@
  * Every series carries the space it is about (label space): a host's one
  * endpoint holds every lane's. docs/metrics.md names and explains each.
  */
-#ifndef COTAL_SUPERVISOR_EXPOSITION_H
-#define COTAL_SUPERVISOR_EXPOSITION_H
+#ifndef COTAL_SERVICE_EXPOSITION_H
+#define COTAL_SERVICE_EXPOSITION_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * broker or the credential). Like Postfix's master, the policy reasons
  * about how long the child ran before it died.
  */
-#ifndef COTAL_SUPERVISOR_RESTART_H
-#define COTAL_SUPERVISOR_RESTART_H
+#ifndef COTAL_SERVICE_RESTART_H
+#define COTAL_SERVICE_RESTART_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /*
- * The supervisor's side of --metrics (supervisor/metrics.h). Runs in the
+ * The supervisor's side of --metrics (service/metrics.h). Runs in the
  * supervisor's (or the host's) event loop; parses no HTTP.
  */
-#include "supervisor/metrics.h"
+#include "service/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,8 +19,8 @@
 #include "ipc/ipc.h"
 #include "lib/clock.h"
 #include "metrics/metrics.h"
-#include "supervisor/childenv.h"
-#include "supervisor/exposition.h"
+#include "service/childenv.h"
+#include "service/exposition.h"
 
 void
 metrics_init(struct metrics_srv *m)

@@ -6,8 +6,8 @@
  * log_escape), an overlong line is cut, and past cap lines a log window the
  * rest is counted, not written (issue 28).
  */
-#ifndef COTAL_SUPERVISOR_RELAY_H
-#define COTAL_SUPERVISOR_RELAY_H
+#ifndef COTAL_SERVICE_RELAY_H
+#define COTAL_SERVICE_RELAY_H
 
 #include <event2/event.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* Restart policy of the workers: see restart.h. */
-#include "supervisor/restart.h"
+#include "service/restart.h"
 
 #include <signal.h>
 #include <stdio.h>

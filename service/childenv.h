@@ -6,8 +6,8 @@
  * threads, and a child of a threaded process may call nothing but
  * async-signal-safe functions before it execs.
  */
-#ifndef COTAL_SUPERVISOR_CHILDENV_H
-#define COTAL_SUPERVISOR_CHILDENV_H
+#ifndef COTAL_SERVICE_CHILDENV_H
+#define COTAL_SERVICE_CHILDENV_H
 
 /* Build it (once; again only after child_env_free). */
 void child_env_build(void);

@@ -1,7 +1,7 @@
 /*
  * sd_notify(3) without libsystemd (see notify.h).
  */
-#include "supervisor/notify.h"
+#include "service/notify.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* The environment of a confined child: see childenv.h. */
-#include "supervisor/childenv.h"
+#include "service/childenv.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /*
- * A confined child's stderr into the log (supervisor/relay.h). Runs in the
+ * A confined child's stderr into the log (service/relay.h). Runs in the
  * supervisor's and the host's event loop.
  */
-#include "supervisor/relay.h"
+#include "service/relay.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -3,11 +3,11 @@
  * listening socket, starts the metrics server (metrics/, a confined process
  * of its own) with that socket and a channel, restarts it when it dies, and
  * every second sends it a snapshot: the status documents rendered
- * (supervisor/exposition.h) and what /healthz says. It never reads a byte
+ * (service/exposition.h) and what /healthz says. It never reads a byte
  * of HTTP.
  */
-#ifndef COTAL_SUPERVISOR_METRICS_H
-#define COTAL_SUPERVISOR_METRICS_H
+#ifndef COTAL_SERVICE_METRICS_H
+#define COTAL_SERVICE_METRICS_H
 
 #include <event2/event.h>
 #include <jansson.h>
@@ -16,8 +16,8 @@
 
 #include "ipc/ipc.h"
 #include "lib/log.h"
-#include "supervisor/relay.h"
-#include "supervisor/restart.h"
+#include "service/relay.h"
+#include "service/restart.h"
 
 #define METRICS_DEFAULT_ADDR "127.0.0.1"
 #define METRICS_TICK_MS 1000

@@ -1,5 +1,5 @@
 /*
- * The metrics' text (supervisor/exposition.h): status documents to the
+ * The metrics' text (service/exposition.h): status documents to the
  * Prometheus text format 0.0.4 or OpenMetrics 1.0. Runs in the supervisor
  * and in a delivery host; pure.
  *
@@ -7,7 +7,7 @@
  * OpenMetrics counter family is named without its samples' "_total", an
  * info family without "_info" (type info), and the text ends "# EOF".
  */
-#include "supervisor/exposition.h"
+#include "service/exposition.h"
 
 #include <stdarg.h>
 #include <stdio.h>
