@@ -28,8 +28,8 @@ allowed() {
 	worker-*)        echo "lib lib/creds lib/nats lib/wire worker $1" ;;
 	metrics)         echo "lib ipc sandbox metrics" ;;
 	service)         echo "lib lib/creds lib/nats lib/wire ipc sandbox metrics service" ;;
-	supervisor|host|launcher|cli)
-	                 echo "lib lib/creds lib/nats lib/wire ipc sandbox worker metrics service supervisor host launcher cli worker-fanout worker-reader worker-registry worker-timer" ;;
+	daemon|supervisor|host|launcher|cli)
+	                 echo "lib lib/creds lib/nats lib/wire ipc sandbox worker metrics service daemon supervisor host launcher cli worker-fanout worker-reader worker-registry worker-timer" ;;
 	*)               echo "*" ;;
 	esac
 }
@@ -44,7 +44,7 @@ room_of() {
 }
 
 bad=0
-files=$(find lib ipc sandbox metrics worker worker-* service supervisor host launcher cli \
+files=$(find lib ipc sandbox metrics worker worker-* service daemon supervisor host launcher cli \
 	-name '*.[ch]' 2>/dev/null | sort)
 for f in $files; do
 	from=$(room_of "$f")

@@ -1,5 +1,6 @@
 /*
- * cotal-deliveryd: the delivery daemon of one Cotal space.
+ * cotal-deliveryd: the delivery daemon of one Cotal space, the role the
+ * binary's entry (daemon/main.c) hands over to (supervisor/main.h):
  *
  *   cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] [--creds FILE]
  *                   [--user NAME] [--tls] [--tls-ca FILE] [--standby]
@@ -9,12 +10,12 @@
  * its seed (mlocked, non-dumpable); the fanout, reader, registry and timer
  * workers are this same binary started as `--worker ROLE`.
  */
+#include "supervisor/main.h"
+
 #include "supervisor/holder.h"
 #include "supervisor/kick.h"
 #include "supervisor/supervisor.h"
 #include "service/notify.h"
-#include "host/host.h"
-#include "metrics/metrics.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,15 +41,9 @@
 #include "lib/pidfile.h"
 #include "lib/procstat.h"
 #include "lib/servers.h"
-#include "lib/version.h"
 #include "lib/creds/tlsca.h"
 #include "lib/creds/verdict.h"
 #include "lib/wire/tokens.h"
-#include "worker/worker.h"
-#include "worker-fanout/fanout.h"
-#include "worker-reader/reader.h"
-#include "worker-registry/registry.h"
-#include "worker-timer/timer.h"
 #include "sandbox/sandbox.h"
 
 static struct sup S;
@@ -60,29 +55,6 @@ sup_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The usage: on stdout for --help (exit 0), on stderr after a usage error
- * (exit 2). */
-static void
-usage_to(FILE *f, int code)
-{
-	fprintf(f, "usage: cotal-deliveryd --space S [--root DIR] [--server URL[,URL...]] "
-	    "[--creds FILE] [--user NAME] [--tls] [--tls-ca FILE] [--standby]\n"
-	    "                       [--max-memberships N] [--max-channels N] "
-	    "[--metrics [ADDR:]PORT]\n"
-	    "       cotal-deliveryd --spaces MANIFEST [--server URL] [--run-dir DIR] "
-	    "[--user NAME] [--metrics [ADDR:]PORT]\n"
-	    "       cotal-deliveryd --confinement\n"
-	    "       cotal-deliveryd --help | --version\n"
-	    "The delivery service of a Cotal agent mesh (man 8 cotal-deliveryd).\n");
-	exit(code);
-}
-
-static void
-usage(void)
-{
-	usage_to(stderr, 2);
 }
 
 /* A bound's value from the command line: a whole number from 1 to max.
@@ -394,13 +366,8 @@ start:
 	workers_start_all(s);
 }
 
-/* The roles `--worker` runs. */
-static const struct worker_role *const worker_roles[] = {
-	&fanout_role, &reader_role, &registry_role, &timer_role, NULL,
-};
-
 int
-main(int argc, char **argv)
+supervisor_main(int argc, char **argv)
 {
 	const char *root = NULL, *server = NULL, *copt = NULL, *user = "nobody";
 	const char *tls_ca = NULL;
@@ -408,35 +375,6 @@ main(int argc, char **argv)
 	char err[WS_FILE_MAX + 1024], path[WS_FILE_MAX], url[IPC_URL_MAX];
 	struct rlimit nocore = { 0, 0 };
 	static const int sigs[] = { SIGTERM, SIGINT, SIGCHLD, SIGHUP };
-
-	if (argc == 3 && strcmp(argv[1], "--worker") == 0)
-		return worker_main(argv[2], worker_roles);
-	if (argc >= 2 && strcmp(argv[1], "--metrics-process") == 0)
-		return metrics_main(argc, argv);
-	/* --help and --version, wherever they stand: nothing else is done. */
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-			usage_to(stdout, 0);
-		if (strcmp(argv[i], "--version") == 0) {
-			cotal_version_print(stdout, "cotal-deliveryd");
-			return 0;
-		}
-	}
-	/* What every role's sandbox holds per kernel: docs/security.md's
-	 * table comes from here (ctest unit_confinement_table compares). */
-	if (argc == 2 && strcmp(argv[1], "--confinement") == 0) {
-		sandbox_table(stdout);
-		return 0;
-	}
-	/* Many spaces: the host (host/), which holds no credential. A lane
-	 * (--lane) never is one, whatever its space is called. */
-	bool host = false, lane = false;
-	for (int i = 1; i < argc; i++) {
-		host = host || strcmp(argv[i], "--spaces") == 0;
-		lane = lane || strcmp(argv[i], "--lane") == 0;
-	}
-	if (host && !lane)
-		return host_main(argc, argv);
 
 	/* Secrets never reach a core file or another process's ptrace. */
 	prctl(PR_SET_DUMPABLE, 0);
@@ -483,12 +421,12 @@ main(int argc, char **argv)
 			i++;
 		} else {
 			log_errx("delivery: unknown or incomplete argument \"%s\"", argv[i]);
-			usage();
+			return SUPERVISOR_USAGE;
 		}
 	}
 	if (S.space[0] == '\0') {
 		log_errx("delivery: --space is required");
-		usage();
+		return SUPERVISOR_USAGE;
 	}
 	if (strlen(S.space) > SPACE_NAME_MAX) {
 		log_errx("delivery: --space: longer than %d bytes", SPACE_NAME_MAX);

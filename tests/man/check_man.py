@@ -166,7 +166,8 @@ def main():
             texts[name] = f.read()
 
     code = {"cotal": source_flags(a.src, ["cli/*.c", "launcher/*.c"]),
-            "cotal-deliveryd": source_flags(a.src, ["supervisor/*.c", "host/*.c", "metrics/*.c"])}
+            "cotal-deliveryd": source_flags(a.src, ["daemon/*.c", "supervisor/*.c", "host/*.c",
+                                                      "metrics/*.c"])}
     for name in pages:
         documented = page_flags(texts[name])
         for f in sorted(code[name] - documented):
