@@ -28,15 +28,9 @@ int cmd_agent_add(int argc, char **argv);
 int cmd_agent_post(int argc, char **argv);
 int cmd_agent_recv(int argc, char **argv);
 int cmd_status(int argc, char **argv);
-/* `cotal status --spaces MANIFEST [--run-dir DIR]` (status_host.c). */
+/* `cotal status --spaces MANIFEST [--run-dir DIR]` (status_host.c): what
+ * cmd_status hands --spaces to. */
 int cmd_status_host(int argc, char **argv);
-/* A daemon status file's workers, one line each (status.c). */
-void status_print_workers(json_t *doc, const char *indent);
-/* `cotal status --json` (status.c, docs/status-json.md): the schema the
- * document names, and the document on stdout (0, or 1 having said why).
- * What each process costs comes from lib/procstat.h. */
-#define STATUS_SCHEMA "cotal-delivery-status/1"
-int status_json_print(json_t *doc);
 
 /* The control rails (rails.c): as the agent itself ... */
 int cmd_agent_join(int argc, char **argv);

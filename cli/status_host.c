@@ -11,6 +11,7 @@
  * that cannot be read); 3 no host running for the manifest.
  */
 #include "cli/cli.h"
+#include "cli/status_doc.h"
 
 #include <limits.h>
 #include <stdio.h>
