@@ -1,14 +1,27 @@
 #!/bin/sh
 # The house's dependency order, checked over every #include "..." line
-# (ARCHITECTURE.md "Layout", docs/development.md "Layout"):
+# (ARCHITECTURE.md "Layout", docs/development.md "Layout"). Two binaries,
+# each with one entry:
 #
-#   process rooms -> worker/ -> ipc/, sandbox/ -> lib/wire -> lib/nats -> lib/creds -> lib/
+#   cotal-deliveryd:
+#   daemon/ (the entry) -> supervisor/, host/ (siblings) -> service/
+#     -> worker-*/, metrics/ -> worker/ -> ipc/, sandbox/
+#     -> lib/wire -> lib/nats -> lib/creds -> lib/
 #
-# A room may include its own headers and those of the rooms after it; a
-# worker's room (worker-*) reaches ipc/ and sandbox/ only through worker/.
-# The metrics server (metrics/) is a process room without a broker
-# connection: it takes ipc/ and sandbox/ directly, and nothing of lib/'s
-# broker rooms.
+#   cotal:
+#   cli/ (the entry and the commands) <-> launcher/ -> lib/wire -> ... -> lib/
+#
+# A room may include its own headers and those of the rooms after it, never
+# one before it nor a sibling: the supervisor and the host never include
+# each other (what both use is in service/), and nothing but the entry
+# includes a process room. A worker's room (worker-*) reaches ipc/ and
+# sandbox/ only through worker/. The metrics server (metrics/) is a process
+# without a broker connection: it takes ipc/ and sandbox/ directly, and
+# nothing of lib/'s broker rooms. The `cotal` rooms reach none of the
+# daemon's. The one circle left is cli/ <-> launcher/: the dispatcher
+# (cli/main.c, cli/commands.c) and cotal status run the launcher, and the
+# launcher runs cli's commands (mesh start and stop, space provision, creds
+# audit, the manager's session, minting).
 # tests/ and bench/ may include anything. Usage: check-includes.sh [ROOT]
 # (default: this tree). Prints each offending line and exits 1.
 set -u
@@ -17,19 +30,24 @@ cd "$root" || exit 2
 
 # The rooms a file of the given room may include from.
 allowed() {
+	lib4="lib lib/creds lib/nats lib/wire"
+	workers="worker-fanout worker-reader worker-registry worker-timer"
 	case $1 in
 	lib)             echo "lib" ;;
 	lib/creds)       echo "lib lib/creds" ;;
 	lib/nats)        echo "lib lib/creds lib/nats" ;;
-	lib/wire)        echo "lib lib/creds lib/nats lib/wire" ;;
+	lib/wire)        echo "$lib4" ;;
 	ipc)             echo "lib ipc" ;;
 	sandbox)         echo "lib sandbox" ;;
-	worker)          echo "lib lib/creds lib/nats lib/wire ipc sandbox worker" ;;
-	worker-*)        echo "lib lib/creds lib/nats lib/wire worker $1" ;;
+	worker)          echo "$lib4 ipc sandbox worker" ;;
+	worker-*)        echo "$lib4 worker $1" ;;
 	metrics)         echo "lib ipc sandbox metrics" ;;
-	service)         echo "lib lib/creds lib/nats lib/wire ipc sandbox metrics service" ;;
-	daemon|supervisor|host|launcher|cli)
-	                 echo "lib lib/creds lib/nats lib/wire ipc sandbox worker metrics service daemon supervisor host launcher cli worker-fanout worker-reader worker-registry worker-timer" ;;
+	service)         echo "$lib4 ipc sandbox metrics service" ;;
+	supervisor)      echo "$lib4 ipc sandbox worker metrics service supervisor" ;;
+	host)            echo "$lib4 ipc sandbox metrics service host" ;;
+	daemon)          echo "$lib4 ipc sandbox worker $workers metrics service supervisor host daemon" ;;
+	launcher)        echo "$lib4 cli launcher" ;;
+	cli)             echo "$lib4 launcher cli" ;;
 	*)               echo "*" ;;
 	esac
 }
