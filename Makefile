@@ -186,8 +186,8 @@ demo: deps build
 	    DEMO_METRICS=$(DEMO_METRICS) sh dist/demo.sh
 
 demo-stop:
-	@COTAL_HOME=$(DEMO_ROOT)/home $(BUILD)/cli/cotal down --space $(DEMO_SPACE) --root $(DEMO_ROOT)
-	@$(BUILD)/cli/cotal mesh stop --root $(DEMO_ROOT)
+	@COTAL_HOME=$(DEMO_ROOT)/home $(BUILD)/cotal/cotal down --space $(DEMO_SPACE) --root $(DEMO_ROOT)
+	@$(BUILD)/cotal/cotal mesh stop --root $(DEMO_ROOT)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -11,8 +11,8 @@
  * (resident memory, CPU seconds, from /proc). The exit status is the same.
  */
 #include "cli/cli.h"
+#include "cli/spacefiles.h"
 #include "cli/status_doc.h"
-#include "launcher/launcher.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -49,7 +49,7 @@ struct space_view {
 /* Read the pid record and the status file: 0, or 1 having said on stderr
  * which of them cannot be read. */
 static int
-space_read(const struct launch_files *f, struct space_view *sv)
+space_read(const struct space_files *f, struct space_view *sv)
 {
 	char err[WS_FILE_MAX + 256];
 	json_t *doc;
@@ -93,7 +93,7 @@ space_exit(const struct space_view *sv)
 }
 
 static int
-space_print(const struct launch_files *f, const struct space_view *sv)
+space_print(const struct space_files *f, const struct space_view *sv)
 {
 	const char *space = f->space;
 
@@ -132,7 +132,7 @@ space_print(const struct launch_files *f, const struct space_view *sv)
 }
 
 static int
-space_json(const struct launch_files *f, struct space_view *sv)
+space_json(const struct space_files *f, struct space_view *sv)
 {
 	char reason[WS_FILE_MAX * 2 + 128] = "";
 	const char *state = "running";
@@ -188,7 +188,7 @@ space_json(const struct launch_files *f, struct space_view *sv)
 int
 cmd_status(int argc, char **argv)
 {
-	struct launch_files f;
+	struct space_files f;
 	struct space_view sv;
 	int n = 0, rc;
 	bool json = false;
@@ -204,7 +204,7 @@ cmd_status(int argc, char **argv)
 		else
 			argv[n++] = argv[k];
 	}
-	if ((rc = launch_files_args("status", n, argv, &f)) != 0)
+	if ((rc = space_files_args("status", n, argv, &f)) != 0)
 		return rc;
 	if ((rc = space_read(&f, &sv)) != 0)
 		return rc;

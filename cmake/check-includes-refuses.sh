@@ -22,6 +22,9 @@ metrics/x.c          service/metrics.h
 worker/x.c           service/relay.h
 cli/x.c              supervisor/supervisor.h
 launcher/x.c         service/notify.h
+cli/y.c              launcher/launcher.h
+cli/w.c              cotal/commands.h
+launcher/y.c         cotal/commands.h
 '
 allowed='
 daemon/x.c           supervisor/main.h
@@ -31,6 +34,9 @@ supervisor/z.c       service/metrics.h
 host/z.c             service/restart.h
 service/z.c          metrics/metrics.h
 cli/z.c              lib/pidfile.h
+cotal/x.c            launcher/launcher.h
+cotal/y.c            cli/cli.h
+launcher/z.c         cli/spacefiles.h
 '
 add() {
 	mkdir -p "$d/$(dirname "$1")"

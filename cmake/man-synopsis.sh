@@ -1,5 +1,5 @@
 #!/bin/sh
-# cotal(1) from its page and the one table of cotal's commands (cli/commands.c):
+# cotal(1) from its page and the one table of cotal's commands (cotal/commands.c):
 # each `.\" @CMD <command>` line of the page becomes that command's synopsis
 # line, in the table's order, and `.\" @EXIT-STATUS` the exit statuses; the
 # bash completion beside it. Run by the build after cotal is linked.

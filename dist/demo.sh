@@ -3,7 +3,7 @@
 # add two agents, then show what is there. Run by the Makefile, which sets
 # BUILD, DEMO_ROOT, DEMO_SPACE, DEMO_PORT and COTAL_HOME.
 set -eu
-cotal="$BUILD/cli/cotal"
+cotal="$BUILD/cotal/cotal"
 root="$DEMO_ROOT"
 space="$DEMO_SPACE"
 

@@ -35,29 +35,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cli/spacefiles.h"
 #include "lib/workspace.h"
 
 #define STOP_TERM_GRACE_MS 15000  /* the seed: SIGKILL 15 s after SIGTERM */
 #define STOP_KILL_WAIT_MS 5000    /* confirming the death after SIGKILL */
 
-/* One space's launcher files. */
-struct launch_files {
-	struct workspace ws;
-	char space[SPACE_NAME_MAX + 1];
-	char key[SPACE_KEY_MAX + 1];
-	char pid[WS_FILE_MAX];     /* the daemon's record */
-	char status[WS_FILE_MAX];
-	char log[WS_FILE_MAX];
-	char up[WS_FILE_MAX];      /* the launcher's record */
-	char stop[WS_FILE_MAX];    /* the stop reservation */
-	char creds[WS_FILE_MAX];   /* space.<key>/delivery.creds */
-	char run[WS_FILE_MAX];     /* space.<key>/delivery.run.json */
-};
-int launch_files(const char *root, const char *space, struct launch_files *f, char *err,
-		 size_t errlen);
-/* The same from `cotal <verb> --space S [--root DIR]`: 0, or the exit
- * status after saying what is wrong (2 usage, 1 no workspace). */
-int launch_files_args(const char *verb, int argc, char **argv, struct launch_files *f);
+
 
 /* The stop `cotal down` and `cotal up` use. */
 enum stop_outcome {
@@ -73,9 +57,9 @@ enum stop_outcome {
  * go, and the run's credential when `up` minted it. A pid that is no
  * delivery daemon of the space is never signalled.
  */
-enum stop_outcome launch_stop(const struct launch_files *f, pid_t known);
+enum stop_outcome launch_stop(const struct space_files *f, pid_t known);
 /* When the last stop was asked for (wall ms), 0 when never. */
-int64_t launch_last_stop(const struct launch_files *f);
+int64_t launch_last_stop(const struct space_files *f);
 
 /* The launcher's record. */
 struct up_record {
@@ -83,9 +67,9 @@ struct up_record {
 	bool broker_started; /* `up` started the workspace's own broker */
 	bool detached;
 };
-int up_record_write(const struct launch_files *f, const struct up_record *r);
-int up_record_read(const struct launch_files *f, struct up_record *r);
-void up_record_remove(const struct launch_files *f);
+int up_record_write(const struct space_files *f, const struct up_record *r);
+int up_record_read(const struct space_files *f, struct up_record *r);
+void up_record_remove(const struct space_files *f);
 
 /* The daemon binary: $COTAL_DELIVERYD, the build's own, else
  * "cotal-deliveryd" on PATH. */

@@ -32,63 +32,10 @@
 
 #define UP_RECORD_MAX (64 * 1024)
 
-int
-launch_files(const char *root, const char *space, struct launch_files *f, char *err,
-	     size_t errlen)
-{
-	memset(f, 0, sizeof(*f));
-	if (strlen(space) > SPACE_NAME_MAX || !space_key(space, f->key, sizeof(f->key))) {
-		snprintf(err, errlen, "--space: longer than %d bytes", SPACE_NAME_MAX);
-		return -1;
-	}
-	snprintf(f->space, sizeof(f->space), "%s", space);
-	if (ws_locate(root, &f->ws, err, errlen) != 0)
-		return -1;
-	snprintf(f->pid, sizeof(f->pid), "%s/delivery.%s.pid", f->ws.cotal, f->key);
-	snprintf(f->status, sizeof(f->status), "%s/delivery.%s.status.json", f->ws.cotal, f->key);
-	snprintf(f->log, sizeof(f->log), "%s/delivery.%s.log", f->ws.cotal, f->key);
-	snprintf(f->up, sizeof(f->up), "%s/delivery.%s.up.json", f->ws.cotal, f->key);
-	snprintf(f->stop, sizeof(f->stop), "%s/delivery.%s.stop", f->ws.cotal, f->key);
-	snprintf(f->creds, sizeof(f->creds), "%s/space.%s/delivery.creds", f->ws.cotal, f->key);
-	snprintf(f->run, sizeof(f->run), "%s/space.%s/delivery.run.json", f->ws.cotal, f->key);
-	return 0;
-}
-
-int
-launch_files_args(const char *verb, int argc, char **argv, struct launch_files *f)
-{
-	const char *root = NULL, *space = NULL;
-	char err[WS_FILE_MAX + 256];
-
-	for (int k = 0; k < argc; k++) {
-		if (strcmp(argv[k], "--root") == 0 && k + 1 < argc)
-			root = argv[++k];
-		else if (strcmp(argv[k], "--space") == 0 && k + 1 < argc)
-			space = argv[++k];
-		else {
-			log_errx("%s: unknown or incomplete argument \"%s\"", verb, argv[k]);
-			return CLI_USAGE;
-		}
-	}
-	if (space == NULL) {
-		log_errx("%s: --space is required", verb);
-		return CLI_USAGE;
-	}
-	if (strlen(space) > SPACE_NAME_MAX) {
-		log_errx("%s: --space: longer than %d bytes", verb, SPACE_NAME_MAX);
-		return CLI_USAGE;
-	}
-	if (launch_files(root, space, f, err, sizeof(err)) != 0) {
-		log_errx("%s: %s", verb, err);
-		return 1;
-	}
-	return 0;
-}
-
 /* ---- the launcher's record ---- */
 
 int
-up_record_write(const struct launch_files *f, const struct up_record *r)
+up_record_write(const struct space_files *f, const struct up_record *r)
 {
 	char err[WS_FILE_MAX + 256];
 	json_t *doc = json_pack("{s:I, s:I, s:b, s:b}", "launcher", (json_int_t)r->launcher,
@@ -103,7 +50,7 @@ up_record_write(const struct launch_files *f, const struct up_record *r)
 }
 
 int
-up_record_read(const struct launch_files *f, struct up_record *r)
+up_record_read(const struct space_files *f, struct up_record *r)
 {
 	char err[WS_FILE_MAX + 256];
 	json_t *doc;
@@ -124,7 +71,7 @@ up_record_read(const struct launch_files *f, struct up_record *r)
 }
 
 void
-up_record_remove(const struct launch_files *f)
+up_record_remove(const struct space_files *f)
 {
 	unlink(f->up);
 }
@@ -133,7 +80,7 @@ up_record_remove(const struct launch_files *f)
 
 /* The reservation's fd, or -1 (busy: errno EWOULDBLOCK). */
 static int
-reserve(const struct launch_files *f)
+reserve(const struct space_files *f)
 {
 	int fd = open(f->stop, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 
@@ -161,7 +108,7 @@ mark_stop(int fd)
 }
 
 int64_t
-launch_last_stop(const struct launch_files *f)
+launch_last_stop(const struct space_files *f)
 {
 	char text[32] = "";
 	int fd = open(f->stop, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -228,7 +175,7 @@ remove_status_of(const char *path, pid_t pid)
 
 /* The run's credential goes with the daemon, and only when `up` minted it. */
 static void
-remove_run_creds(const struct launch_files *f)
+remove_run_creds(const struct space_files *f)
 {
 	if (access(f->run, F_OK) != 0)
 		return;
@@ -244,7 +191,7 @@ remove_run_creds(const struct launch_files *f)
 
 /* Stop pid (verified first). */
 static enum stop_outcome
-stop_pid(const struct launch_files *f, pid_t pid)
+stop_pid(const struct space_files *f, pid_t pid)
 {
 	enum stop_outcome rc = STOP_DONE;
 	int pidfd = pidfd_open(pid, 0);
@@ -298,7 +245,7 @@ out:
 }
 
 enum stop_outcome
-launch_stop(const struct launch_files *f, pid_t known)
+launch_stop(const struct space_files *f, pid_t known)
 {
 	char err[WS_FILE_MAX + 256];
 	struct up_record up;
@@ -352,11 +299,11 @@ launch_stop(const struct launch_files *f, pid_t known)
 int
 cmd_down(int argc, char **argv)
 {
-	struct launch_files f;
+	struct space_files f;
 	struct up_record up;
 	int arc;
 
-	if ((arc = launch_files_args("down", argc, argv, &f)) != 0)
+	if ((arc = space_files_args("down", argc, argv, &f)) != 0)
 		return arc;
 	enum stop_outcome rc = launch_stop(&f, 0);
 	if (rc != STOP_DONE)

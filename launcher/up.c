@@ -68,7 +68,7 @@ serve_wait_ms(void)
 /* ---- one run ---- */
 
 struct up {
-	struct launch_files f;
+	struct space_files f;
 	bool detach;
 	bool dev;             /* the workspace runs its own broker (dev mesh) */
 	bool open;            /* and that mesh is open (no authentication) */
@@ -668,7 +668,7 @@ cmd_up(int argc, char **argv)
 	sigaddset(&u.sigs, SIGHUP);
 	sigaddset(&u.sigs, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &u.sigs, &u.oldmask);
-	if (launch_files(root, space, &u.f, err, sizeof(err)) != 0) {
+	if (space_files(root, space, &u.f, err, sizeof(err)) != 0) {
 		log_errx("up: %s", err);
 		return 1;
 	}

@@ -165,7 +165,7 @@ def main():
         with open(page, encoding="utf-8") as f:
             texts[name] = f.read()
 
-    code = {"cotal": source_flags(a.src, ["cli/*.c", "launcher/*.c"]),
+    code = {"cotal": source_flags(a.src, ["cli/*.c", "launcher/*.c", "cotal/*.c"]),
             "cotal-deliveryd": source_flags(a.src, ["daemon/*.c", "supervisor/*.c", "host/*.c",
                                                       "metrics/*.c"])}
     for name in pages:

@@ -6,8 +6,8 @@
  * (the man page's prose stays hand-written; cmake/man-synopsis.sh and
  * tests/man/check_man.py hold the page and the completion to it).
  */
-#ifndef COTAL_CLI_COMMANDS_H
-#define COTAL_CLI_COMMANDS_H
+#ifndef COTAL_COTAL_COMMANDS_H
+#define COTAL_COTAL_COMMANDS_H
 
 #include <stdbool.h>
 #include <stdio.h>

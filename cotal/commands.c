@@ -4,7 +4,7 @@
  * of them: --help, the usage line, the man page's synopsis lines and EXIT
  * STATUS, the bash completion.
  */
-#include "cli/commands.h"
+#include "cotal/commands.h"
 
 #include <string.h>
 
@@ -343,7 +343,7 @@ static void
 bash(FILE *f)
 {
 	fprintf(f, "# bash completion for cotal(1), printed by cotal from the one table of its\n"
-	    "# commands (cli/commands.c).\n_cotal()\n{\n"
+	    "# commands (cotal/commands.c).\n_cotal()\n{\n"
 	    "\tlocal cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" flags=\"\"\n"
 	    "\tif [ \"$COMP_CWORD\" -eq 1 ]; then\n\t\tCOMPREPLY=($(compgen -W \"");
 	for (size_t i = 0; i < cli_ncommands; i++)
