@@ -101,7 +101,7 @@ verify(struct kicker *k, const struct ipc_kick_req *rq, char *why, size_t whylen
 	if (natsConnection_SubscribeSync(&sub, nc, inbox) != NATS_OK ||
 	    natsConnection_PublishRequestString(nc, subject, inbox, body) != NATS_OK) {
 		snprintf(why, whylen, "the CONNZ request could not be sent");
-		natsSubscription_Destroy(sub);
+		conn_sub_close(nc, sub, CONN_SUB_FLUSH_MS);
 		return -1;
 	}
 	snprintf(why, whylen, "server %.56s did not answer CONNZ within %d ms", rq->server,
@@ -148,7 +148,7 @@ verify(struct kicker *k, const struct ipc_kick_req *rq, char *why, size_t whylen
 		json_decref(doc);
 		natsMsg_Destroy(m);
 	}
-	natsSubscription_Destroy(sub);
+	conn_sub_close(nc, sub, CONN_SUB_FLUSH_MS);
 	return verdict;
 }
 

@@ -157,7 +157,7 @@ connz_send(struct sweeper *s, long long offset, const struct roster_server *to,
 	free(text);
 	if (st != NATS_OK) {
 		note_say(why, whylen, "%s", natsStatus_GetText(st));
-		natsSubscription_Destroy(*sub);
+		conn_sub_close(s->observer, *sub, CONN_SUB_FLUSH_MS);
 		*sub = NULL;
 		return -1;
 	}
@@ -262,7 +262,8 @@ connz_page_of(struct sweeper *s, const struct roster_server *srv, long long offs
 		json_decref(r);
 		r = NULL;
 	}
-	natsSubscription_Destroy(sub);
+	/* Other servers may still answer this inbox (natsconn.h). */
+	conn_sub_close(s->observer, sub, CONN_SUB_FLUSH_MS);
 	return r;
 }
 
@@ -460,7 +461,8 @@ scan_gather(struct sweeper *s, struct scan *sc, json_t **first, bool *bad)
 		}
 		break;
 	}
-	natsSubscription_Destroy(sub);
+	/* Other servers may still answer this inbox (natsconn.h). */
+	conn_sub_close(s->observer, sub, CONN_SUB_FLUSH_MS);
 	if (sc->roster.n == 0 && !*bad) {
 		scan_fail(sc, -1, 0, why);
 		*bad = true;

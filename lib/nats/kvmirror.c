@@ -544,7 +544,8 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	for (int i = 0; i < n && rc == 0; i++)
 		rc = barrier_wait(m[i], last[i], err, errlen);
 out:
-	natsSubscription_Destroy(sub);
+	/* A second answer may still come (natsconn.h). */
+	conn_sub_close(nc, sub, CONN_SUB_FLUSH_MS);
 	return rc;
 }
 

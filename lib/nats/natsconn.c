@@ -358,3 +358,14 @@ conn_reconnect_delay(natsConnection *nc, int attempts, void *closure)
 	h ^= h >> 31;
 	return base + (int64_t)(h % (uint64_t)(base / 10 + 1));
 }
+
+void
+conn_sub_close(natsConnection *nc, natsSubscription *sub, int flush_ms)
+{
+	if (sub == NULL)
+		return;
+	if (natsSubscription_Unsubscribe(sub) == NATS_OK && nc != NULL &&
+	    natsConnection_Status(nc) == NATS_CONN_STATUS_CONNECTED)
+		(void)natsConnection_FlushTimeout(nc, flush_ms);
+	natsSubscription_Destroy(sub);
+}

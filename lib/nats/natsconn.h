@@ -141,6 +141,19 @@ void conn_violation_note(const char *text);
  * buf (when given). */
 bool conn_violation(const char *needle, char *buf, size_t len);
 
+/*
+ * Destroy a subscription that may still be receiving (an inbox several
+ * servers answer, a pull or a watch the broker feeds). nats.c 3.4.1
+ * (Debian 12's) hands a message to a subscription it looked up after
+ * letting the lookup's lock go, and its read loop crashes on one destroyed
+ * meanwhile (nats.c issue 637, fixed after 3.5.0): unsubscribed first, then
+ * a flush of nc (up to flush_ms: the read loop has handled everything the
+ * broker sent before its PONG, the UNSUB's last message among it), then
+ * destroyed. NULL: nothing.
+ */
+void conn_sub_close(natsConnection *nc, natsSubscription *sub, int flush_ms);
+#define CONN_SUB_FLUSH_MS 2000
+
 /* The text of a nats.c failure: status text plus nats_GetLastError. */
 void conn_strerror(natsStatus s, char *buf, size_t len);
 /* "<what>: <conn_strerror> (JetStream error <jerr>)" into err. */

@@ -184,7 +184,8 @@ pubbatch_destroy(struct pubbatch *b)
 {
 	spent_destroy(b);
 	free(b->spent);
-	natsSubscription_Destroy(b->sub);
+	/* PubAcks may still be on the way (natsconn.h). */
+	conn_sub_close(b->nc, b->sub, CONN_SUB_FLUSH_MS);
 	jsCtx_Destroy(b->js);
 	free(b->item_of);
 	free(b->failed);

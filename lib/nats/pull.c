@@ -145,7 +145,8 @@ pull_attach(natsConnection *nc, const char *inbox_prefix, const char *stream,
 void
 pull_close(struct puller *p)
 {
-	natsSubscription_Destroy(p->sub);
+	/* The broker may still be delivering to an open request (natsconn.h). */
+	conn_sub_close(p->nc, p->sub, CONN_SUB_FLUSH_MS);
 	p->sub = NULL;
 	/* Its connection may be destroyed next (a credential reload): nothing
 	 * here may reach it again. */
