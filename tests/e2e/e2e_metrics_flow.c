@@ -603,11 +603,12 @@ test_leaves_inventories_and_timers_are_the_calls_made(void **state)
 	    h_peer_up(&mesh, "gone", "general", &gone, err, sizeof(err)) != 0 ||
 	    h_connect_manager(&mesh, &mgr, &mgr_cl, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
-	json_t *pub = json_array();
+	json_t *pub = json_array(), *sub = json_array();
 	json_array_append_new(pub, json_sprintf("cotal.%s.ept.*.*.*.*.schedule", mesh.token));
-	assert_int_equal(h_mint_raw(&mesh, "workflow-host.creds", pub, json_array(), true, path,
-	    sizeof(path)), 0);
+	int minted = h_mint_raw(&mesh, "workflow-host.creds", pub, sub, true, path, sizeof(path));
 	json_decref(pub);
+	json_decref(sub);
+	assert_int_equal(minted, 0);
 	if (h_connect(&mesh, path, &host, err, sizeof(err)) != 0)
 		fail_msg("workflow host: %s", err);
 	scrape_now(&s0);
