@@ -4,8 +4,8 @@
  * exporter's number within a stated tolerance." This suite takes the
  * daemon's own state and its broker: the build's version, the wall clock
  * around a scrape, the lease row's revisions and times, a standby, a
- * broker stalled across a renewal and one restarted, and credentials
- * adopted and refused. e2e_metrics_flow does the data path and the rails;
+ * broker stalled across a renewal and one restarted, credentials adopted
+ * and refused, and each process's memory and CPU time against /proc. e2e_metrics_flow does the data path and the rails;
  * e2e_metrics the copies seen through Prometheus, the credential expiry
  * against its JWT, the lease gauge against the row, a killed worker's
  * restarts. Every check prints what it compared and its tolerance; none
@@ -492,6 +492,59 @@ test_reloads_count_adopted_and_refused(void **state)
 	    a0 + 1);
 }
 
+/* ---- the processes ---- */
+
+/*
+ * Each process's resident memory and CPU time against /proc, read before
+ * and after a scrape: the memory within 25 % + 4 MiB of what /proc said
+ * (a snapshot is up to a second old; the supervisor reads /proc/<pid>/stat
+ * itself); the CPU time no more than /proc says after the scrape (+10 ms
+ * of rounding) and no less than before it, less what the process could
+ * have used since the snapshot on every core.
+ */
+static void
+test_process_memory_and_cpu_are_the_processes_own(void **state)
+{
+	static const char *const roles[] = { "supervisor", "fanout", "reader", "registry", "timer" };
+	long hz = sysconf(_SC_CLK_TCK), cores = sysconf(_SC_NPROCESSORS_ONLN);
+	long page = sysconf(_SC_PAGESIZE);
+
+	(void)state;
+	for (int r = 0; r < 5; r++) {
+		pid_t pid = r == 0 ? dmn.pid : h_daemon_worker_pid(&dmn, roles[r]);
+		char series[256], path[64];
+		long pages0 = 0, pages1 = 0, dummy;
+		FILE *f;
+		assert_true(pid > 0);
+		snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+		assert_non_null(f = fopen(path, "r"));
+		assert_int_equal(fscanf(f, "%ld %ld", &dummy, &pages0), 2);
+		fclose(f);
+		uint64_t t0 = h_proc_ticks(pid);
+		scrape_at(mport, &sc);
+		uint64_t t1 = h_proc_ticks(pid);
+		assert_non_null(f = fopen(path, "r"));
+		assert_int_equal(fscanf(f, "%ld %ld", &dummy, &pages1), 2);
+		fclose(f);
+		double age = sc.after - need(&sc, "cotal_delivery_snapshot_timestamp_seconds" S "}");
+		snprintf(series, sizeof(series), "cotal_delivery_process_resident_memory_bytes" S
+		    ",process=\"%s\"}", roles[r]);
+		double rss = need(&sc, series);
+		double lo = (double)(pages0 < pages1 ? pages0 : pages1) * (double)page;
+		double hi = (double)(pages0 > pages1 ? pages0 : pages1) * (double)page;
+		snprintf(series, sizeof(series), "cotal_delivery_process_cpu_seconds_total" S
+		    ",process=\"%s\"}", roles[r]);
+		double cpu = need(&sc, series);
+		double cpu_lo = (double)t0 / (double)hz - age * (double)cores - 0.01;
+		double cpu_hi = (double)t1 / (double)hz + 0.01;
+		printf("• %s: memory %.0f bytes (/proc: %.0f..%.0f, ±25 %% + 4 MiB), cpu %.2f s "
+		    "(/proc: %.2f..%.2f s, snapshot %.2f s old)\n", roles[r], rss, lo, hi, cpu,
+		    (double)t0 / (double)hz, (double)t1 / (double)hz, age);
+		assert_true(rss >= lo * 0.75 - 4194304.0 && rss <= hi * 1.25 + 4194304.0);
+		assert_true(cpu <= cpu_hi && cpu >= cpu_lo);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -503,6 +556,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_reloads_count_adopted_and_refused),
 		cmocka_unit_test(test_a_broker_stalled_across_a_renewal_counts_one_failure),
 		cmocka_unit_test(test_a_broker_restart_counts_one_reconnect),
+		cmocka_unit_test(test_process_memory_and_cpu_are_the_processes_own),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
