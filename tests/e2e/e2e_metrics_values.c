@@ -5,7 +5,8 @@
  * daemon's own state and its broker: the build's version, the wall clock
  * around a scrape, the lease row's revisions and times, a standby, a
  * broker stalled across a renewal and one restarted, credentials adopted
- * and refused, and each process's memory and CPU time against /proc. e2e_metrics_flow does the data path and the rails;
+ * and refused, each process's memory and CPU time against /proc, and the
+ * reader's verdicts on entries the test makes undeliverable. e2e_metrics_flow does the data path and the rails;
  * e2e_metrics the copies seen through Prometheus, the credential expiry
  * against its JWT, the lease gauge against the row, a killed worker's
  * restarts. Every check prints what it compared and its tolerance; none
@@ -545,6 +546,95 @@ test_process_memory_and_cpu_are_the_processes_own(void **state)
 	}
 }
 
+/* ---- the reader's verdicts ---- */
+
+static void
+member_up(struct member *m, const char *name, const char *channel, bool join)
+{
+	char err[1024];
+
+	if (h_member_add(&mesh, name, channel, NULL, m, err, sizeof(err)) != 0 ||
+	    (join && h_member_join(&prov, &mesh, &m->a, channel, 1, err, sizeof(err)) != 0))
+		fail_msg("%s: %s", name, err);
+}
+
+static double
+grown(const char *series, double from)
+{
+	return need(&sc2, series) - from;
+}
+
+/*
+ * The reader's verdicts on entries the test makes undeliverable: 3 posts
+ * copied while the reader is stopped, then the member's read ACL narrowed
+ * to nothing: denied +3; a post to a member whose ACL row the test deleted:
+ * retried +9 and gave_up +1 (the contract's ten deliveries, two seconds
+ * apart); nothing delivered of either (all exact).
+ */
+static void
+test_the_readers_verdicts_are_the_entries_refused(void **state)
+{
+	struct member a, b, c, d;
+	char err[1024], bucket[256], key[256];
+	kvStore *kv = NULL;
+	const char *den = "cotal_delivery_reader_denied_total" S "}";
+	const char *ret = "cotal_delivery_reader_retried_total" S "}";
+	const char *gave = "cotal_delivery_reader_gave_up_total" S "}";
+	const char *dlv = "cotal_delivery_reader_delivered_total" S "}";
+
+	(void)state;
+	member_up(&a, "nar-a", "narrow", false);
+	member_up(&b, "nar-b", "narrow", true);
+	member_up(&c, "miss-a", "missing", false);
+	member_up(&d, "miss-b", "missing", true);
+	scrape_at(mport, &sc);
+	double d0 = need(&sc, den), r0 = need(&sc, ret), g0 = need(&sc, gave), v0 = need(&sc, dlv);
+	pid_t reader = h_daemon_worker_pid(&dmn, "reader");
+	assert_true(reader > 0);
+	double e0 = need(&sc, "cotal_delivery_fanout_copies_total" S "}");
+	assert_int_equal(kill(reader, SIGSTOP), 0);
+	for (int i = 0; i < 3; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "n-%d", i);
+		if (h_post(&a.c, &mesh, &a.a, "narrow", id, "narrowed", NULL) != 0)
+			break;
+	}
+	/* Copied (the fan-out's count), then the ACL narrowed, then read. */
+	double copies = -1;
+	for (int64_t end = mono_ms() + 20000; copies < e0 + 3 && mono_ms() < end; h_nap(200))
+		if (scrape_get(mport, &sc2) == 0)
+			copies = scrape_value(&sc2, "cotal_delivery_fanout_copies_total" S "}");
+	int rc = h_acl_put(&prov, &mesh, &b.a, "[]", false, err, sizeof(err));
+	kill(reader, SIGCONT);
+	if (rc != 0)
+		fail_msg("narrow the ACL: %s", err);
+	assert_true(copies == e0 + 3);
+	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", mesh.token);
+	snprintf(key, sizeof(key), "%s.%s.%s", d.a.owner, d.a.actor, d.a.uid);
+	assert_int_equal(js_KeyValue(&kv, prov.js, bucket), NATS_OK);
+	assert_int_equal(kvStore_Delete(kv, key), NATS_OK);
+	kvStore_Destroy(kv);
+	assert_int_equal(h_post(&c.c, &mesh, &c.a, "missing", "m-1", "to nobody known", NULL), 0);
+	double g = -1;
+	for (int64_t end = mono_ms() + 60000; g < g0 + 1 && mono_ms() < end; h_nap(500))
+		if (scrape_get(mport, &sc2) == 0)
+			g = scrape_value(&sc2, gave);
+	h_nap(1500); /* a snapshot more: nothing else comes */
+	scrape_at(mport, &sc2);
+	printf("• 3 entries of a narrowed ACL: denied +%g (3); an owner without an ACL row: "
+	    "retried +%g (9), gave_up +%g (1); delivered +%g (0); all exact\n", grown(den, d0),
+	    grown(ret, r0), grown(gave, g0), grown(dlv, v0));
+	assert_true(grown(den, d0) == 3);
+	assert_true(grown(ret, r0) == 9);
+	assert_true(grown(gave, g0) == 1);
+	assert_true(grown(dlv, v0) == 0);
+	h_close(&a.c);
+	h_close(&b.c);
+	h_close(&c.c);
+	h_close(&d.c);
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -557,6 +647,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_a_broker_stalled_across_a_renewal_counts_one_failure),
 		cmocka_unit_test(test_a_broker_restart_counts_one_reconnect),
 		cmocka_unit_test(test_process_memory_and_cpu_are_the_processes_own),
+		cmocka_unit_test(test_the_readers_verdicts_are_the_entries_refused),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, h_teardown));
