@@ -59,7 +59,6 @@ static struct conn prov;
 static struct h_fixture fx = { &mesh, &dmn, NULL, { &prov } };
 static int mport, pport;
 static char creds_path[H_PATH_MAX * 2];
-static pid_t prom;
 static bool absent; /* no prometheus: every case skipped */
 static struct scrape sc;
 
@@ -96,14 +95,11 @@ rules_copy(const char *out)
 static int
 prometheus_start(void)
 {
-	char conf[H_PATH_MAX * 2], rules[H_PATH_MAX * 2], data[H_PATH_MAX * 2], out[H_PATH_MAX * 2];
-	char a1[H_PATH_MAX * 3], a2[H_PATH_MAX * 3], listen[64], body[4096];
+	char conf[H_PATH_MAX * 2], rules[H_PATH_MAX * 2];
 	FILE *f;
 
 	snprintf(conf, sizeof(conf), "%s/prometheus.yml", mesh.dir);
 	snprintf(rules, sizeof(rules), "%s/cotal-delivery.rules.yml", mesh.dir);
-	snprintf(data, sizeof(data), "%s/prometheus-data", mesh.dir);
-	snprintf(out, sizeof(out), "%s/prometheus.log", mesh.dir);
 	if (rules_copy(rules) != 0 || (f = fopen(conf, "w")) == NULL)
 		return -1;
 	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
@@ -111,26 +107,7 @@ prometheus_start(void)
 	    "  - job_name: cotal-delivery\n    static_configs:\n"
 	    "      - targets: ['127.0.0.1:%d']\n", rules, mport);
 	fclose(f);
-	pport = h_free_port();
-	snprintf(listen, sizeof(listen), "--web.listen-address=127.0.0.1:%d", pport);
-	snprintf(a1, sizeof(a1), "--config.file=%s", conf);
-	snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s", data);
-	fflush(stdout);
-	if ((prom = fork()) < 0)
-		return -1;
-	if (prom == 0) {
-		FILE *o = freopen(out, "a", stdout);
-		(void)o;
-		dup2(1, 2);
-		execl(PROMETHEUS, "prometheus", a1, a2, listen, "--log.level=warn", (char *)NULL);
-		_exit(127);
-	}
-	h_track(prom);
-	for (int64_t end = mono_ms() + 30000; mono_ms() < end; h_nap(200))
-		if (h_http_get(pport, "/-/ready", NULL, body, sizeof(body), NULL, 0) == 200)
-			return 0;
-	fprintf(stderr, "✗ Prometheus not ready in 30 s; see %s\n", out);
-	return -1;
+	return h_prometheus_start(PROMETHEUS, conf, mesh.dir, &pport);
 }
 
 /* GET path from Prometheus as HTTP/1.0: the whole body, never chunked (an
@@ -402,15 +379,6 @@ test_a_worker_killed_four_times_fires_crash_looping(void **state)
 	assert_true(fires("CotalDeliveryWorkerCrashLooping", "role", "timer", 30000));
 }
 
-static void
-member_up(struct member *m, const char *name, const char *channel, bool join)
-{
-	char err[1024];
-
-	if (h_member_add(&mesh, name, channel, NULL, m, err, sizeof(err)) != 0 ||
-	    (join && h_member_join(&prov, &mesh, &m->a, channel, 1, err, sizeof(err)) != 0))
-		fail_msg("%s: %s", name, err);
-}
 
 /*
  * LAG_POSTS posts (from LAG_POSTERS agents: CHAT keeps 1000 a subject, and
@@ -428,10 +396,10 @@ test_a_backlog_past_1000_fires_copies_lagging(void **state)
 	int posted = 0;
 
 	NEED_PROMETHEUS();
-	member_up(&m, "lagm", "lag", true);
+	h_member_up(&mesh, &prov, &m, "lagm", "lag", true);
 	for (int p = 0; p < LAG_POSTERS; p++) {
 		snprintf(name, sizeof(name), "lagp%d", p);
-		member_up(&posters[p], name, "lag", false);
+		h_member_up(&mesh, &prov, &posters[p], name, "lag", false);
 	}
 	pid_t fanout = h_daemon_worker_pid(&dmn, "fanout"), reader = h_daemon_worker_pid(&dmn,
 	    "reader");
@@ -469,8 +437,8 @@ test_an_entry_given_up_fires_entries_given_up(void **state)
 	kvStore *kv = NULL;
 
 	NEED_PROMETHEUS();
-	member_up(&a, "miss-a", "missing", false);
-	member_up(&b, "miss-b", "missing", true);
+	h_member_up(&mesh, &prov, &a, "miss-a", "missing", false);
+	h_member_up(&mesh, &prov, &b, "miss-b", "missing", true);
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", mesh.token);
 	snprintf(key, sizeof(key), "%s.%s.%s", b.a.owner, b.a.actor, b.a.uid);
 	assert_int_equal(js_KeyValue(&kv, prov.js, bucket), NATS_OK);

@@ -48,7 +48,6 @@ static struct conn prov;
 static struct h_fixture fx = { &mesh, &dmn, NULL, { &prov } };
 static int mport, pport;  /* the daemon's metrics port, Prometheus' */
 static char creds_path[H_PATH_MAX * 2];
-static pid_t prom;
 
 /* ---- Prometheus ---- */
 
@@ -120,38 +119,17 @@ query_until(const char *promql, double want, int ms)
 static int
 prometheus_start(void)
 {
-	char conf[H_PATH_MAX * 2], data[H_PATH_MAX * 2], listen[64], body[4096], out[H_PATH_MAX * 2];
-	char a1[H_PATH_MAX * 3], a2[H_PATH_MAX * 3];
+	char conf[H_PATH_MAX * 2];
 	FILE *f;
 
 	snprintf(conf, sizeof(conf), "%s/prometheus.yml", mesh.dir);
-	snprintf(data, sizeof(data), "%s/prometheus-data", mesh.dir);
-	snprintf(out, sizeof(out), "%s/prometheus.log", mesh.dir);
 	if ((f = fopen(conf, "w")) == NULL)
 		return -1;
 	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
 	    "  evaluation_interval: 1s\nscrape_configs:\n  - job_name: cotal-delivery\n"
 	    "    static_configs:\n      - targets: ['127.0.0.1:%d']\n", mport);
 	fclose(f);
-	pport = h_free_port();
-	snprintf(listen, sizeof(listen), "--web.listen-address=127.0.0.1:%d", pport);
-	snprintf(a1, sizeof(a1), "--config.file=%s", conf);
-	snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s", data);
-	if ((prom = fork()) < 0)
-		return -1;
-	if (prom == 0) {
-		FILE *o = freopen(out, "a", stdout);
-		(void)o;
-		dup2(1, 2);
-		execl(PROMETHEUS, "prometheus", a1, a2, listen, "--log.level=warn", (char *)NULL);
-		_exit(127);
-	}
-	h_track(prom);
-	for (int64_t end = mono_ms() + 30000; mono_ms() < end; h_nap(200))
-		if (h_http_get(pport, "/-/ready", NULL, body, sizeof(body), NULL, 0) == 200)
-			return 0;
-	fprintf(stderr, "✗ Prometheus not ready in 30 s; see %s\n", out);
-	return -1;
+	return h_prometheus_start(PROMETHEUS, conf, mesh.dir, &pport);
 }
 
 /* ---- the group ---- */

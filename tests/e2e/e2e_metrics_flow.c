@@ -82,15 +82,6 @@ scrape_now(struct scrape *s)
 			fail_msg("no scrape within 10 s");
 }
 
-static double
-need(const struct scrape *s, const char *series)
-{
-	double v = scrape_value(s, series);
-
-	if (isnan(v))
-		fail_msg("no sample %s in the scrape", series);
-	return v;
-}
 
 /* Scrape until series reaches at least want (up to ms): the last value. */
 static double
@@ -108,7 +99,7 @@ reaches(struct scrape *s, const char *series, double want, int ms)
 static double
 delta(const char *series)
 {
-	return need(&s1, series) - need(&s0, series);
+	return scrape_need(&s1, series) - scrape_need(&s0, series);
 }
 
 struct expect {
@@ -135,15 +126,6 @@ expect_all(const struct expect *e, size_t n)
 	assert_false(bad);
 }
 
-static void
-member_up(struct member *m, const char *name, const char *channel, bool join)
-{
-	char err[1024];
-
-	if (h_member_add(&mesh, name, channel, NULL, m, err, sizeof(err)) != 0 ||
-	    (join && h_member_join(&prov, &mesh, &m->a, channel, 1, err, sizeof(err)) != 0))
-		fail_msg("%s: %s", name, err);
-}
 
 /*
  * POSTS posts to MEMBERS members and one post that is not a CotalMessage,
@@ -168,8 +150,8 @@ test_counters_and_histograms_are_the_posts_and_copies(void **state)
 
 	(void)state;
 	for (int i = 0; i < MEMBERS; i++)
-		member_up(&m[i], names[i], "room", true);
-	member_up(&poster, "poster", "room", false);
+		h_member_up(&mesh, &prov, &m[i], names[i], "room", true);
+	h_member_up(&mesh, &prov, &poster, "poster", "room", false);
 	scrape_now(&s0);
 	double t0 = wall_s();
 	for (int i = 0; i < POSTS; i++) {
@@ -191,9 +173,9 @@ test_counters_and_histograms_are_the_posts_and_copies(void **state)
 	}
 	double t1 = wall_s(), span = t1 - t0;
 	reaches(&s1, "cotal_delivery_fanout_dropped_total" S "}",
-	    need(&s0, "cotal_delivery_fanout_dropped_total" S "}") + 1, 10000);
+	    scrape_need(&s0, "cotal_delivery_fanout_dropped_total" S "}") + 1, 10000);
 	reaches(&s1, "cotal_delivery_copy_latency_seconds_count" S "}",
-	    need(&s0, "cotal_delivery_copy_latency_seconds_count" S "}") + POSTS * MEMBERS, 10000);
+	    scrape_need(&s0, "cotal_delivery_copy_latency_seconds_count" S "}") + POSTS * MEMBERS, 10000);
 	printf("• %d posts to %d members and 1 that is no message, drained in %.3f s:\n", POSTS,
 	    MEMBERS, span);
 	const struct expect e[] = {
@@ -225,7 +207,7 @@ test_counters_and_histograms_are_the_posts_and_copies(void **state)
 		{ "cotal_delivery_violations_total" S ",role=\"timer\"}", 0, 0 },
 	};
 	expect_all(e, sizeof(e) / sizeof(e[0]));
-	assert_true(need(&s1, "cotal_delivery_violations_total" S ",role=\"fanout\"}") == 0);
+	assert_true(scrape_need(&s1, "cotal_delivery_violations_total" S ",role=\"fanout\"}") == 0);
 	for (int i = 0; i < MEMBERS; i++)
 		h_close(&m[i].c);
 	h_close(&poster.c);
@@ -275,8 +257,8 @@ test_pending_is_what_the_consumer_has_still_to_deliver(void **state)
 	bool hdr = false, same = false;
 
 	(void)state;
-	member_up(&m, "lagm", "lag", true);
-	member_up(&poster, "lagp", "lag", false);
+	h_member_up(&mesh, &prov, &m, "lagm", "lag", true);
+	h_member_up(&mesh, &prov, &poster, "lagp", "lag", false);
 	pid_t fanout = h_daemon_worker_pid(&dmn, "fanout"), reader = h_daemon_worker_pid(&dmn,
 	    "reader");
 	assert_true(fanout > 0 && reader > 0);
@@ -431,8 +413,8 @@ test_registry_waiting_refusals_and_counters_are_the_requests_sent(void **state)
 	}
 	caller_up(&q, "queued", "general");
 	scrape_now(&s0);
-	assert_true(need(&s0, "cotal_delivery_registry_waiting_requests" S ",rail=\"ctl\"}") == 0);
-	double r0 = need(&s0, "cotal_delivery_registry_requests_total" S "}");
+	assert_true(scrape_need(&s0, "cotal_delivery_registry_waiting_requests" S ",rail=\"ctl\"}") == 0);
+	double r0 = scrape_need(&s0, "cotal_delivery_registry_requests_total" S "}");
 	for (int i = 0; i < HELD; i++) {
 		caller_send(&held[i], "durableJoin", "{\"channel\":\"slow\"}", true);
 		natsConnection_Flush(held[i].p.c.nc);
@@ -458,9 +440,9 @@ test_registry_waiting_refusals_and_counters_are_the_requests_sent(void **state)
 	    ",principal=\"%s.%s\"}", q.p.a.owner, q.p.a.actor);
 	/* The registry reports its most refused callers every 5 s. */
 	double refusals = reaches(&s1, series, PAST_SHARE, 15000);
-	double wa = need(&s1, "cotal_delivery_registry_waiting_requests" S ",rail=\"admin\"}");
-	double wi = need(&s1, "cotal_delivery_registry_waiting_requests" S ",rail=\"inventory\"}");
-	w = need(&s1, "cotal_delivery_registry_waiting_requests" S ",rail=\"ctl\"}");
+	double wa = scrape_need(&s1, "cotal_delivery_registry_waiting_requests" S ",rail=\"admin\"}");
+	double wi = scrape_need(&s1, "cotal_delivery_registry_waiting_requests" S ",rail=\"inventory\"}");
+	w = scrape_need(&s1, "cotal_delivery_registry_waiting_requests" S ",rail=\"ctl\"}");
 	printf("• %d joins held, %d requests of one caller: waiting ctl %g (expected %d), admin %g, "
 	    "inventory %g (0); its refusals %g (expected %d), refusal answers so far %d\n", HELD,
 	    CALLER_WAITING + PAST_SHARE, w, CALLER_WAITING, wa, wi, refusals, PAST_SHARE,
@@ -490,7 +472,7 @@ test_registry_waiting_refusals_and_counters_are_the_requests_sent(void **state)
 	for (int i = 0; i < HELD; i++)
 		assert_int_equal(atomic_load(&held[i].ok), 1);
 	reaches(&s1, "cotal_delivery_registry_member_reads_total" S "}",
-	    need(&s0, "cotal_delivery_registry_member_reads_total" S "}") + served, 10000);
+	    scrape_need(&s0, "cotal_delivery_registry_member_reads_total" S "}") + served, 10000);
 	const struct expect e[] = {
 		{ "cotal_delivery_registry_requests_total" S "}", HELD + CALLER_WAITING + PAST_SHARE,
 		    HELD + CALLER_WAITING + PAST_SHARE },
@@ -634,11 +616,11 @@ test_leaves_inventories_and_timers_are_the_calls_made(void **state)
 	assert_int_equal(fires, 1);
 	double want_fired = broker_fires ? 0 : (double)fires;
 	reaches(&s1, "cotal_delivery_timer_refused_total" S "}",
-	    need(&s0, "cotal_delivery_timer_refused_total" S "}") + 1, 10000);
+	    scrape_need(&s0, "cotal_delivery_timer_refused_total" S "}") + 1, 10000);
 	reaches(&s1, "cotal_delivery_timer_fired_total" S "}",
-	    need(&s0, "cotal_delivery_timer_fired_total" S "}") + want_fired, 10000);
+	    scrape_need(&s0, "cotal_delivery_timer_fired_total" S "}") + want_fired, 10000);
 	reaches(&s1, "cotal_delivery_registry_inventories_total" S "}",
-	    need(&s0, "cotal_delivery_registry_inventories_total" S "}") + 1, 10000);
+	    scrape_need(&s0, "cotal_delivery_registry_inventories_total" S "}") + 1, 10000);
 	printf("• a join, its leave, an inventory; two .schedule requests (%s fires):\n",
 	    broker_fires ? "the broker" : "the timer writer");
 	const struct expect e[] = {
@@ -706,11 +688,11 @@ test_oldest_unacked_age_is_the_held_posts_age(void **state)
 	(void)state;
 	for (int i = 0; i < HOLD_MEMBERS; i++) {
 		snprintf(name, sizeof(name), "holdm%d", i);
-		member_up(&m[i], name, "hold", true);
+		h_member_up(&mesh, &prov, &m[i], name, "hold", true);
 	}
 	for (int i = 0; i < HOLD_POSTERS; i++) {
 		snprintf(name, sizeof(name), "holdp%d", i);
-		member_up(&p[i], name, "hold", false);
+		h_member_up(&mesh, &prov, &p[i], name, "hold", false);
 	}
 	for (int round = 0; round < 3 && age <= 0; round++) {
 		pid_t fanout = h_daemon_worker_pid(&dmn, "fanout");
@@ -740,7 +722,7 @@ test_oldest_unacked_age_is_the_held_posts_age(void **state)
 				continue;
 			age = scrape_value(&s1, "cotal_delivery_consumer_oldest_unacked_age_seconds" S
 			    ",consumer=\"fanout\"}");
-			at = need(&s1, "cotal_delivery_snapshot_timestamp_seconds" S "}");
+			at = scrape_need(&s1, "cotal_delivery_snapshot_timestamp_seconds" S "}");
 			if (age > 0)
 				break;
 			if (scrape_value(&s1, "cotal_delivery_consumer_pending_messages" S

@@ -77,22 +77,12 @@ scrape_at(int port, struct scrape *s)
 			fail_msg("no scrape of 127.0.0.1:%d within 10 s", port);
 }
 
-/* A sample that must be there. */
-static double
-need(const struct scrape *s, const char *series)
-{
-	double v = scrape_value(s, series);
-
-	if (isnan(v))
-		fail_msg("no sample %s in the scrape", series);
-	return v;
-}
 
 /* The scrape's snapshot time (Unix seconds). */
 static double
 snap(const struct scrape *s)
 {
-	return need(s, "cotal_delivery_snapshot_timestamp_seconds" S "}");
+	return scrape_need(s, "cotal_delivery_snapshot_timestamp_seconds" S "}");
 }
 
 /* Scrape until the sample series has the value want (up to ms): the last value. */
@@ -139,40 +129,40 @@ test_version_clock_state_and_broker_of_a_healthy_daemon(void **state)
 	scrape_at(mport, &sc);
 	printf("• build_info version \"%s\" (--version: %s): %g\n", word, line + 0,
 	    scrape_value(&sc, series));
-	assert_true(need(&sc, series) == 1);
+	assert_true(scrape_need(&sc, series) == 1);
 
 	double ts = snap(&sc);
 	printf("• snapshot %.3f within [%.3f - 3 s, %.3f + 1 ms] of the GET\n", ts, sc.before,
 	    sc.after);
 	assert_true(ts >= sc.before - 3.0 && ts <= sc.after + 0.001);
 
-	assert_true(need(&sc, "cotal_delivery_serving" S "}") == 1);
-	assert_true(need(&sc, "cotal_delivery_standby" S "}") == 0);
+	assert_true(scrape_need(&sc, "cotal_delivery_serving" S "}") == 1);
+	assert_true(scrape_need(&sc, "cotal_delivery_standby" S "}") == 0);
 
 	snprintf(want, sizeof(want), "nats://127.0.0.1:%d", mesh.port);
 	snprintf(series, sizeof(series), "cotal_delivery_broker_server_info" S ",server=\"%s\"}",
 	    want);
 	printf("• broker_server_info{server=\"%s\"}: %g (the broker started on port %d)\n", want,
 	    scrape_value(&sc, series), mesh.port);
-	assert_true(need(&sc, series) == 1);
+	assert_true(scrape_need(&sc, series) == 1);
 
 	static const char *const conns[] = { "resident", "fanout", "reader", "registry", "timer" };
 	for (size_t i = 0; i < 5; i++) {
 		snprintf(series, sizeof(series), "cotal_delivery_broker_connected" S
 		    ",connection=\"%s\"}", conns[i]);
-		assert_true(need(&sc, series) == 1);
+		assert_true(scrape_need(&sc, series) == 1);
 		if (i == 0)
 			continue;
 		snprintf(series, sizeof(series), "cotal_delivery_worker_up" S ",role=\"%s\"}",
 		    conns[i]);
-		assert_true(need(&sc, series) == 1);
+		assert_true(scrape_need(&sc, series) == 1);
 		assert_true(h_daemon_worker_pid(&dmn, conns[i]) > 0);
 	}
-	assert_true(need(&sc, "cotal_delivery_lease_renewal_failures_total" S "}") == 0);
-	assert_true(need(&sc, "cotal_delivery_broker_reconnects_total" S "}") == 0);
-	assert_true(need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"adopted\"}") ==
+	assert_true(scrape_need(&sc, "cotal_delivery_lease_renewal_failures_total" S "}") == 0);
+	assert_true(scrape_need(&sc, "cotal_delivery_broker_reconnects_total" S "}") == 0);
+	assert_true(scrape_need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"adopted\"}") ==
 	    0);
-	assert_true(need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"refused\"}") ==
+	assert_true(scrape_need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"refused\"}") ==
 	    0);
 }
 
@@ -242,7 +232,7 @@ test_renewals_are_the_writes_of_the_lease_row(void **state)
 				continue;
 			scrape_at(mport, &sc2);
 			t = snap(&sc2);
-			r = need(&sc2, "cotal_delivery_lease_renewals_total" S "}");
+			r = scrape_need(&sc2, "cotal_delivery_lease_renewals_total" S "}");
 			pending = true;
 			continue;
 		}
@@ -272,7 +262,7 @@ test_renewals_are_the_writes_of_the_lease_row(void **state)
 	    "renewals_total %.0f -> %.0f (+%.0f; tolerance 0)\n", between, a, b, ra, rb, rb - ra);
 	assert_true(between >= 2);
 	assert_true(rb - ra == between);
-	assert_true(need(&sc2, "cotal_delivery_lease_renewal_failures_total" S "}") == 0);
+	assert_true(scrape_need(&sc2, "cotal_delivery_lease_renewal_failures_total" S "}") == 0);
 }
 
 /*
@@ -301,12 +291,12 @@ test_a_standby_says_standby_and_the_holder_serving(void **state)
 		h_log_print_tail(log, 20);
 	}
 	assert_true(v == 1);
-	assert_true(need(&sc2, "cotal_delivery_serving" S "}") == 0);
-	assert_true(need(&sc2, "cotal_delivery_lease_renewals_total" S "}") == 0);
+	assert_true(scrape_need(&sc2, "cotal_delivery_serving" S "}") == 0);
+	assert_true(scrape_need(&sc2, "cotal_delivery_lease_renewals_total" S "}") == 0);
 	assert_false(scrape_has(&sc2, "cotal_delivery_lease_seconds_since_renewal{"));
 	scrape_at(mport, &sc);
-	assert_true(need(&sc, "cotal_delivery_serving" S "}") == 1);
-	assert_true(need(&sc, "cotal_delivery_standby" S "}") == 0);
+	assert_true(scrape_need(&sc, "cotal_delivery_serving" S "}") == 1);
+	assert_true(scrape_need(&sc, "cotal_delivery_standby" S "}") == 0);
 	kill(sb, SIGTERM);
 	for (int i = 0; i < 100 && kill(sb, 0) == 0; i++)
 		h_nap(100);
@@ -331,7 +321,7 @@ test_serving_is_0_while_the_lease_is_rechecked(void **state)
 	double v = until(mport, &sc, "cotal_delivery_serving" S "}", 0, 10000);
 	printf("• lease row deleted: serving %g while re-checking\n", v);
 	assert_true(v == 0);
-	assert_true(need(&sc, "cotal_delivery_standby" S "}") == 0);
+	assert_true(scrape_need(&sc, "cotal_delivery_standby" S "}") == 0);
 	assert_true(h_log_has(dmn.log, "claimed it again", 20000));
 	assert_true(until(mport, &sc, "cotal_delivery_serving" S "}", 1, 10000) == 1);
 }
@@ -355,8 +345,8 @@ test_a_broker_stalled_across_a_renewal_counts_one_failure(void **state)
 	for (; tries < 3; tries++) {
 		double at = 0;
 		assert_true(until(mport, &sc, "cotal_delivery_serving" S "}", 1, 20000) == 1);
-		f0 = need(&sc, "cotal_delivery_lease_renewal_failures_total" S "}");
-		r0 = need(&sc, "cotal_delivery_broker_reconnects_total" S "}");
+		f0 = scrape_need(&sc, "cotal_delivery_lease_renewal_failures_total" S "}");
+		r0 = scrape_need(&sc, "cotal_delivery_broker_reconnects_total" S "}");
 		uint64_t rev = lease_row(kv, &at);
 		assert_true(rev > 0);
 		double due = at + 15.0;
@@ -370,8 +360,8 @@ test_a_broker_stalled_across_a_renewal_counts_one_failure(void **state)
 		printf("• broker stalled from %.3f to %.3f; the renewal was due at %.3f\n", stopped,
 		    wall_s(), due);
 		assert_true(until(mport, &sc, "cotal_delivery_serving" S "}", 1, 30000) == 1);
-		f1 = need(&sc, "cotal_delivery_lease_renewal_failures_total" S "}");
-		r1 = need(&sc, "cotal_delivery_broker_reconnects_total" S "}");
+		f1 = scrape_need(&sc, "cotal_delivery_lease_renewal_failures_total" S "}");
+		r1 = scrape_need(&sc, "cotal_delivery_broker_reconnects_total" S "}");
 		if (r1 == r0)
 			break;
 		printf("  the connection was lost meanwhile (reconnects %.0f -> %.0f): again\n", r0,
@@ -394,7 +384,7 @@ test_a_broker_restart_counts_one_reconnect(void **state)
 {
 	(void)state;
 	scrape_at(mport, &sc);
-	double r0 = need(&sc, "cotal_delivery_broker_reconnects_total" S "}");
+	double r0 = scrape_need(&sc, "cotal_delivery_broker_reconnects_total" S "}");
 	assert_int_equal(h_broker_stop(&mesh), 0);
 	double down = until(mport, &sc, "cotal_delivery_broker_connected" S
 	    ",connection=\"resident\"}", 0, 5000);
@@ -451,8 +441,8 @@ test_reloads_count_adopted_and_refused(void **state)
 
 	(void)state;
 	scrape_at(mport, &sc);
-	double a0 = need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"adopted\"}");
-	double f0 = need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"refused\"}");
+	double a0 = scrape_need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"adopted\"}");
+	double f0 = scrape_need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"refused\"}");
 	/* Renewed: 3 days, the same user key. */
 	assert_int_equal(h_cotal(&mesh, out, sizeof(out), "creds", "mint", "--space", SPACE,
 	    "--profile", "delivery", "--out", creds_path, "--renew", "--expires", "259200",
@@ -489,7 +479,7 @@ test_reloads_count_adopted_and_refused(void **state)
 	printf("• another user's credential reloaded: refused %.0f -> %.0f (+1; tolerance 0)\n%s",
 	    f0, f1, out);
 	assert_true(f1 == f0 + 1);
-	assert_true(need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"adopted\"}") ==
+	assert_true(scrape_need(&sc, "cotal_delivery_credential_reloads_total" S ",outcome=\"adopted\"}") ==
 	    a0 + 1);
 }
 
@@ -527,15 +517,15 @@ test_process_memory_and_cpu_are_the_processes_own(void **state)
 		assert_non_null(f = fopen(path, "r"));
 		assert_int_equal(fscanf(f, "%ld %ld", &dummy, &pages1), 2);
 		fclose(f);
-		double age = sc.after - need(&sc, "cotal_delivery_snapshot_timestamp_seconds" S "}");
+		double age = sc.after - scrape_need(&sc, "cotal_delivery_snapshot_timestamp_seconds" S "}");
 		snprintf(series, sizeof(series), "cotal_delivery_process_resident_memory_bytes" S
 		    ",process=\"%s\"}", roles[r]);
-		double rss = need(&sc, series);
+		double rss = scrape_need(&sc, series);
 		double lo = (double)(pages0 < pages1 ? pages0 : pages1) * (double)page;
 		double hi = (double)(pages0 > pages1 ? pages0 : pages1) * (double)page;
 		snprintf(series, sizeof(series), "cotal_delivery_process_cpu_seconds_total" S
 		    ",process=\"%s\"}", roles[r]);
-		double cpu = need(&sc, series);
+		double cpu = scrape_need(&sc, series);
 		double cpu_lo = (double)t0 / (double)hz - age * (double)cores - 0.01;
 		double cpu_hi = (double)t1 / (double)hz + 0.01;
 		printf("• %s: memory %.0f bytes (/proc: %.0f..%.0f, ±25 %% + 4 MiB), cpu %.2f s "
@@ -548,20 +538,11 @@ test_process_memory_and_cpu_are_the_processes_own(void **state)
 
 /* ---- the reader's verdicts ---- */
 
-static void
-member_up(struct member *m, const char *name, const char *channel, bool join)
-{
-	char err[1024];
-
-	if (h_member_add(&mesh, name, channel, NULL, m, err, sizeof(err)) != 0 ||
-	    (join && h_member_join(&prov, &mesh, &m->a, channel, 1, err, sizeof(err)) != 0))
-		fail_msg("%s: %s", name, err);
-}
 
 static double
 grown(const char *series, double from)
 {
-	return need(&sc2, series) - from;
+	return scrape_need(&sc2, series) - from;
 }
 
 /*
@@ -583,15 +564,15 @@ test_the_readers_verdicts_are_the_entries_refused(void **state)
 	const char *dlv = "cotal_delivery_reader_delivered_total" S "}";
 
 	(void)state;
-	member_up(&a, "nar-a", "narrow", false);
-	member_up(&b, "nar-b", "narrow", true);
-	member_up(&c, "miss-a", "missing", false);
-	member_up(&d, "miss-b", "missing", true);
+	h_member_up(&mesh, &prov, &a, "nar-a", "narrow", false);
+	h_member_up(&mesh, &prov, &b, "nar-b", "narrow", true);
+	h_member_up(&mesh, &prov, &c, "miss-a", "missing", false);
+	h_member_up(&mesh, &prov, &d, "miss-b", "missing", true);
 	scrape_at(mport, &sc);
-	double d0 = need(&sc, den), r0 = need(&sc, ret), g0 = need(&sc, gave), v0 = need(&sc, dlv);
+	double d0 = scrape_need(&sc, den), r0 = scrape_need(&sc, ret), g0 = scrape_need(&sc, gave), v0 = scrape_need(&sc, dlv);
 	pid_t reader = h_daemon_worker_pid(&dmn, "reader");
 	assert_true(reader > 0);
-	double e0 = need(&sc, "cotal_delivery_fanout_copies_total" S "}");
+	double e0 = scrape_need(&sc, "cotal_delivery_fanout_copies_total" S "}");
 	assert_int_equal(kill(reader, SIGSTOP), 0);
 	for (int i = 0; i < 3; i++) {
 		char id[16];

@@ -2,7 +2,7 @@
  * A scrape of the daemon's /metrics read by hand, for the e2e suites that
  * check the exporter's values (e2e_metrics_values, e2e_alerts): the wall
  * clock around the scrape, and one sample's value by its exact series
- * text, name{space="…",…} as supervisor/exposition.c writes it. Static
+ * text, name{space="…",…} as service/exposition.c writes it. Static
  * functions: each suite compiles its own copy.
  */
 #ifndef COTAL_TESTS_SCRAPE_H
@@ -13,6 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
 
 #include "tests/harness/harness.h"
 
@@ -78,6 +85,17 @@ scrape_has(const struct scrape *sc, const char *prefix)
 		if (*p != '#' && strncmp(p, prefix, n) == 0)
 			return true;
 	return false;
+}
+
+/* A sample that must be there: its value, or the test fails naming it. */
+static inline double
+scrape_need(const struct scrape *sc, const char *series)
+{
+	double v = scrape_value(sc, series);
+
+	if (isnan(v))
+		fail_msg("no sample %s in the scrape", series);
+	return v;
 }
 
 #endif

@@ -8,9 +8,15 @@
 #include "tests/harness/harness_int.h"
 
 #include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "lib/clock.h"
 #include "lib/creds/jwt.h"
@@ -599,4 +605,15 @@ h_dlv_surface(struct puller *pl, atomic_bool *stop, void (*on_frame)(void *arg, 
 		}
 		natsMsgList_Destroy(&list);
 	}
+}
+
+void
+h_member_up(struct mesh *m, struct conn *prov, struct member *mb, const char *name,
+	    const char *channel, bool join)
+{
+	char err[1024];
+
+	if (h_member_add(m, name, channel, NULL, mb, err, sizeof(err)) != 0 ||
+	    (join && h_member_join(prov, m, &mb->a, channel, 1, err, sizeof(err)) != 0))
+		fail_msg("%s: %s", name, err);
 }

@@ -4,6 +4,7 @@
  * test's to choose, which no library client would let it.
  */
 #include "tests/harness/harness.h"
+#include "lib/clock.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -79,4 +80,35 @@ h_http_get(int port, const char *path, const char *accept, char *body, size_t bo
 	if (n < 0 || (size_t)n >= sizeof(req))
 		return 0;
 	return h_http_exchange(port, req, (size_t)n, body, bodylen, head, headlen);
+}
+
+int
+h_prometheus_start(const char *bin, const char *conf, const char *dir, int *port)
+{
+	char data[H_PATH_MAX * 2], out[H_PATH_MAX * 2], a1[H_PATH_MAX * 3], a2[H_PATH_MAX * 3];
+	char listen[64], body[4096];
+	pid_t prom;
+
+	snprintf(data, sizeof(data), "%s/prometheus-data", dir);
+	snprintf(out, sizeof(out), "%s/prometheus.log", dir);
+	*port = h_free_port();
+	snprintf(listen, sizeof(listen), "--web.listen-address=127.0.0.1:%d", *port);
+	snprintf(a1, sizeof(a1), "--config.file=%s", conf);
+	snprintf(a2, sizeof(a2), "--storage.tsdb.path=%s", data);
+	fflush(stdout);
+	if ((prom = fork()) < 0)
+		return -1;
+	if (prom == 0) {
+		FILE *o = freopen(out, "a", stdout);
+		(void)o;
+		dup2(1, 2);
+		execl(bin, "prometheus", a1, a2, listen, "--log.level=warn", (char *)NULL);
+		_exit(127);
+	}
+	h_track(prom);
+	for (int64_t end = mono_ms() + 30000; mono_ms() < end; h_nap(200))
+		if (h_http_get(*port, "/-/ready", NULL, body, sizeof(body), NULL, 0) == 200)
+			return 0;
+	fprintf(stderr, "✗ Prometheus not ready in 30 s; see %s\n", out);
+	return -1;
 }
