@@ -140,6 +140,16 @@ queue_admits(enum reg_queue q, const struct rail_caller *c, size_t bytes)
 	return v;
 }
 
+/* The queue's waiting requests into its gauge (waiting_ctl, _admin,
+ * _inventory: the gauges in ipc.c's order), under its lock, at every push
+ * and pop: a STATUS never shows a request served by its counters and still
+ * waiting by the gauge (issue 43: sampled every 200 ms, it did). */
+static void
+gauge_locked(enum reg_queue q)
+{
+	worker_gauge((int)q, (uint64_t)(q == Q_CTL ? queues[q].fair.n : queues[q].fifo.n));
+}
+
 enum fairq_verdict
 queue_push(enum reg_queue q, struct request *r, size_t bytes)
 {
@@ -162,19 +172,12 @@ queue_push(enum reg_queue q, struct request *r, size_t bytes)
 		f->tail = r;
 		f->n++;
 	}
-	if (v == FAIRQ_OK)
+	if (v == FAIRQ_OK) {
+		gauge_locked(q);
 		pthread_cond_signal(&queues[q].cv);
+	}
 	pthread_mutex_unlock(&queues[q].mu);
 	return v;
-}
-
-int
-queue_waiting(enum reg_queue q)
-{
-	pthread_mutex_lock(&queues[q].mu);
-	int n = q == Q_CTL ? queues[q].fair.n : queues[q].fifo.n;
-	pthread_mutex_unlock(&queues[q].mu);
-	return n;
 }
 
 static bool
@@ -202,6 +205,8 @@ queue_pop(enum reg_queue q, int ms)
 			f->tail = NULL;
 		f->n--;
 	}
+	if (r != NULL)
+		gauge_locked(q);
 	pthread_mutex_unlock(&queues[q].mu);
 	return r;
 }
@@ -252,6 +257,7 @@ queues_drain(void)
 			queues[q].fifo.tail = NULL;
 			queues[q].fifo.n = 0;
 		}
+		gauge_locked((enum reg_queue)q);
 		pthread_mutex_unlock(&queues[q].mu);
 	}
 }

@@ -599,9 +599,7 @@ registry_run(void)
 		}
 #endif
 		rails_count_drops();
-		/* The gauges in ipc.c's order: waiting_ctl, _admin, _inventory. */
-		for (int q = Q_CTL; q < Q_COUNT; q++)
-			worker_gauge(q, (uint64_t)queue_waiting((enum reg_queue)q));
+		/* The waiting gauges are set at every push and pop (queues.c). */
 		refused_report();
 	}
 	rails_count_drops();

@@ -130,8 +130,6 @@ const char *queue_refusal(enum fairq_verdict v, size_t *len);
  * A Q_CTL request's caller has no other served until queue_done(r). */
 struct request *queue_pop(enum reg_queue q, int ms);
 void queue_done(struct request *r);
-/* Requests waiting in q now (in service not counted). */
-int queue_waiting(enum reg_queue q);
 
 /* refused.c: who is refused most on the agents' rail, for the metrics. */
 #define REFUSED_TRACKED 1000     /* callers counted by name; the rest as "other" */
