@@ -13,8 +13,9 @@ broker_dir=${COTAL_BROKER_DIR:-build/brokers}
 # openssl (the command): the TLS e2e tests make a CA and a broker certificate.
 # gdb: a hung e2e test prints every thread's stack before its timeout.
 # logrotate: e2e_daemon rotates a live log with dist/logrotate/cotal-deliveryd.
-# prometheus: e2e_metrics scrapes the daemon with a real one; promtool checks
-# a scrape and dist/prometheus/.
+# prometheus: e2e_metrics scrapes the daemon with a real one and e2e_alerts
+# runs dist/prometheus's alert rules in it; promtool checks a scrape and
+# dist/prometheus/.
 # python3-jsonschema: e2e_status_json validates cotal status --json against
 # docs/status.schema.json.
 # groff-base: man_pages reads the man pages with groff's warnings on.
