@@ -72,9 +72,9 @@ infer_token(struct audit *a, const char *space)
 }
 
 /* ---- what the audit finds by itself, as the other commands do (issue
- * 43: "the profile from the credential's own name and grants when not
- * given, the space's account from the workspace; no placeholder ever
- * printed") ---- */
+ * 43): the profile from the credential's own name and grants when not
+ * given, the space's account from the workspace; an account it cannot
+ * find is said and stops the audit, never printed as a stand-in ---- */
 
 static bool
 audit_profile(enum profile p)
@@ -497,7 +497,7 @@ cmd_creds_audit(int argc, char **argv)
 	/* The space account: --account's, else the delivery credential's own;
 	 * a $SYS credential's from the workspace (space_account), never from
 	 * its own CONNZ grant (the check of that grant would then hold by
-	 * construction). Unknown, the audit stops: no placeholder. */
+	 * construction). Unknown, the audit stops and says what to pass. */
 	if (account != NULL)
 		a.account = account;
 	else if (a.cred == NEED_DELIVERY)

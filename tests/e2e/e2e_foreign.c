@@ -498,9 +498,10 @@ audit_from_root_dir(const char *file, char *out, size_t len)
 /*
  * Issue 43, finding 4: "The audit of a sys-observer credential fails on
  * the demo's own valid file unless its account is copied out of
- * dev-mesh.json [...] --root is ignored." Now "the profile from the
- * credential's own name and grants when not given, the space's account
- * from the workspace; no placeholder ever printed": the workspace's own
+ * dev-mesh.json [...] --root is ignored." Now the profile comes from the
+ * credential's own name and grants when not given, and the space's
+ * account from the workspace, and no stand-in account is ever printed: the
+ * workspace's own
  * observer file with no flag (its name says sys-observer@<space>); the
  * same by its path alone from /, no --root (the workspace above the file);
  * another toolchain's observer named its own way (its grants say it, the
