@@ -469,6 +469,7 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	bool got[BARRIER_MAX] = { false };
 	char reply[256], why[512];
 	int left = n, rc = -1;
+	bool asked_again = false;
 
 	if (n <= 0 || n > BARRIER_MAX)
 		return n == 0 ? 0 : -1;
@@ -508,6 +509,7 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 			bool failed_over = conn_reconnects(nc) != epoch;
 			if (failed_over || mono_ms() >= resend_at) {
 				(void)ask_last_seqs(nc, m, n, got, base);
+				asked_again = true;
 				resend_at = mono_ms() + BARRIER_RESEND_MS;
 			}
 			if (failed_over) {
@@ -544,8 +546,13 @@ kvmirror_barrier_all(struct kvmirror *const *m, int n, char *err, size_t errlen)
 	for (int i = 0; i < n && rc == 0; i++)
 		rc = barrier_wait(m[i], last[i], err, errlen);
 out:
-	/* A second answer may still come (natsconn.h). */
-	conn_sub_close(nc, sub, CONN_SUB_FLUSH_MS);
+	/* Each request asked once and answered: nothing more comes to this
+	 * inbox, and the fan-out's batch pays no flush. Asked again, or left
+	 * unanswered, a late answer may still come (natsconn.h). */
+	if (left == 0 && !asked_again)
+		natsSubscription_Destroy(sub);
+	else
+		conn_sub_close(nc, sub, CONN_SUB_FLUSH_MS);
 	return rc;
 }
 
