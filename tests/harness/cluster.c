@@ -168,8 +168,11 @@ meta_left_out(struct mesh *m, int n, bool *out, char *why, size_t whylen)
  * answers) is dropped (processInboundClientMsg: c.acc == nil), for the
  * life of the process, while it hears the others. Fixed in 2.11.0 (the
  * queue is given the account). Such a node is restarted: it is a broker
- * that came up broken, not a state of the cluster under test.
+ * that came up broken, not a state of the cluster under test. What its log
+ * said is printed, for the record.
  */
+static void node_evidence(struct mesh *m, int i, pid_t pid);
+
 static int
 cluster_meta_joined(struct mesh *m, int n)
 {
@@ -199,9 +202,12 @@ cluster_meta_joined(struct mesh *m, int n)
 			if (!out[i])
 				continue;
 			fprintf(stderr, "• harness: node %d is not in the JetStream meta group %d ms "
-			    "after start (%s): its raft messages never reach the leader (nats-server "
-			    "2.10's send queue without an account); restarting it\n", i + 1,
-			    META_JOIN_MS, why);
+			    "after start (%s): its raft messages never reach the leader (see "
+			    "h_stream_current for why nats-server 2.10 does this); restarting it. "
+			    "Its log since that start:\n", i + 1, META_JOIN_MS, why);
+			fflush(stderr);
+			node_evidence(m, i, m->nodes[i].pid);
+			fflush(stdout);
 			h_node_kill(m, i);
 			if (h_node_start(m, i) != 0)
 				return -1;
@@ -300,14 +306,20 @@ int
 h_node_start(struct mesh *m, int i)
 {
 	char logname[32];
+	int rc;
 
 	if (i < 0 || i >= m->nnodes)
 		return -1;
 	snprintf(logname, sizeof(logname), "broker-%d.log", i + 1);
 	if (m->nodes[i].netns[0] != '\0')
-		return hi_broker_spawn_at(m, m->nodes[i].conf, m->nodes[i].netns, m->nodes[i].addr,
+		rc = hi_broker_spawn_at(m, m->nodes[i].conf, m->nodes[i].netns, m->nodes[i].addr,
 		    m->nodes[i].port, logname, &m->nodes[i].pid);
-	return hi_broker_spawn(m, m->nodes[i].conf, m->nodes[i].port, logname, &m->nodes[i].pid);
+	else
+		rc = hi_broker_spawn(m, m->nodes[i].conf, m->nodes[i].port, logname,
+		    &m->nodes[i].pid);
+	if (rc == 0)
+		m->nodes[i].started_ms = mono_ms();
+	return rc;
 }
 
 int
@@ -323,19 +335,59 @@ h_node_stop(struct mesh *m, int i)
 }
 
 /*
- * A replica its stream leader has not heard from for longer than raft's
- * lost-quorum interval (10 s), though its broker runs: a follower answers
- * every append entry, heartbeats included (one a second when idle), and the
- * leader reports it current once an answer reaches its last applied index
- * (raft.go Peers(): ps.li >= n.applied; trackResponse sets ps.li). A node
- * that still has not been heard 15 s on is mute: nats-server 2.10 now and
- * then starts a broker whose raft send queue has no account
- * (setSystemAccount starts it before it stores the system account; fixed
- * in 2.11.0), which drops everything its raft groups send for the life of
- * the process. It is restarted once: a broker that came up broken.
+ * A replica its stream leader has not heard from since its broker started,
+ * MUTE_MS ago, though the broker runs: a follower answers every append
+ * entry, heartbeats included (one a second when idle), and the leader
+ * counts any answer as hearing from it (raft.go trackPeer; the replica's
+ * "active"), so a healthy node restarted is heard within a second or two
+ * of its routes coming up. One that is not is a broker that came up unable
+ * to reach the leader, which nats-server 2.10 does now and then: its raft
+ * send queue may start without an account (setSystemAccount starts it
+ * before it stores the system account; fixed in 2.11.0) and drop all it
+ * sends. CI also saw a restarted node unheard twice in a row, which that
+ * rare race does not explain; its cause is not known (a candidate: the
+ * restart's simultaneous route dials end in duplicate route resolution,
+ * the "Duplicate Route" closes in its log). Both last for the life of the
+ * process and the next start is a new draw. So such a node is
+ * restarted, each time judged from its own start, at most MUTE_RESTARTS
+ * times, and what its log said about its routes and raft is printed.
  */
-#define UNHEARD_NS 10000000000LL
-#define MUTE_MS 15000
+#define MUTE_MS 10000
+#define MUTE_RESTARTS 4
+#define EVIDENCE_LINES 12
+
+/* The warnings, errors and route closes node i's broker logged since it
+ * last started (its pid's lines), at most EVIDENCE_LINES of them. */
+static void
+node_evidence(struct mesh *m, int i, pid_t pid)
+{
+	char path[H_PATH_MAX + 32], line[1024], tag[32];
+	int shown = 0, skipped = 0;
+
+	snprintf(path, sizeof(path), "%s/broker-%d.log", m->dir, i + 1);
+	snprintf(tag, sizeof(tag), "[%d] ", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, tag, strlen(tag)) != 0 ||
+		    strstr(line, "Error trying to connect to route") != NULL ||
+		    (strstr(line, "[ERR]") == NULL && strstr(line, "[WRN]") == NULL &&
+		    strstr(line, "connection closed") == NULL))
+			continue;
+		if (shown == EVIDENCE_LINES) {
+			skipped++;
+			continue;
+		}
+		printf("    node %d: %s", i + 1, line);
+		if (strchr(line, '\n') == NULL)
+			putchar('\n');
+		shown++;
+	}
+	fclose(f);
+	if (skipped > 0)
+		printf("    node %d: (%d more such lines in %s)\n", i + 1, skipped, path);
+}
 
 /* The index of node cotal_dev_<k> of m, or -1. */
 static int
@@ -352,10 +404,9 @@ h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, cha
 		 size_t errlen)
 {
 	char last[1024] = "no stream info yet";
-	int64_t unheard_since[H_NODES_MAX] = { 0 };
-	bool restarted[H_NODES_MAX] = { false };
+	int restarts[H_NODES_MAX] = { 0 };
 
-	for (int waited = 0; waited < ms; waited += 250) {
+	for (int64_t until = mono_ms() + ms; mono_ms() < until;) {
 		jsStreamInfo *si = NULL;
 		jsErrCode jerr = 0;
 		bool ok = false;
@@ -373,30 +424,26 @@ h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, cha
 			for (int k = 0; k < ci->ReplicasLen; k++) {
 				jsPeerInfo *r = ci->Replicas[k];
 				int node = node_of(m, r->Name);
-				bool unheard = !r->Current && (r->Active == 0 || r->Active > UNHEARD_NS);
 				ok = ok && r->Current && !r->Offline;
 				w += (size_t)snprintf(last + w, w < sizeof(last) ? sizeof(last) - w : 0,
 				    " %s current %s offline %s active %lld ms lag %" PRIu64 ";",
 				    r->Name ? r->Name : "?", r->Current ? "yes" : "no",
 				    r->Offline ? "yes" : "no", (long long)(r->Active / 1000000),
 				    r->Lag);
-				if (node < 0)
+				if (node < 0 || r->Current || r->Offline || m->nodes[node].pid <= 0)
 					continue;
-				if (!unheard || r->Offline || m->nodes[node].pid <= 0) {
-					unheard_since[node] = 0;
+				int64_t up = mono_ms() - m->nodes[node].started_ms;
+				bool unheard = r->Active <= 0 || r->Active / 1000000 > up;
+				if (!unheard || up < MUTE_MS || restarts[node] == MUTE_RESTARTS)
 					continue;
-				}
-				if (unheard_since[node] == 0)
-					unheard_since[node] = mono_ms();
-				if (mono_ms() - unheard_since[node] < MUTE_MS || restarted[node])
-					continue;
-				printf("• %s: leader %s has not heard from %s for %lld ms though its "
-				    "broker (pid %d) runs: its raft messages are dropped (nats-server "
-				    "2.10's raft send queue without an account); restarting node %d\n",
-				    stream, ci->Leader, r->Name, (long long)(r->Active / 1000000),
-				    (int)m->nodes[node].pid, node + 1);
-				restarted[node] = true;
-				unheard_since[node] = 0;
+				pid_t was = m->nodes[node].pid;
+				restarts[node]++;
+				printf("• %s: leader %s has not heard from %s since its broker (pid %d) "
+				    "started %lld ms ago: it came up unable to reach the leader; "
+				    "restarting node %d (restart %d of at most %d). Its log since "
+				    "that start:\n", stream, ci->Leader, r->Name, (int)was,
+				    (long long)up, node + 1, restarts[node], MUTE_RESTARTS);
+				node_evidence(m, node, was);
 				h_node_kill(m, node);
 				if (h_node_start(m, node) != 0) {
 					jsStreamInfo_Destroy(si);

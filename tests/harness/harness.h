@@ -41,6 +41,7 @@ struct node {
 	char url[64];
 	int port, route_port;
 	pid_t pid;
+	int64_t started_ms; /* mono_ms() when its broker last came up */
 	/* On a test network (h_cluster_net_up): the node's own network
 	 * namespace and address; "" for a node on loopback. */
 	char netns[32];
