@@ -335,6 +335,12 @@ h_node_stop(struct mesh *m, int i)
 }
 
 /*
+ * Every replica current (it holds what the leader applied) and heard by its
+ * leader since its broker last started: "current" alone says nothing of
+ * the second (raft.go Peers(): ps.li >= n.applied), so a node restarted
+ * into a stream with nothing new reads current while its leader cannot
+ * hear it.
+ *
  * A replica its stream leader has not heard from since its broker started,
  * MUTE_MS ago, though the broker runs: a follower answers every append
  * entry, heartbeats included (one a second when idle), and the leader
@@ -424,17 +430,17 @@ h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, cha
 			for (int k = 0; k < ci->ReplicasLen; k++) {
 				jsPeerInfo *r = ci->Replicas[k];
 				int node = node_of(m, r->Name);
-				ok = ok && r->Current && !r->Offline;
+				int64_t up = node >= 0 ? mono_ms() - m->nodes[node].started_ms : 0;
+				bool unheard = node >= 0 && m->nodes[node].pid > 0 &&
+				    (r->Active <= 0 || r->Active / 1000000 > up);
+				ok = ok && r->Current && !r->Offline && !unheard;
 				w += (size_t)snprintf(last + w, w < sizeof(last) ? sizeof(last) - w : 0,
-				    " %s current %s offline %s active %lld ms lag %" PRIu64 ";",
+				    " %s current %s offline %s active %lld ms lag %" PRIu64 "%s;",
 				    r->Name ? r->Name : "?", r->Current ? "yes" : "no",
 				    r->Offline ? "yes" : "no", (long long)(r->Active / 1000000),
-				    r->Lag);
-				if (node < 0 || r->Current || r->Offline || m->nodes[node].pid <= 0)
-					continue;
-				int64_t up = mono_ms() - m->nodes[node].started_ms;
-				bool unheard = r->Active <= 0 || r->Active / 1000000 > up;
-				if (!unheard || up < MUTE_MS || restarts[node] == MUTE_RESTARTS)
+				    r->Lag, unheard ? " (not heard since its broker started)" : "");
+				if (!unheard || r->Offline || up < MUTE_MS ||
+				    restarts[node] == MUTE_RESTARTS)
 					continue;
 				pid_t was = m->nodes[node].pid;
 				restarts[node]++;

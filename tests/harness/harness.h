@@ -235,10 +235,11 @@ int h_node_stop(struct mesh *m, int i);   /* SIGTERM, wait */
  * when no log names one. */
 int h_meta_leader(struct mesh *m);
 /* Wait up to ms for every replica of stream to be current again (a node back
- * from a kill), read on c; a node whose broker runs but whose leader has not
- * heard from it for 15 s is restarted once (nats-server 2.10's mute broker,
- * as in h_cluster_up; a line on stdout says so). 0, or -1 with what was last
- * seen in err. */
+ * from a kill) and heard by its leader since its broker started, read on c;
+ * a node whose broker has run 10 s unheard is restarted, at most 4 times
+ * (nats-server 2.10's mute broker, as in h_cluster_up; a line on stdout
+ * says so, with what that broker logged). 0, or -1 with what was last seen
+ * in err. */
 int h_stream_current(struct conn *c, struct mesh *m, const char *stream, int ms, char *err,
 		     size_t errlen);
 
