@@ -6,12 +6,15 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/provision.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 
 /* "4G", "512M", "1T", "300000000": a byte count, K/M/G/T binary (an
@@ -43,6 +46,50 @@ size_arg(const char *arg, int64_t *out)
 		return -1;
 	*out = (int64_t)(v << shift);
 	return 0;
+}
+
+/* How long a space provisioned with replicas waits for the cluster to
+ * place them: the nodes elect a JetStream meta leader and join its group
+ * seconds after `cotal mesh start` returned (each node listening). */
+#define CLUSTER_PLACE_WAIT_MS 30000
+
+/*
+ * Provision (idempotent), and with replicas, while the cluster's JetStream
+ * does not answer yet ("Timeout") or cannot place the replicas yet (err_code
+ * 10005, "no suitable peers for placement"), again for up to
+ * CLUSTER_PLACE_WAIT_MS, said once. Each attempt's report is printed only
+ * for the attempt that ends it.
+ */
+static int
+provision_until_placed(natsConnection *nc, const char *space, int replicas, int64_t storage,
+		       char *err, size_t errlen)
+{
+	int64_t until = mono_ms() + CLUSTER_PLACE_WAIT_MS;
+	bool said = false;
+
+	for (;;) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *report = open_memstream(&text, &len);
+		int rc = space_provision_storage(nc, space, replicas, storage,
+		    report != NULL ? report : stdout, err, errlen);
+		bool early = replicas > 1 && rc != 0 && mono_ms() < until &&
+		    (strstr(err, "Timeout") != NULL || strstr(err, "err_code 10005") != NULL);
+		if (report != NULL) {
+			fclose(report);
+			if (!early)
+				fputs(text, stdout);
+			free(text);
+		}
+		if (!early)
+			return rc;
+		if (!said)
+			log_info("space provision: waiting up to %d s for the cluster's JetStream "
+			    "to place %d replicas (%s)", CLUSTER_PLACE_WAIT_MS / 1000, replicas, err);
+		said = true;
+		struct timespec ts = { 0, 500 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
 }
 
 int
@@ -94,7 +141,7 @@ cmd_space_provision(int argc, char **argv)
 		log_errx("space provision: %s", err);
 		return 1;
 	}
-	rc = space_provision_storage(nc, space, replicas, storage, stdout, err, sizeof(err));
+	rc = provision_until_placed(nc, space, replicas, storage, err, sizeof(err));
 	if (rc != 0)
 		log_errx("space provision: %s", err);
 	else
