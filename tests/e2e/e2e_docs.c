@@ -12,12 +12,14 @@
  * example is neither run nor listed; and no entry of NOT_RUN, EXPECT,
  * SUBST or GROUND names text no page holds any more. A failure names the
  * page, the line and the command.
+ *
+ * This file holds the tables, the running and the tests; reading the
+ * examples out of the pages, and matching a shown line against a run's
+ * output, is docs_pages.c's.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
-#include <regex.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -33,6 +35,7 @@
 
 #include <cmocka.h>
 
+#include "tests/e2e/docs_pages.h"
 #include "tests/harness/harness.h"
 
 #ifndef COTAL_SOURCE_DIR
@@ -40,8 +43,6 @@
 #endif
 
 #define EX_MAX 256
-#define CMD_MAX 2048
-#define OUTL_MAX 24
 #define REPORT_MAX (64 * 1024)
 #define RUN_TIMEOUT_S "60" /* one example's bound: a hung command fails */
 #define READY_MS 30000     /* a foreground daemon's READY=1 */
@@ -176,23 +177,15 @@ static const struct {
  * not list fails the test unrun. */
 static const char *const RUNNABLE[] = { "cotal", "cotal-deliveryd", "curl" };
 
-/* ---- extraction ---- */
+/* ---- the examples, and the failures found ---- */
 
-struct example {
-	char page[64];
-	int line;
-	char cmd[CMD_MAX];
-	int nout;
-	char out[OUTL_MAX][512];
-};
-
-static struct example ex[EX_MAX];
+static struct docs_example ex[EX_MAX];
 static int nex;
 static char report[REPORT_MAX];
 static int nfail;
 
 static void
-failf(const struct example *e, const char *fmt, ...)
+failf(const struct docs_example *e, const char *fmt, ...)
 {
 	size_t n = strlen(report);
 	va_list ap;
@@ -208,149 +201,6 @@ failf(const struct example *e, const char *fmt, ...)
 	if (n + 2 < sizeof(report))
 		strcat(report, "\n");
 	nfail++;
-}
-
-/* Scan s for shell quotes: whether one is still open at its end; *cut gets
- * the offset of an unquoted comment (a `#` after a blank), or -1. */
-static bool
-quote_open(const char *s, int *cut)
-{
-	char q = 0;
-
-	*cut = -1;
-	for (size_t i = 0; s[i] != '\0'; i++) {
-		char c = s[i];
-		if (q == '\'') {
-			if (c == '\'')
-				q = 0;
-		} else if (c == '\\' && s[i + 1] != '\0') {
-			i++;
-		} else if (q == '"') {
-			if (c == '"')
-				q = 0;
-		} else if (c == '\'' || c == '"') {
-			q = c;
-		} else if (c == '#' && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) {
-			*cut = (int)i;
-			return false;
-		}
-	}
-	return q != 0;
-}
-
-static void
-rtrim(char *s)
-{
-	size_t n = strlen(s);
-	while (n > 0 && isspace((unsigned char)s[n - 1]))
-		s[--n] = '\0';
-}
-
-/* A command starting at line i of lines: comment cut, continued onto the
- * next lines while a quote is open or the line ends in a backslash. The
- * index of its last line. */
-static int
-take_command(char **lines, int n, int i, const char *first, struct example *e)
-{
-	int cut;
-	char buf[CMD_MAX];
-
-	snprintf(buf, sizeof(buf), "%s", first);
-	for (;;) {
-		bool open = quote_open(buf, &cut);
-		if (cut >= 0)
-			buf[cut] = '\0';
-		rtrim(buf);
-		size_t len = strlen(buf);
-		bool backslash = len > 0 && buf[len - 1] == '\\';
-		if ((!open && !backslash) || i + 1 >= n)
-			break;
-		i++;
-		size_t room = sizeof(buf) - strlen(buf) - 1;
-		strncat(buf, "\n", room);
-		strncat(buf, lines[i], room > 0 ? room - 1 : 0);
-	}
-	snprintf(e->cmd, sizeof(e->cmd), "%s", buf);
-	return i;
-}
-
-static void
-extract_page(const char *root, const char *page)
-{
-	char path[1024], *text = NULL, *lines[4096];
-	int n = 0;
-	size_t cap = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, page);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	ssize_t len = getdelim(&text, &cap, '\0', f);
-	fclose(f);
-	assert_true(len >= 0);
-	for (char *s = text, *nl; s != NULL && *s != '\0' && n < 4096; s = nl) {
-		nl = strchr(s, '\n');
-		if (nl != NULL)
-			*nl++ = '\0';
-		lines[n++] = s;
-	}
-	for (int i = 0; i < n; i++) {
-		const char *l = lines[i];
-		while (*l == ' ')
-			l++;
-		if (strncmp(l, "```", 3) != 0)
-			continue;
-		char info[32];
-		snprintf(info, sizeof(info), "%s", l + 3);
-		rtrim(info);
-		bool sh = strcmp(info, "sh") == 0 || strcmp(info, "console") == 0;
-		int end = i + 1, open = i + 1;
-		bool transcript = false;
-		while (end < n && strncmp(lines[end] + strspn(lines[end], " "), "```", 3) != 0) {
-			if (strncmp(lines[end], "$ ", 2) == 0)
-				transcript = true;
-			end++;
-		}
-		for (int j = open; j < end && nex < EX_MAX; j++) {
-			struct example *e = &ex[nex];
-			const char *first = NULL;
-			if (strncmp(lines[j], "$ ", 2) == 0)
-				first = lines[j] + 2;
-			else if (sh && !transcript && lines[j][0] != '\0' && !isspace((unsigned char)lines[j][0]) &&
-			    lines[j][0] != '#')
-				first = lines[j];
-			if (first == NULL)
-				continue;
-			memset(e, 0, sizeof(*e));
-			snprintf(e->page, sizeof(e->page), "%s", page);
-			e->line = j + 1;
-			j = take_command(lines, end, j, first, e);
-			if (transcript)
-				while (j + 1 < end && strncmp(lines[j + 1], "$ ", 2) != 0) {
-					j++;
-					if (lines[j][0] != '\0' && e->nout < OUTL_MAX)
-						snprintf(e->out[e->nout++], sizeof(e->out[0]), "%s", lines[j]);
-				}
-			nex++;
-		}
-		i = end;
-	}
-	free(text);
-}
-
-static void
-extract_all(void)
-{
-	glob_t g;
-	char pat[1024];
-
-	nex = 0;
-	extract_page(COTAL_SOURCE_DIR, "README.md");
-	snprintf(pat, sizeof(pat), "%s/docs/*.md", COTAL_SOURCE_DIR);
-	assert_int_equal(glob(pat, 0, NULL, &g), 0);
-	for (size_t i = 0; i < g.gl_pathc; i++)
-		extract_page(COTAL_SOURCE_DIR, g.gl_pathv[i] + strlen(COTAL_SOURCE_DIR) + 1);
-	globfree(&g);
 }
 
 /* ---- what is done with an example ---- */
@@ -391,7 +241,7 @@ runnable(const char *cmd)
 static void
 as_run(const char *cmd, char *out, size_t outlen, int *used)
 {
-	char tmp[CMD_MAX * 2];
+	char tmp[DOCS_CMD_MAX * 2];
 	size_t o = 0;
 	char q = 0;
 
@@ -419,7 +269,7 @@ as_run(const char *cmd, char *out, size_t outlen, int *used)
 	}
 	tmp[o] = '\0';
 	for (size_t k = 0; k < N(SUBST); k++) {
-		char *at, next[CMD_MAX * 2];
+		char *at, next[DOCS_CMD_MAX * 2];
 		size_t from = 0;
 		while ((at = strstr(tmp + from, SUBST[k].doc)) != NULL) {
 			size_t pre = (size_t)(at - tmp);
@@ -577,7 +427,7 @@ note_agent(const char *cmd, const char *out)
 static void
 expand_shown(const char *text, char *out, size_t len)
 {
-	char sub[CMD_MAX * 2];
+	char sub[DOCS_CMD_MAX * 2];
 	size_t o = 0;
 
 	as_run(text, sub, sizeof(sub), NULL);
@@ -607,65 +457,17 @@ expand_shown(const char *text, char *out, size_t len)
 	out[o] = '\0';
 }
 
-/* A line the page shows, as a pattern: SUBST's words as this run's values,
- * numbers and `…` standing for any value. */
-static void
-line_pattern(const char *page_line, char *re, size_t len)
-{
-	char shown[2048];
-	size_t o = 0;
-
-	expand_shown(page_line, shown, sizeof(shown));
-
-	re[o++] = '^';
-	for (const char *s = shown; *s != '\0' && o + 8 < len; s++) {
-		if (isdigit((unsigned char)*s)) {
-			while (isdigit((unsigned char)s[1]))
-				s++;
-			memcpy(re + o, "[0-9]+", 6);
-			o += 6;
-		} else if (strncmp(s, "…", strlen("…")) == 0) {
-			s += strlen("…") - 1;
-			memcpy(re + o, ".*", 2);
-			o += 2;
-		} else {
-			if (strchr(".[]()*+?{}|^$\\", *s) != NULL)
-				re[o++] = '\\';
-			re[o++] = *s;
-		}
-	}
-	while (o > 1 && re[o - 1] == ' ')
-		o--;
-	re[o++] = ' ';
-	re[o++] = '*';
-	re[o++] = '$';
-	re[o] = '\0';
-}
-
 /* The shown lines (the first `want` of them, -1: all) are lines of out, in
  * any order (a daemon lists rows in no fixed order). */
 static void
-check_output(const struct example *e, int want, const char *out)
+check_output(const struct docs_example *e, int want, const char *out)
 {
 	int upto = want < 0 || want > e->nout ? e->nout : want;
 
 	for (int k = 0; k < upto; k++) {
-		char re[2048];
-		regex_t r;
-		bool found = false;
-		const char *at = out;
-		line_pattern(e->out[k], re, sizeof(re));
-		assert_int_equal(regcomp(&r, re, REG_EXTENDED | REG_NOSUB), 0);
-		while (*at != '\0' && !found) {
-			const char *nl = strchr(at, '\n');
-			size_t l = nl ? (size_t)(nl - at) : strlen(at);
-			char line[4096];
-			snprintf(line, sizeof(line), "%.*s", (int)l, at);
-			found = regexec(&r, line, 0, NULL, 0) == 0;
-			at += l + (nl ? 1 : 0);
-		}
-		regfree(&r);
-		if (!found) {
+		char shown[2048];
+		expand_shown(e->out[k], shown, sizeof(shown));
+		if (!docs_shown_in_output(shown, out)) {
 			failf(e, "the page shows the line \"%s\" (line %d), which is not in its "
 			    "output (numbers and … stand for any value):\n%s", e->out[k], e->line + 1 + k, out);
 			return;
@@ -675,7 +477,7 @@ check_output(const struct example *e, int want, const char *out)
 
 struct fg {
 	pid_t pid;
-	const struct example *e;
+	const struct docs_example *e;
 	char log[H_PATH_MAX * 3];
 };
 static struct fg fgs[8];
@@ -684,14 +486,14 @@ static int nfg;
 /* A foreground example: in the background with NOTIFY_SOCKET, its output
  * in a log; it must say READY=1. Stopped at its page's end. */
 static void
-run_foreground(const struct example *e, const char *cmd)
+run_foreground(const struct docs_example *e, const char *cmd)
 {
 	char name[128], seen[4096] = "", cwd[H_PATH_MAX * 3];
 	int fd = h_notify_listener(name, sizeof(name));
 	struct fg *g = &fgs[nfg];
 	char **env = example_env(name);
 	char *argv[] = { (char *)"/bin/sh", (char *)"-c", NULL, NULL };
-	char exec_cmd[CMD_MAX * 2 + 8];
+	char exec_cmd[DOCS_CMD_MAX * 2 + 8];
 
 	assert_true(nfg < 8);
 	snprintf(exec_cmd, sizeof(exec_cmd), "exec %s", cmd);
@@ -804,7 +606,7 @@ static int ground_used[N(GROUND)];
 static void
 run_page(const char *root, int pageno, int from, int to)
 {
-	char out[H_OUT_MAX], cmd[CMD_MAX * 2];
+	char out[H_OUT_MAX], cmd[DOCS_CMD_MAX * 2];
 	const char *page = ex[from].page;
 
 	snprintf(home, sizeof(home), "%s/page%02d", root, pageno);
@@ -827,7 +629,7 @@ run_page(const char *root, int pageno, int from, int to)
 		}
 	}
 	for (int i = from; i < to; i++) {
-		const struct example *e = &ex[i];
+		const struct docs_example *e = &ex[i];
 		int x = expect_index(e->cmd);
 		/* Listed, or of a program never run here (the first test names it). */
 		if (not_run_index(e->cmd) >= 0 || !runnable(e->cmd))
@@ -863,7 +665,7 @@ test_tables_match_the_pages(void **state)
 	(void)state;
 	report[0] = '\0';
 	nfail = 0;
-	extract_all();
+	nex = docs_extract_all(COTAL_SOURCE_DIR, ex, EX_MAX);
 	assert_true(nex > 0);
 	for (int i = 0; i < nex; i++)
 		if (not_run_index(ex[i].cmd) < 0 && !runnable(ex[i].cmd))
@@ -884,7 +686,7 @@ test_tables_match_the_pages(void **state)
 			failf(NULL, "EXPECT names `%s`, which no page shows any more", EXPECT[k].cmd);
 	}
 	int used[N(SUBST)] = { 0 };
-	char tmp[CMD_MAX * 2];
+	char tmp[DOCS_CMD_MAX * 2];
 	for (int i = 0; i < nex; i++)
 		if (not_run_index(ex[i].cmd) < 0)
 			as_run(ex[i].cmd, tmp, sizeof(tmp), used);
@@ -914,7 +716,7 @@ test_every_example_runs_as_its_page_says(void **state)
 	(void)state;
 	report[0] = '\0';
 	nfail = 0;
-	extract_all();
+	nex = docs_extract_all(COTAL_SOURCE_DIR, ex, EX_MAX);
 	/* The broker: as the harness picks the default one. */
 	nats_bin = getenv("COTAL_TEST_NATS_SERVER");
 	if (nats_bin == NULL || *nats_bin == '\0')
@@ -976,7 +778,7 @@ main(int argc, char **argv)
 		cmocka_unit_test_teardown(test_every_example_runs_as_its_page_says, teardown_pages),
 	};
 	if (argc > 1 && strcmp(argv[1], "--list") == 0) {
-		extract_all();
+		nex = docs_extract_all(COTAL_SOURCE_DIR, ex, EX_MAX);
 		for (int i = 0; i < nex; i++) {
 			printf("%s:%d: %s%s\n", ex[i].page, ex[i].line, ex[i].cmd,
 			    not_run_index(ex[i].cmd) >= 0 ? "   [not run]" : "");
