@@ -146,7 +146,10 @@ test_remove_only_when_it_names_us(void **state)
 }
 
 /* A process whose command line is argv0 and the given arguments, each
- * its own (a shell sleeping, its arguments its positional ones). */
+ * its own (a shell sleeping, its arguments its positional ones), leading a
+ * process group of its own: its sleep outlives a SIGKILL of the shell and
+ * holds the test's output open (ctest waited out its 60 s), so the group is
+ * killed. */
 static pid_t
 spawn(const char *argv0, const char *a1, const char *a2)
 {
@@ -156,6 +159,7 @@ spawn(const char *argv0, const char *a1, const char *a2)
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		setpgid(0, 0);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execv("/bin/sh", argv);
 		_exit(127);
@@ -219,11 +223,12 @@ test_verify_needs_a_delivery_daemon_of_the_space(void **state)
 	usleep(200 * 1000);
 	assert_int_equal(pidfile_verify(f, "demo"), 0);
 	waitpid(f, NULL, 0);
+	kill(-f, SIGKILL);
 	/* Gone. */
 	assert_int_equal(pidfile_verify(f, "demo"), 0);
 	pid_t rest[] = { s, o, a, ab, h };
 	for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++) {
-		kill(rest[i], SIGKILL);
+		kill(-rest[i], SIGKILL);
 		waitpid(rest[i], NULL, 0);
 	}
 }
