@@ -365,7 +365,6 @@ sh_run(const char *cmd, char *out, size_t outlen)
 	char *argv[] = { (char *)"timeout", (char *)"-k", (char *)"5", (char *)RUN_TIMEOUT_S,
 		(char *)"/bin/sh", (char *)"-c", (char *)cmd, NULL };
 	int pfd[2], st;
-	size_t got = 0;
 
 	example_cwd(cwd, sizeof(cwd));
 	assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
@@ -381,19 +380,8 @@ sh_run(const char *cmd, char *out, size_t outlen)
 	}
 	env_free(env);
 	close(pfd[1]);
-	for (;;) {
-		char b[4096];
-		ssize_t r = read(pfd[0], b, sizeof(b));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		size_t k = (size_t)r < outlen - 1 - got ? (size_t)r : outlen - 1 - got;
-		memcpy(out + got, b, k);
-		got += k;
-	}
+	h_read_to_end(pfd[0], out, outlen);
 	close(pfd[0]);
-	out[got] = '\0';
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -1;

@@ -102,13 +102,35 @@ hi_spawn_in(struct mesh *m, char *const argv[], const char *logpath, const char 
 	return pid;
 }
 
+size_t
+h_read_to_end(int fd, char *out, size_t outlen)
+{
+	size_t got = 0;
+
+	for (;;) {
+		char tmp[4096];
+		ssize_t r = read(fd, tmp, sizeof(tmp));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (out != NULL && got + 1 < outlen) {
+			size_t n = (size_t)r < outlen - 1 - got ? (size_t)r : outlen - 1 - got;
+			memcpy(out + got, tmp, n);
+			got += n;
+		}
+	}
+	if (out != NULL && outlen > 0)
+		out[got] = '\0';
+	return got;
+}
+
 /* Run argv with the mesh's environment; capture output. */
 int
 hi_run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
 {
 	int pipefd[2];
 	pid_t pid;
-	size_t got = 0;
 	int status;
 
 	char **env = env_for(m);
@@ -132,22 +154,8 @@ hi_run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
 	}
 	env_free(env);
 	close(pipefd[1]);
-	for (;;) {
-		char tmp[4096];
-		ssize_t r = read(pipefd[0], tmp, sizeof(tmp));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		if (out != NULL && got + 1 < outlen) {
-			size_t n = (size_t)r < outlen - 1 - got ? (size_t)r : outlen - 1 - got;
-			memcpy(out + got, tmp, n);
-			got += n;
-		}
-	}
+	h_read_to_end(pipefd[0], out, outlen);
 	close(pipefd[0]);
-	if (out != NULL && outlen > 0)
-		out[got] = '\0';
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (getenv("COTAL_TEST_VERBOSE") != NULL && out != NULL)
