@@ -31,6 +31,7 @@
 #include "lib/nats/natsconn.h"
 #include "lib/nats/pubbatch.h"
 #include "lib/nats/pull.h"
+#include "lib/nats/rawhdr.h"
 #include "worker/acked.h"
 #include "worker/pullloop.h"
 #include "lib/wire/records.h"
@@ -205,7 +206,8 @@ struct item {
 	char lc[LIFECYCLE_MAX + 1];
 	struct entry e;          /* e.msg NULL on the fast path */
 	struct entry_view view;  /* the fast path: the message as stored */
-	const char *key;         /* the entry's Nats-Msg-Id (fast path) */
+	const char *key;         /* the entry's Nats-Msg-Id (fast path), in keybuf */
+	char keybuf[DEDUP_KEY_MAX + 1];
 	bool parsed;
 	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
 	bool unmirrored;         /* its owner has no live row in the mirror: read it */
@@ -245,22 +247,29 @@ item_reset(struct item *it, natsMsg *m)
  * the entry and its frame).
  */
 static const char *
-entry_key(natsMsg *m, const struct lifecycle *who, uint64_t generation)
+entry_key(struct item *it)
 {
 	char suffix[LIFECYCLE_MAX + 32];
 	const char *k = NULL;
-	size_t kl;
-	int n;
+	size_t kl = 0;
+	int n, in_place = rawhdr_get(it->m, "Nats-Msg-Id", &k, &kl);
 
-	if (natsMsgHeader_Get(m, "Nats-Msg-Id", &k) != NATS_OK || k == NULL)
+	if (in_place == 0)
 		return NULL;
-	n = snprintf(suffix, sizeof(suffix), ":%s.%s:%s:%" PRIu64, who->owner, who->actor, who->uid,
-	    generation);
-	kl = strlen(k);
+	if (in_place < 0) {
+		if (natsMsgHeader_Get(it->m, "Nats-Msg-Id", &k) != NATS_OK || k == NULL)
+			return NULL;
+		kl = strlen(k);
+	}
+	n = snprintf(suffix, sizeof(suffix), ":%s.%s:%s:%" PRIu64, it->who.owner, it->who.actor,
+	    it->who.uid, it->view.generation);
 	if (n <= 0 || kl <= (size_t)n + 1 || kl > DEDUP_KEY_MAX ||
-	    strcmp(k + kl - (size_t)n, suffix) != 0)
+	    memcmp(k + kl - (size_t)n, suffix, (size_t)n) != 0)
 		return NULL;
-	return k;
+	/* Read in place, the value is not a string of its own. */
+	memcpy(it->keybuf, k, kl);
+	it->keybuf[kl] = '\0';
+	return it->keybuf;
 }
 
 /* Decode an entry: the fast path when it is laid out as the fan-out
@@ -272,7 +281,7 @@ item_parse(struct item *it, char *why, size_t whylen)
 	size_t len = (size_t)natsMsg_GetDataLength(it->m);
 
 	if (entry_view(data, len, &it->view) == 0 &&
-	    (it->key = entry_key(it->m, &it->who, it->view.generation)) != NULL) {
+	    (it->key = entry_key(it)) != NULL) {
 		strcpy(it->e.channel, it->view.channel);
 		it->e.seq = it->view.seq;
 		it->e.reason = it->view.reason;
@@ -290,10 +299,19 @@ static void
 observe_copy(natsMsg *m, int64_t now_ms)
 {
 	const char *v = NULL;
-	char *end;
+	char *end, posted[32];
+	size_t vl = 0;
+	int in_place = rawhdr_get(m, POSTED_AT_HEADER, &v, &vl);
 
-	if (natsMsgHeader_Get(m, POSTED_AT_HEADER, &v) != NATS_OK || v == NULL || *v < '0' ||
-	    *v > '9')
+	if (in_place > 0) {
+		if (vl >= sizeof(posted))
+			return; /* more digits than a time has: no time */
+		memcpy(posted, v, vl);
+		posted[vl] = '\0';
+		v = posted;
+	} else if (in_place == 0 || natsMsgHeader_Get(m, POSTED_AT_HEADER, &v) != NATS_OK)
+		return;
+	if (v == NULL || *v < '0' || *v > '9')
 		return;
 	errno = 0;
 	long long ns = strtoll(v, &end, 10);

@@ -9,6 +9,7 @@
 #include "lib/clock.h"
 #include "lib/nats/jsack.h"
 #include "lib/nats/natsconn.h"
+#include "lib/nats/rawhdr.h"
 
 /* Fail an item; refused: by the stream's own answer (see
  * pubbatch_refused). */
@@ -187,6 +188,7 @@ pubbatch_destroy(struct pubbatch *b)
 	/* PubAcks may still be on the way (natsconn.h). */
 	conn_sub_close(b->nc, b->sub, CONN_SUB_FLUSH_MS);
 	jsCtx_Destroy(b->js);
+	free(b->scratch);
 	free(b->item_of);
 	free(b->failed);
 	free(b->refused);
@@ -221,6 +223,55 @@ pubbatch_begin(struct pubbatch *b, int nitems)
 	b->max_seq = 0;
 	b->reconnects = conn_reconnects(b->nc);
 	return 0;
+}
+
+/*
+ * A message with its Nats-Msg-Id (msgid) and extra header (hname), either
+ * may be NULL. Its header block is written as the bytes libnats would
+ * encode from natsMsgHeader_Set (rawhdr.h: the same headers in the same
+ * order), without the map it builds, encodes and frees per message; with
+ * that map where the block cannot be written so.
+ */
+static natsStatus
+headed_msg(struct pubbatch *b, natsMsg **m, const char *subj, const char *reply,
+	   const char *data, size_t len, const char *msgid, const char *hname, const char *hval)
+{
+	const char *names[2], *values[2];
+	char block[RAWHDR_MAX];
+	size_t hl = 0;
+	int n = 0;
+	natsStatus s;
+
+	if (rawhdr_usable() && (hname == NULL || strlen(hname) < sizeof(b->order_of))) {
+		if (msgid != NULL && hname != NULL && strcmp(b->order_of, hname) != 0) {
+			b->msgid_first = rawhdr_first("Nats-Msg-Id", hname);
+			strcpy(b->order_of, hname);
+		}
+		if (msgid != NULL && (hname == NULL || b->msgid_first))
+			names[n] = "Nats-Msg-Id", values[n++] = msgid;
+		if (hname != NULL)
+			names[n] = hname, values[n++] = hval;
+		if (msgid != NULL && hname != NULL && !b->msgid_first)
+			names[n] = "Nats-Msg-Id", values[n++] = msgid;
+		hl = rawhdr_encode(block, names, values, n);
+	}
+	if (hl > 0 && hl + len > b->cap_scratch) {
+		char *v = realloc(b->scratch, hl + len);
+		if (v != NULL)
+			b->scratch = v, b->cap_scratch = hl + len;
+	}
+	if (hl > 0 && hl + len <= b->cap_scratch) {
+		memcpy(b->scratch, block, hl);
+		if (len > 0)
+			memcpy(b->scratch + hl, data, len);
+		return rawhdr_msg(m, subj, reply, b->scratch, hl, len);
+	}
+	s = natsMsg_Create(m, subj, reply, data, (int)len);
+	if (s == NATS_OK && msgid != NULL)
+		s = natsMsgHeader_Set(*m, "Nats-Msg-Id", msgid);
+	if (s == NATS_OK && hname != NULL)
+		s = natsMsgHeader_Set(*m, hname, hval);
+	return s;
 }
 
 void
@@ -274,11 +325,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 	if (msgid == NULL && hname == NULL)
 		s = natsConnection_PublishRequest(b->nc, subj, reply, data, (int)len);
 	else {
-		s = natsMsg_Create(&m, subj, reply, data, (int)len);
-		if (s == NATS_OK && msgid != NULL)
-			s = natsMsgHeader_Set(m, "Nats-Msg-Id", msgid);
-		if (s == NATS_OK && hname != NULL)
-			s = natsMsgHeader_Set(m, hname, hval);
+		s = headed_msg(b, &m, subj, reply, data, len, msgid, hname, hval);
 		if (s == NATS_OK)
 			s = natsConnection_PublishMsg(b->nc, m);
 		spend(b, m);

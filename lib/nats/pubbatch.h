@@ -51,6 +51,10 @@ struct pubbatch {
 	char sub_error[96];       /* what the PubAck subscription said, this batch */
 	uint64_t no_responders;   /* publishes of this batch no stream took (503) */
 	uint64_t reconnects;      /* the connection's failovers when the batch began */
+	char *scratch;            /* a message's header block and data (rawhdr.h) */
+	size_t cap_scratch;
+	char order_of[64];        /* the extra header whose order is known: */
+	bool msgid_first;         /* whether libnats encodes Nats-Msg-Id before it */
 };
 
 /* Replies under inbox_prefix (the credential's own). 0, or -1. */
