@@ -241,6 +241,34 @@ item_reset(struct item *it, natsMsg *m)
 	it->v = V_RETRY;
 }
 
+/* ":<o>.<a>:<uid>:<generation>", the end of a dedup key (WIRE.md §2), put
+ * together by hand: it is made per entry. Its length, or 0 when it does
+ * not fit. */
+static int
+key_suffix(char *buf, size_t len, const struct lifecycle *who, uint64_t generation)
+{
+	const char *part[] = { ":", who->owner, ".", who->actor, ":", who->uid, ":" };
+	char digits[20];
+	size_t at = 0, nd = 0;
+
+	do
+		digits[nd++] = (char)('0' + generation % 10);
+	while ((generation /= 10) != 0);
+	for (size_t i = 0; i < sizeof(part) / sizeof(part[0]); i++) {
+		size_t l = strlen(part[i]);
+		if (at + l >= len)
+			return 0;
+		memcpy(buf + at, part[i], l);
+		at += l;
+	}
+	if (at + nd >= len)
+		return 0;
+	while (nd > 0)
+		buf[at++] = digits[--nd];
+	buf[at] = '\0';
+	return (int)at;
+}
+
 /*
  * The entry's dedup key, when the fan-out's header is there and names this
  * lifecycle and generation: the frame reuses it (WIRE.md §2, one key for
@@ -261,8 +289,7 @@ entry_key(struct item *it)
 			return NULL;
 		kl = strlen(k);
 	}
-	n = snprintf(suffix, sizeof(suffix), ":%s.%s:%s:%" PRIu64, it->who.owner, it->who.actor,
-	    it->who.uid, it->view.generation);
+	n = key_suffix(suffix, sizeof(suffix), &it->who, it->view.generation);
 	if (n <= 0 || kl <= (size_t)n + 1 || kl > DEDUP_KEY_MAX ||
 	    memcmp(k + kl - (size_t)n, suffix, (size_t)n) != 0)
 		return NULL;
@@ -496,8 +523,11 @@ reader_batch(natsMsgList *list)
 			pubbatch_fail(&R.pub, i, "cannot serialize the frame");
 			continue;
 		}
-		snprintf(subj, sizeof(subj), "%s.dlv.%s.%s.%s", R.prefix, it->who.owner,
-		    it->who.actor, it->who.uid);
+		/* <prefix>.dlv.<o>.<a>.<uid>: the lifecycle's key is <o>.<a>.<uid>. */
+		size_t pl = strlen(R.prefix), ll = strlen(it->lc);
+		memcpy(subj, R.prefix, pl);
+		memcpy(subj + pl, ".dlv.", 5);
+		memcpy(subj + pl + 5, it->lc, ll + 1);
 		const char *key = it->key;
 		if (key == NULL && dedup_key(post_id(it->e.msg), &it->who, it->e.generation, dkey,
 		    sizeof(dkey)))

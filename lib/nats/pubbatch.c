@@ -11,6 +11,36 @@
 #include "lib/nats/natsconn.h"
 #include "lib/nats/rawhdr.h"
 
+/* v in decimal at p: its length (at most 20). */
+static size_t
+decimal(char *p, uint64_t v)
+{
+	char d[20];
+	size_t n = 0, i = 0;
+
+	do
+		d[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (n > 0)
+		p[i++] = d[--n];
+	return i;
+}
+
+/* The next publish's reply subject, "<reply><gen>.<n>", into out (of
+ * sizeof(b->reply) + 24 bytes; pubbatch_init leaves that room): by hand, it
+ * is made per publish. */
+static void
+reply_subject(const struct pubbatch *b, char *out)
+{
+	size_t at = strlen(b->reply);
+
+	memcpy(out, b->reply, at);
+	at += decimal(out + at, b->gen);
+	out[at++] = '.';
+	at += decimal(out + at, b->npub);
+	out[at] = '\0';
+}
+
 /* Fail an item; refused: by the stream's own answer (see
  * pubbatch_refused). */
 static void
@@ -321,7 +351,7 @@ pubbatch_publish(struct pubbatch *b, int item, const char *subj, const char *dat
 		}
 	} else if (b->npub % PUBBATCH_DRAIN_EVERY == PUBBATCH_DRAIN_EVERY - 1)
 		drain(b, 0);
-	snprintf(reply, sizeof(reply), "%s%" PRIu32 ".%zu", b->reply, b->gen, b->npub);
+	reply_subject(b, reply);
 	if (msgid == NULL && hname == NULL)
 		s = natsConnection_PublishRequest(b->nc, subj, reply, data, (int)len);
 	else {

@@ -124,8 +124,11 @@ put(char *out, size_t *at, const char *s, size_t n, bool value)
 {
 	if (*at + n > RAWHDR_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++)
-		out[*at + i] = value && (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+	memcpy(out + *at, s, n);
+	if (value && strpbrk(s, "\r\n") != NULL)
+		for (size_t i = 0; i < n; i++)
+			if (out[*at + i] == '\r' || out[*at + i] == '\n')
+				out[*at + i] = ' ';
 	*at += n;
 	return true;
 }

@@ -85,20 +85,43 @@ dinbox_subject_parse(const char *subject, const char *prefix, struct lifecycle *
 	return 0;
 }
 
+/*
+ * The n strings of part one after the other into buf, as snprintf would
+ * write them (cut to fit, NUL-terminated): whether they fit. Keys are
+ * made per copy on the data path, where vfprintf cost the reader 5 % of
+ * its CPU (issue 40).
+ */
+static bool
+join(char *buf, size_t len, const char *const *part, int n)
+{
+	size_t at = 0;
+
+	if (len == 0)
+		return false;
+	for (int i = 0; i < n; i++) {
+		size_t l = strlen(part[i]);
+		if (at + l >= len) {
+			memcpy(buf + at, part[i], len - 1 - at);
+			buf[len - 1] = '\0';
+			return false;
+		}
+		memcpy(buf + at, part[i], l);
+		at += l;
+	}
+	buf[at] = '\0';
+	return at > 0;
+}
+
 bool
 principal_format(const char *owner, const char *actor, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s.%s", owner, actor);
-
-	return n > 0 && (size_t)n < len;
+	return join(buf, len, (const char *[]){ owner, ".", actor }, 3);
 }
 
 bool
 lifecycle_format(const struct lifecycle *l, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s.%s.%s", l->owner, l->actor, l->uid);
-
-	return n > 0 && (size_t)n < len;
+	return join(buf, len, (const char *[]){ l->owner, ".", l->actor, ".", l->uid }, 5);
 }
 
 int
@@ -402,9 +425,8 @@ member_key_parse(const char *key, char *channel, size_t chlen, struct lifecycle 
 bool
 member_key_format(const char *channel, const struct lifecycle *who, char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s/%s.%s.%s", channel, who->owner, who->actor, who->uid);
-
-	return n > 0 && (size_t)n < len;
+	return join(buf, len, (const char *[]){ channel, "/", who->owner, ".", who->actor, ".",
+	    who->uid }, 7);
 }
 
 /* A cursor: a non-negative integer. */
