@@ -272,7 +272,9 @@ headed_msg(struct pubbatch *b, natsMsg **m, const char *subj, const char *reply,
 	int n = 0;
 	natsStatus s;
 
-	if (rawhdr_usable() && (hname == NULL || strlen(hname) < sizeof(b->order_of))) {
+	/* An empty name or no value is libnats's to refuse, as before. */
+	if (rawhdr_usable() && (hname == NULL || (hname[0] != '\0' && hval != NULL &&
+	    strlen(hname) < sizeof(b->order_of)))) {
 		if (msgid != NULL && hname != NULL && strcmp(b->order_of, hname) != 0) {
 			b->msgid_first = rawhdr_first("Nats-Msg-Id", hname);
 			strcpy(b->order_of, hname);
