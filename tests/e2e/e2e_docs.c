@@ -335,14 +335,6 @@ example_env(const char *notify)
 	return env;
 }
 
-static void
-env_free(char **env)
-{
-	for (char **e = env; *e != NULL; e++)
-		free(*e);
-	free(env);
-}
-
 /* Where an example runs: ~/mesh once it exists (the pages' commands
  * without --root find their workspace above the working directory),
  * else HOME. */
@@ -378,7 +370,7 @@ sh_run(const char *cmd, char *out, size_t outlen)
 		execvpe("timeout", argv, env);
 		_exit(127);
 	}
-	env_free(env);
+	h_env_free(env);
 	close(pfd[1]);
 	h_read_to_end(pfd[0], out, outlen);
 	close(pfd[0]);
@@ -500,7 +492,7 @@ run_foreground(const struct docs_example *e, const char *cmd)
 		execve("/bin/sh", argv, env);
 		_exit(127);
 	}
-	env_free(env);
+	h_env_free(env);
 	close(lfd);
 	h_track(pid);
 	g->pid = pid;

@@ -226,6 +226,8 @@ int h_teardown(void **state);
  * node started, and the space provisioned with `replicas` replicas (0: not
  * provisioned). m->url lists every node. 0 on success. */
 int h_cluster_up(struct mesh *m, const char *space, int n, int replicas);
+/* Free an environment built for a child: each string, then the array. */
+void h_env_free(char **env);
 /* Read fd to its end; the first outlen - 1 bytes into out (NUL-ended; out
  * may be NULL), the rest read and dropped. The bytes kept. */
 size_t h_read_to_end(int fd, char *out, size_t outlen);

@@ -25,7 +25,7 @@
 /*
  * The environment of a child, built before fork: a threaded process (nats.c
  * runs threads here) may only call async-signal-safe functions between fork
- * and exec, and setenv is not one. The caller frees with env_free.
+ * and exec, and setenv is not one. The caller frees with h_env_free.
  */
 static char **
 env_for(struct mesh *m)
@@ -44,8 +44,8 @@ env_for(struct mesh *m)
 	return env;
 }
 
-static void
-env_free(char **env)
+void
+h_env_free(char **env)
 {
 	for (char **e = env; *e != NULL; e++)
 		free(*e);
@@ -96,7 +96,7 @@ hi_spawn_in(struct mesh *m, char *const argv[], const char *logpath, const char 
 		execve(argv[0], argv, env);
 		_exit(127);
 	}
-	env_free(env);
+	h_env_free(env);
 	if (fd >= 0)
 		close(fd);
 	return pid;
@@ -136,12 +136,12 @@ hi_run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
 	char **env = env_for(m);
 
 	if (pipe2(pipefd, O_CLOEXEC) != 0) {
-		env_free(env);
+		h_env_free(env);
 		return -1;
 	}
 	pid = fork();
 	if (pid < 0) {
-		env_free(env);
+		h_env_free(env);
 		return -1;
 	}
 	if (pid == 0) {
@@ -152,7 +152,7 @@ hi_run_capture(struct mesh *m, char *const argv[], char *out, size_t outlen)
 		execve(argv[0], argv, env);
 		_exit(127);
 	}
-	env_free(env);
+	h_env_free(env);
 	close(pipefd[1]);
 	h_read_to_end(pipefd[0], out, outlen);
 	close(pipefd[0]);
