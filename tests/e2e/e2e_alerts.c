@@ -95,19 +95,12 @@ rules_copy(const char *out)
 static int
 prometheus_start(void)
 {
-	char conf[H_PATH_MAX * 2], rules[H_PATH_MAX * 2];
-	FILE *f;
+	char rules[H_PATH_MAX * 2];
 
-	snprintf(conf, sizeof(conf), "%s/prometheus.yml", mesh.dir);
 	snprintf(rules, sizeof(rules), "%s/cotal-delivery.rules.yml", mesh.dir);
-	if (rules_copy(rules) != 0 || (f = fopen(conf, "w")) == NULL)
+	if (rules_copy(rules) != 0)
 		return -1;
-	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-	    "  evaluation_interval: 1s\nrule_files:\n  - %s\nscrape_configs:\n"
-	    "  - job_name: cotal-delivery\n    static_configs:\n"
-	    "      - targets: ['127.0.0.1:%d']\n", rules, mport);
-	fclose(f);
-	return h_prometheus_start(PROMETHEUS, conf, mesh.dir, &pport);
+	return h_prometheus_start(PROMETHEUS, mesh.dir, mport, rules, &pport);
 }
 
 /* GET path from Prometheus as HTTP/1.0: the whole body, never chunked (an

@@ -119,17 +119,7 @@ query_until(const char *promql, double want, int ms)
 static int
 prometheus_start(void)
 {
-	char conf[H_PATH_MAX * 2];
-	FILE *f;
-
-	snprintf(conf, sizeof(conf), "%s/prometheus.yml", mesh.dir);
-	if ((f = fopen(conf, "w")) == NULL)
-		return -1;
-	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-	    "  evaluation_interval: 1s\nscrape_configs:\n  - job_name: cotal-delivery\n"
-	    "    static_configs:\n      - targets: ['127.0.0.1:%d']\n", mport);
-	fclose(f);
-	return h_prometheus_start(PROMETHEUS, conf, mesh.dir, &pport);
+	return h_prometheus_start(PROMETHEUS, mesh.dir, mport, NULL, &pport);
 }
 
 /* ---- the group ---- */

@@ -333,11 +333,14 @@ int h_member_add(struct mesh *m, const char *name, const char *allow, const char
  * the provisioner prov writing its row; a failure fails the test. */
 void h_member_up(struct mesh *m, struct conn *prov, struct member *mb, const char *name,
 		 const char *channel, bool join);
-/* Debian's prometheus (bin) with config conf, its data under dir, its
- * output appended to dir/prometheus.log, listening on a free loopback port
- * (into *port), tracked for the test's end; 0 once /-/ready answers (30 s),
- * else -1 having said so. */
-int h_prometheus_start(const char *bin, const char *conf, const char *dir, int *port);
+/* Debian's prometheus (bin) scraping 127.0.0.1:target every second (and
+ * evaluating the rule file rules every second, unless NULL), its config
+ * dir/prometheus.yml, its data under dir, its output appended to
+ * dir/prometheus.log, listening on a free loopback port (into *port),
+ * tracked for the test's end; 0 once /-/ready answers (30 s), else -1
+ * having said so. */
+int h_prometheus_start(const char *bin, const char *dir, int target, const char *rules,
+		       int *port);
 /* Connect as the space's manager: the supervisor credential, and in *cl a
  * rail client calling as its principal local.<user key>, "manager". 0, or
  * -1 with the words in err. */

@@ -82,8 +82,30 @@ h_http_get(int port, const char *path, const char *accept, char *body, size_t bo
 	return h_http_exchange(port, req, (size_t)n, body, bodylen, head, headlen);
 }
 
+static int prometheus_run(const char *bin, const char *conf, const char *dir, int *port);
+
 int
-h_prometheus_start(const char *bin, const char *conf, const char *dir, int *port)
+h_prometheus_start(const char *bin, const char *dir, int target, const char *rules, int *port)
+{
+	char conf[H_PATH_MAX * 2];
+	FILE *f;
+
+	snprintf(conf, sizeof(conf), "%s/prometheus.yml", dir);
+	if ((f = fopen(conf, "w")) == NULL)
+		return -1;
+	fprintf(f, "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+	    "  evaluation_interval: 1s\n");
+	if (rules != NULL)
+		fprintf(f, "rule_files:\n  - %s\n", rules);
+	fprintf(f, "scrape_configs:\n  - job_name: cotal-delivery\n    static_configs:\n"
+	    "      - targets: ['127.0.0.1:%d']\n", target);
+	if (fclose(f) != 0)
+		return -1;
+	return prometheus_run(bin, conf, dir, port);
+}
+
+static int
+prometheus_run(const char *bin, const char *conf, const char *dir, int *port)
 {
 	char data[H_PATH_MAX * 2], out[H_PATH_MAX * 2], a1[H_PATH_MAX * 3], a2[H_PATH_MAX * 3];
 	char listen[64], body[4096];
