@@ -127,7 +127,7 @@ prometheus_start(void)
 static int
 setup(void **state)
 {
-	char out[H_OUT_MAX], addr[64], err[1024];
+	char out[H_OUT_MAX];
 
 	*state = &fx;
 	if (access(PROMETHEUS, X_OK) != 0 || access(PROMTOOL, X_OK) != 0) {
@@ -135,18 +135,12 @@ setup(void **state)
 		    "it)\n", PROMETHEUS, PROMTOOL);
 		return -1;
 	}
-	if (h_mesh_up(&mesh, SPACE, true) != 0)
+	if (h_mesh_prov_up(&mesh, SPACE, &prov) != 0)
 		return -1;
-	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
-		fprintf(stderr, "✗ provisioner: %s\n", err);
-		return -1;
-	}
 	/* A delivery credential that expires in a day. */
 	if (h_mint(&mesh, "delivery", "delivery-day.creds", "--expires", "86400", creds_path,
 	    sizeof(creds_path)) != 0)
 		return -1;
-	mport = h_free_port();
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
 	setenv("COTAL_TEST_RESTART_DELAY_MS", "3000", 1);
 	setenv("COTAL_TEST_RECHECK_HOLD_MS", "3000", 1);
 	/* The answers larger than a connection's socket buffer (a host's many
@@ -154,7 +148,7 @@ setup(void **state)
 	 * server's write (test_clients_that_never_read_cannot_keep_a_scrape_out);
 	 * every other scrape of the suite reads through it. */
 	setenv("COTAL_TEST_METRICS_SNDBUF", "4096", 1);
-	int rc = h_daemon_start(&mesh, &dmn, "--creds", creds_path, "--metrics", addr, NULL);
+	int rc = h_metrics_daemon_start(&mesh, &dmn, creds_path, &mport);
 	unsetenv("COTAL_TEST_RESTART_DELAY_MS");
 	unsetenv("COTAL_TEST_RECHECK_HOLD_MS");
 	unsetenv("COTAL_TEST_METRICS_SNDBUF");

@@ -51,22 +51,16 @@ static struct scrape s0, s1;
 static int
 setup(void **state)
 {
-	char addr[64], err[1024], hold[64];
+	char hold[64];
 
 	*state = &fx;
-	if (h_mesh_up(&mesh, SPACE, true) != 0)
+	if (h_mesh_prov_up(&mesh, SPACE, &prov) != 0)
 		return -1;
-	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
-		fprintf(stderr, "✗ provisioner: %s\n", err);
-		return -1;
-	}
-	mport = h_free_port();
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
 	/* A join of channel "slow" is held in its ctl thread (the registry's
 	 * test hook). */
 	snprintf(hold, sizeof(hold), "slow:%d", JOIN_HOLD_MS);
 	setenv("COTAL_TEST_JOIN_DELAY", hold, 1);
-	int rc = h_daemon_start(&mesh, &dmn, "--metrics", addr, NULL);
+	int rc = h_metrics_daemon_start(&mesh, &dmn, NULL, &mport);
 	unsetenv("COTAL_TEST_JOIN_DELAY");
 	if (rc != 0 || h_daemon_ready(&dmn, 20000, "fan-out bound", "reader bound",
 	    "metrics server (pid", "delivery daemon up", NULL) != 0)

@@ -45,22 +45,14 @@ static struct scrape sc, sc2;
 static int
 setup(void **state)
 {
-	char addr[64], err[1024];
-
 	*state = &fx;
-	if (h_mesh_up(&mesh, SPACE, true) != 0)
+	if (h_mesh_prov_up(&mesh, SPACE, &prov) != 0)
 		return -1;
-	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
-		fprintf(stderr, "✗ provisioner: %s\n", err);
-		return -1;
-	}
 	if (h_mint(&mesh, "delivery", "delivery-2d.creds", "--expires", "172800", creds_path,
 	    sizeof(creds_path)) != 0)
 		return -1;
-	mport = h_free_port();
-	snprintf(addr, sizeof(addr), "127.0.0.1:%d", mport);
 	setenv("COTAL_TEST_RECHECK_HOLD_MS", "2000", 1);
-	int rc = h_daemon_start(&mesh, &dmn, "--creds", creds_path, "--metrics", addr, NULL);
+	int rc = h_metrics_daemon_start(&mesh, &dmn, creds_path, &mport);
 	unsetenv("COTAL_TEST_RECHECK_HOLD_MS");
 	if (rc != 0 || h_daemon_ready(&dmn, 20000, "fan-out bound", "reader bound",
 	    "metrics server (pid", "delivery daemon up", NULL) != 0)

@@ -213,11 +213,9 @@ h_daemon_ready(struct daemon *d, int ms, ...)
 }
 
 int
-h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct daemon *d, int ms, ...)
+h_mesh_prov_up(struct mesh *m, const char *space, struct conn *prov)
 {
 	char err[1024];
-	va_list ap;
-	int rc;
 
 	if (h_mesh_up(m, space, true) != 0)
 		return -1;
@@ -225,6 +223,30 @@ h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct daemon 
 		fprintf(stderr, "✗ provisioner: %s\n", err);
 		return -1;
 	}
+	return 0;
+}
+
+int
+h_metrics_daemon_start(struct mesh *m, struct daemon *d, const char *creds, int *port)
+{
+	char addr[64];
+
+	if ((*port = h_free_port()) <= 0)
+		return -1;
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", *port);
+	if (creds != NULL)
+		return h_daemon_start(m, d, "--creds", creds, "--metrics", addr, NULL);
+	return h_daemon_start(m, d, "--metrics", addr, NULL);
+}
+
+int
+h_daemon_up(struct mesh *m, const char *space, struct conn *prov, struct daemon *d, int ms, ...)
+{
+	va_list ap;
+	int rc;
+
+	if (h_mesh_prov_up(m, space, prov) != 0)
+		return -1;
 	if (h_daemon_start(m, d, NULL) != 0) {
 		fprintf(stderr, "✗ the daemon did not start\n");
 		return -1;

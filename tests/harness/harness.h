@@ -474,6 +474,12 @@ int h_daemon_wait_connected(struct daemon *d, int ms);
  * NULL-ended list in the log: 0, or -1 having said on stderr what is
  * missing and where the log is. */
 int h_daemon_ready(struct daemon *d, int ms, ...) __attribute__((sentinel));
+/* A dev mesh up for space (h_mesh_up) and prov connected as its
+ * provisioner. 0, or -1 having said why. */
+int h_mesh_prov_up(struct mesh *m, const char *space, struct conn *prov);
+/* h_daemon_start with --metrics on a free loopback port (into *port) and,
+ * unless creds is NULL, --creds creds. */
+int h_metrics_daemon_start(struct mesh *m, struct daemon *d, const char *creds, int *port);
 /* A suite's group setup on a serving daemon: a mesh for space (its space
  * provisioned), the provisioner connected as prov, the daemon started
  * (no arguments beyond --space and --root) and ready (h_daemon_ready, its
