@@ -280,15 +280,10 @@ entry_key(struct item *it)
 	char suffix[LIFECYCLE_MAX + 32];
 	const char *k = NULL;
 	size_t kl = 0;
-	int n, in_place = rawhdr_get(it->m, "Nats-Msg-Id", &k, &kl);
+	int n;
 
-	if (in_place == 0)
+	if (rawhdr_value(it->m, "Nats-Msg-Id", &k, &kl) == 0)
 		return NULL;
-	if (in_place < 0) {
-		if (natsMsgHeader_Get(it->m, "Nats-Msg-Id", &k) != NATS_OK || k == NULL)
-			return NULL;
-		kl = strlen(k);
-	}
 	n = key_suffix(suffix, sizeof(suffix), &it->who, it->view.generation);
 	if (n <= 0 || kl <= (size_t)n + 1 || kl > DEDUP_KEY_MAX ||
 	    memcmp(k + kl - (size_t)n, suffix, (size_t)n) != 0)
@@ -328,20 +323,16 @@ observe_copy(natsMsg *m, int64_t now_ms)
 	const char *v = NULL;
 	char *end, posted[32];
 	size_t vl = 0;
-	int in_place = rawhdr_get(m, POSTED_AT_HEADER, &v, &vl);
 
-	if (in_place > 0) {
-		if (vl >= sizeof(posted))
-			return; /* more digits than a time has: no time */
-		memcpy(posted, v, vl);
-		posted[vl] = '\0';
-		v = posted;
-	} else if (in_place == 0 || natsMsgHeader_Get(m, POSTED_AT_HEADER, &v) != NATS_OK)
+	/* More digits than a time has: no time. */
+	if (rawhdr_value(m, POSTED_AT_HEADER, &v, &vl) == 0 || vl >= sizeof(posted))
 		return;
-	if (v == NULL || *v < '0' || *v > '9')
+	memcpy(posted, v, vl);
+	posted[vl] = '\0';
+	if (posted[0] < '0' || posted[0] > '9')
 		return;
 	errno = 0;
-	long long ns = strtoll(v, &end, 10);
+	long long ns = strtoll(posted, &end, 10);
 	if (errno != 0 || *end != '\0' || ns <= 0)
 		return;
 	worker_latency_ms(now_ms - ns / 1000000);

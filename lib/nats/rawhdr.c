@@ -117,6 +117,19 @@ rawhdr_get(natsMsg *m, const char *name, const char **v, size_t *vl)
 	return block_get(hdr, len, name, v, vl);
 }
 
+int
+rawhdr_value(natsMsg *m, const char *name, const char **v, size_t *vl)
+{
+	int in_place = rawhdr_get(m, name, v, vl);
+
+	if (in_place >= 0)
+		return in_place;
+	if (natsMsgHeader_Get(m, name, v) != NATS_OK || *v == NULL)
+		return 0;
+	*vl = strlen(*v);
+	return 1;
+}
+
 /* Append s, each CR or LF written as a space (src/msg.c
  * natsMsgHeader_encode does so to values). */
 static bool

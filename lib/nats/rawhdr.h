@@ -37,6 +37,11 @@ bool rawhdr_usable(void);
  */
 int rawhdr_get(natsMsg *m, const char *name, const char **v, size_t *vl);
 
+/* The first value of header name in m, in place when rawhdr_get can tell,
+ * else from natsMsgHeader_Get (then NUL-terminated, in libnats's map): 1
+ * with *v and *vl, 0 when m has no such header. */
+int rawhdr_value(natsMsg *m, const char *name, const char **v, size_t *vl);
+
 /*
  * The block libnats encodes for a message given its headers with
  * natsMsgHeader_Set (n of them, names[i]: values[i], in the order libnats
