@@ -234,14 +234,19 @@ lease_purge(void)
 	jsOptions o;
 	jsErrCode jerr = 0;
 
-	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0)
+	if (h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)) != 0) {
+		fprintf(stderr, "✗ after the test: the provisioner: %s\n", err);
 		return -1;
+	}
 	snprintf(stream, sizeof(stream), "KV_cotal_delivery_%s", mesh.token);
 	snprintf(subj, sizeof(subj), "$KV.cotal_delivery_%s.lease.0", mesh.token);
 	jsOptions_Init(&o);
 	o.Stream.Purge.Subject = subj;
 	natsStatus s = js_PurgeStream(prov.js, stream, &o, &jerr);
 	h_close(&prov);
+	if (s != NATS_OK)
+		fprintf(stderr, "✗ after the test: purging %s of %s: %s (%d)\n", subj, stream,
+		    natsStatus_GetText(s), (int)jerr);
 	return s == NATS_OK ? 0 : -1;
 }
 
@@ -252,10 +257,14 @@ after(void **state)
 
 	(void)state;
 	down();
-	if (mesh.broker <= 0 && h_broker_start(&mesh) != 0)
+	if (mesh.broker <= 0 && h_broker_start(&mesh) != 0) {
+		fprintf(stderr, "✗ after the test: the broker did not start again\n");
 		return -1;
-	if (h_cotal(&mesh, out, sizeof(out), "space", "provision", SPACE, NULL) != 0)
+	}
+	if (h_cotal(&mesh, out, sizeof(out), "space", "provision", SPACE, NULL) != 0) {
+		fprintf(stderr, "✗ after the test: cotal space provision %s:\n%s", SPACE, out);
 		return -1;
+	}
 	return lease_purge();
 }
 
