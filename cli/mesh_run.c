@@ -1,10 +1,15 @@
 /*
  * `cotal mesh start | stop`: run the dev mesh's brokers in the background
  * and stop them. A cluster mesh (`mesh init --cluster N`) starts and stops
- * every node, or the one --node names.
+ * every node, or the one --node names. Starting every node of a cluster
+ * returns when the JetStream meta group holds each node; a node left out
+ * for 20 s is restarted (nats-server 2.10 now
+ * and then starts a node whose raft messages are dropped for the life of its
+ * process; cli/mesh_meta.h, docs/cluster.md).
  */
 #include "cli/cli.h"
 #include "cli/mesh.h"
+#include "cli/mesh_meta.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -19,10 +24,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 
 #define START_WAIT_MS 10000
 #define STOP_WAIT_MS 10000
+/* A cluster's JetStream meta group gets each round this long to hold every
+ * node before the nodes it left out are restarted (META_RESTARTS rounds);
+ * with no node to blame it is given META_WAIT_MS. */
+#define META_HEAR_MS 20000
+#define META_RESTARTS 3
+#define META_WAIT_MS 60000
 
 /* Node n's broker pid from its pid file, when that process still runs
  * nats-server with node n's config. */
@@ -154,13 +166,16 @@ mesh_nodes(json_t *mesh, int *nodes, int *ports, char *err, size_t errlen)
 	return (int)n;
 }
 
-/* Start one node's broker, detached. 0, or 1 (logged). */
+/* Start one node's broker, detached. 0, or 1 (logged); *started says
+ * whether this call started it (false: it was running already). */
 static int
-node_start(const struct workspace *ws, const char *bin, const char *host, int node, int port)
+node_start(const struct workspace *ws, const char *bin, const char *host, int node, int port,
+	   bool *started)
 {
 	char conf[WS_FILE_MAX], logp[WS_FILE_MAX], name[32];
 	pid_t pid;
 
+	*started = false;
 	if (node == 0)
 		snprintf(name, sizeof(name), "broker");
 	else
@@ -169,6 +184,7 @@ node_start(const struct workspace *ws, const char *bin, const char *host, int no
 		log_info("%s already running (pid %ld) at %s:%d", name, (long)pid, host, port);
 		return 0;
 	}
+	*started = true;
 	if (port_open(host, port)) {
 		log_errx("mesh start: %s: %s:%d is already in use by another program", name, host,
 		    port);
@@ -223,6 +239,102 @@ node_start(const struct workspace *ws, const char *bin, const char *host, int no
 	log_errx("mesh start: %s (%s) did not come up within %d ms%s%s; see %s", name, bin,
 	    START_WAIT_MS, log_last_line(logp, last, sizeof(last)) ? ": " : "", last, logp);
 	return 1;
+}
+
+/* SIGTERM, then SIGKILL after STOP_WAIT_MS; said either way. */
+static void
+pid_stop(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	for (int waited = 0; waited < STOP_WAIT_MS && kill(pid, 0) == 0; waited += 50)
+		sleep_ms(50);
+	if (kill(pid, 0) == 0) {
+		log_warnx("broker pid %ld ignored SIGTERM for %d ms; sending SIGKILL", (long)pid,
+		    STOP_WAIT_MS);
+		kill(pid, SIGKILL);
+		while (kill(pid, 0) == 0)
+			sleep_ms(50);
+	} else {
+		log_ok("broker stopped (pid %ld)", (long)pid);
+	}
+}
+
+/* Restart node: 0, or 1 (logged). */
+static int
+node_restart(const struct workspace *ws, const char *bin, const char *host, int node, int port)
+{
+	bool started;
+	pid_t pid = mesh_pid(ws, node);
+
+	if (pid > 0)
+		pid_stop(pid);
+	return node_start(ws, bin, host, node, port, &started);
+}
+
+/*
+ * After every node of a cluster was started here: wait until the JetStream
+ * meta group holds every node (each store's peer state lists all n). A round
+ * that has not got there after META_HEAR_MS restarts the nodes the group
+ * left out (cli/mesh_meta.c), at most META_RESTARTS rounds; with no node to
+ * blame the cluster is given META_WAIT_MS in all. 0, or 1 (logged, naming
+ * the node and where its log is).
+ */
+static int
+cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
+		  const int *nodes, const int *ports, int n)
+{
+	char names[MESH_NODES_MAX][32], stores[MESH_NODES_MAX][WS_FILE_MAX];
+	struct mesh_meta_node mm[MESH_NODES_MAX];
+	int64_t begun = mono_ms(), round_begun = begun;
+	int rounds = 0;
+
+	for (int i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "cotal_dev_%d", nodes[i]);
+		snprintf(stores[i], sizeof(stores[i]), "%s/jetstream-%d", ws->mesh, nodes[i]);
+		mm[i].server_name = names[i];
+		mm[i].store_dir = stores[i];
+	}
+	for (;;) {
+		char why[2048];
+		bool out[MESH_NODES_MAX];
+		int left = mesh_meta_left_out(mm, n, out, why, sizeof(why));
+
+		if (left == 0) {
+			log_ok("cluster: every node is in the JetStream meta group");
+			return 0;
+		}
+		int64_t now = mono_ms();
+		if (left < 0 || now - round_begun < META_HEAR_MS) {
+			if (now - begun >= META_WAIT_MS) {
+				log_errx("mesh start: the cluster's JetStream meta group is not whole %d s "
+				    "after start (%s); the nodes' logs are in %s", META_WAIT_MS / 1000, why,
+				    ws->mesh);
+				return 1;
+			}
+			sleep_ms(100);
+			continue;
+		}
+		if (rounds == META_RESTARTS) {
+			for (int i = 0; i < n; i++)
+				if (out[i])
+					log_errx("mesh start: node %d is still left out of the JetStream meta "
+					    "group after %d restarts (%s); see %s/nats-server-%d.log", nodes[i],
+					    META_RESTARTS, why, ws->mesh, nodes[i]);
+			return 1;
+		}
+		rounds++;
+		for (int i = 0; i < n; i++) {
+			if (!out[i])
+				continue;
+			log_info("node %d is not in the JetStream meta group %d s after its start (%s): "
+			    "restarting it (nats-server 2.10 now and then starts a node whose raft "
+			    "messages are dropped; docs/cluster.md)", nodes[i], META_HEAR_MS / 1000, why);
+			if (node_restart(ws, bin, host, nodes[i], ports[i]) != 0)
+				return 1;
+		}
+		round_begun = mono_ms();
+		begun = round_begun;
+	}
 }
 
 /* "--node N": 0 (every node) or the node, -1 when not a node number. */
@@ -292,8 +404,15 @@ cmd_mesh_start(int argc, char **argv)
 		bin = cli_nats_server_path();
 	/* A cluster's JetStream waits for a quorum of routes: every node is
 	 * started before any is waited for long. */
-	for (int i = 0; i < n; i++)
-		rc |= node_start(&ws, bin, host, nodes[i], ports[i]);
+	int started_all = 0;
+	for (int i = 0; i < n; i++) {
+		bool started;
+		rc |= node_start(&ws, bin, host, nodes[i], ports[i], &started);
+		started_all += started;
+	}
+	/* Every node of a cluster started here: each must hear the leader. */
+	if (rc == 0 && nodes[0] != 0 && only == 0 && started_all == n)
+		rc = cluster_meta_wait(&ws, bin, host, nodes, ports, n);
 	return rc;
 }
 
@@ -339,19 +458,7 @@ cmd_mesh_stop(int argc, char **argv)
 				log_info("node %d not running in %s", nodes[i], ws.root);
 			continue;
 		}
-		kill(pid, SIGTERM);
-		int waited = 0;
-		while (waited < STOP_WAIT_MS && kill(pid, 0) == 0) {
-			sleep_ms(50);
-			waited += 50;
-		}
-		if (kill(pid, 0) == 0) {
-			log_warnx("broker pid %ld ignored SIGTERM for %d ms; sending SIGKILL",
-			    (long)pid, STOP_WAIT_MS);
-			kill(pid, SIGKILL);
-		} else {
-			log_ok("broker stopped (pid %ld)", (long)pid);
-		}
+		pid_stop(pid);
 	}
 	return 0;
 }

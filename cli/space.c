@@ -81,8 +81,14 @@ provision_until_placed(natsConnection *nc, const char *space, int replicas, int6
 				fputs(text, stdout);
 			free(text);
 		}
-		if (!early)
+		if (!early) {
+			if (rc != 0 && said && strstr(err, "err_code 10005") != NULL)
+				log_info("space provision: the JetStream meta group may lack a node: "
+				    "nats-server 2.10 now and then starts a node whose raft messages "
+				    "are dropped, and only its restart clears it (`cotal mesh start` "
+				    "does that for a dev cluster); docs/cluster.md");
 			return rc;
+		}
 		if (!said)
 			log_info("space provision: waiting up to %d s for the cluster's JetStream "
 			    "to place %d replicas (%s)", CLUSTER_PLACE_WAIT_MS / 1000, replicas, err);

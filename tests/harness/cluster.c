@@ -7,15 +7,14 @@
  */
 #include "tests/harness/harness_int.h"
 
-#include <glob.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <openssl/evp.h>
 
+#include "cli/mesh_meta.h"
 #include "lib/clock.h"
 
 /* n distinct free loopback ports into ports[]. */
@@ -49,111 +48,27 @@ node_conf_value(struct mesh *m, int i, const char *key, char *out, size_t outlen
 	return h_conf_value(m->nodes[i].conf, key, out, outlen);
 }
 
-/* Node i's raft peer id: nats-server's getHash(server_name), the first 8
- * bytes of its SHA-256 mapped onto 62 letters and digits. */
-static bool
-node_peer_id(struct mesh *m, int i, char id[9])
-{
-	static const char digits[] =
-	    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-	unsigned char sha[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-	char name[128];
-
-	if (!node_conf_value(m, i, "server_name", name, sizeof(name)) ||
-	    EVP_Digest(name, strlen(name), sha, &len, EVP_sha256(), NULL) != 1 || len < 8)
-		return false;
-	for (int k = 0; k < 8; k++)
-		id[k] = digits[sha[k] % 62];
-	id[8] = '\0';
-	return true;
-}
-
 /*
- * The JetStream meta group as node i's store records it: the raft peer
- * state file <store_dir>/jetstream/<system account>/_js_/_meta_/peers.idx
- * (nats-server's encodePeerState, the same from 2.9 to 2.14: cluster size
- * and peer count, little-endian uint32 each, then 8-byte peer ids). The
- * number of peers read, or -1 when there is none yet.
- */
-static int
-meta_peers(struct mesh *m, int i, int *csz, char ids[][9], int max)
-{
-	char store[H_PATH_MAX], pat[H_PATH_MAX + 64];
-	unsigned char buf[8 + 8 * H_NODES_MAX];
-	glob_t g;
-	size_t n = 0;
-	int count = -1;
-
-	if (!node_conf_value(m, i, "store_dir", store, sizeof(store)))
-		return -1;
-	snprintf(pat, sizeof(pat), "%s/jetstream/*/_js_/_meta_/peers.idx", store);
-	if (glob(pat, 0, NULL, &g) != 0)
-		return -1;
-	FILE *f = fopen(g.gl_pathv[0], "rb");
-	if (f != NULL) {
-		n = fread(buf, 1, sizeof(buf), f);
-		fclose(f);
-	}
-	globfree(&g);
-	if (n < 8)
-		return -1;
-	*csz = (int)(buf[0] | buf[1] << 8 | buf[2] << 16 | (unsigned)buf[3] << 24);
-	count = (int)(buf[4] | buf[5] << 8 | buf[6] << 16 | (unsigned)buf[7] << 24);
-	if (count < 0 || count > max || n < 8 + 8 * (size_t)count)
-		return -1;
-	for (int k = 0; k < count; k++) {
-		memcpy(ids[k], buf + 8 + 8 * k, 8);
-		ids[k][8] = '\0';
-	}
-	return count;
-}
-
-/*
- * Which nodes the JetStream meta group lacks: absent from the meta peer
- * state of a majority of the nodes (a node left out still records its own
- * bootstrap state, itself alone, or the group's without itself). Into
- * out[] (true: left out), and each node's record as words into why. The
- * number left out; 0 once every node records all n as known peers; -1
- * while that is not so and nobody is left out yet.
+ * Which nodes the JetStream meta group lacks (cli/mesh_meta.c reads the
+ * nodes' peer state files), the nodes named and placed by their configs.
+ * Into out[] (true: left out) and why; the number left out, 0 once every
+ * node records all n, -1 while no verdict.
  */
 static int
 meta_left_out(struct mesh *m, int n, bool *out, char *why, size_t whylen)
 {
-	char ids[H_NODES_MAX][H_NODES_MAX][9], self[H_NODES_MAX][9];
-	int count[H_NODES_MAX], csz[H_NODES_MAX], full = 0, left = 0;
-	size_t w = 0;
+	char names[H_NODES_MAX][128], stores[H_NODES_MAX][H_PATH_MAX];
+	struct mesh_meta_node nodes[H_NODES_MAX];
 
 	for (int i = 0; i < n; i++) {
-		if (!node_peer_id(m, i, self[i]))
-			snprintf(self[i], sizeof(self[i]), "?");
-		csz[i] = 0;
-		count[i] = meta_peers(m, i, &csz[i], ids[i], H_NODES_MAX);
-		full += count[i] == n && csz[i] == n;
-		w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0,
-		    "%snode %d (peer %s): ", i ? "; " : "", i + 1, self[i]);
-		if (count[i] < 0)
-			w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0, "no meta state");
-		else
-			w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0,
-			    "cluster size %d, known peers", csz[i]);
-		for (int k = 0; k < count[i]; k++)
-			w += (size_t)snprintf(why + w, w < whylen ? whylen - w : 0, " %s", ids[i][k]);
+		if (!node_conf_value(m, i, "server_name", names[i], sizeof(names[i])))
+			names[i][0] = '\0';
+		if (!node_conf_value(m, i, "store_dir", stores[i], sizeof(stores[i])))
+			snprintf(stores[i], sizeof(stores[i]), "/nonexistent");
+		nodes[i].server_name = names[i];
+		nodes[i].store_dir = stores[i];
 	}
-	if (full == n)
-		return 0;
-	for (int i = 0; i < n; i++) {
-		int absent = 0;
-		for (int j = 0; j < n; j++) {
-			bool listed = false;
-			for (int k = 0; k < count[j]; k++)
-				listed = listed || strcmp(ids[j][k], self[i]) == 0;
-			absent += count[j] >= 0 && !listed;
-		}
-		out[i] = self[i][0] != '?' && absent > n / 2;
-		left += out[i];
-	}
-	return left > 0 ? left : -1;
+	return mesh_meta_left_out(nodes, n, out, why, whylen);
 }
 
 /*
