@@ -677,19 +677,25 @@ setup(char *err, size_t errlen)
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_open(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply,
+	/* The four mirrors load at once: the bind takes the longest load. */
+	if (kvmirror_start(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply,
 	    members_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_channels_%s", token);
-	if (kvmirror_open(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply,
+	if (kvmirror_start(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply,
 	    configs_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_presence_%s", token);
-	if (kvmirror_open(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply,
+	if (kvmirror_start(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply,
 	    presence_reset, NULL, err, errlen) != 0)
 		return -1;
-	if (aclindex_open(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, true, err,
+	if (aclindex_start(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, true, err,
 	    errlen) != 0)
+		return -1;
+	if (kvmirror_loaded(&F.members, err, errlen) != 0 ||
+	    kvmirror_loaded(&F.channels, err, errlen) != 0 ||
+	    kvmirror_loaded(&F.presence, err, errlen) != 0 ||
+	    kvmirror_loaded(&F.acl.mirror, err, errlen) != 0)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
 	lead_open(F.pub.js, F.inbox);

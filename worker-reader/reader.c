@@ -648,12 +648,15 @@ setup(char *err, size_t errlen)
 	if (pull_bind(R.pub.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
 	    errlen) != 0)
 		return -1;
-	if (aclindex_open(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, token, false, err,
+	/* Both mirrors load at once: the bind takes the longer load. */
+	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, token, false, err,
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_open(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,
-	    members_reset, NULL, err, errlen) != 0)
+	if (kvmirror_start(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,
+	    members_reset, NULL, err, errlen) != 0 ||
+	    kvmirror_loaded(&R.acl.mirror, err, errlen) != 0 ||
+	    kvmirror_loaded(&R.members, err, errlen) != 0)
 		return -1;
 	snprintf(R.dlv, sizeof(R.dlv), "DLV_%s", token);
 	/* Without DLV's stream info (an optional grant) it cannot tell that

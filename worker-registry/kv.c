@@ -197,16 +197,21 @@ kv_open(char *err, size_t errlen)
 	strmap_init(&G.lc_rows);
 	strmap_init(&G.ch_origin);
 	strmap_init(&G.lc_channels);
-	if (kvmirror_open(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
+	/* The mirrors load at once: the bind takes the longest load. */
+	if (kvmirror_start(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
 	    members_apply, members_reset, NULL, err, errlen) != 0)
 		return -1;
 	if (!(W.cfg.features_off & IPC_OFF_REGISTER)) {
-		if (kvmirror_open(&G.channels, W.nc, W.cfg.inbox_prefix, G.js, G.channels_bucket,
+		if (kvmirror_start(&G.channels, W.nc, W.cfg.inbox_prefix, G.js, G.channels_bucket,
 		    channels_apply, channels_reset, NULL, err, errlen) != 0)
 			return -1;
 		G.channels_open = true;
 	}
-	return aclindex_open(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, true, err, errlen);
+	if (aclindex_start(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, true, err,
+	    errlen) != 0 || kvmirror_loaded(&G.members, err, errlen) != 0 ||
+	    (G.channels_open && kvmirror_loaded(&G.channels, err, errlen) != 0))
+		return -1;
+	return kvmirror_loaded(&G.acl.mirror, err, errlen);
 }
 
 void

@@ -570,6 +570,32 @@ kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_pre
 		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
 		   kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
 {
+	if (kvmirror_start_kept(m, nc, inbox_prefix, js, bucket, apply, reset, keep, arg, err,
+	    errlen) != 0)
+		return -1;
+	return kvmirror_loaded(m, err, errlen);
+}
+
+int
+kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+	       const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
+	       char *err, size_t errlen)
+{
+	return kvmirror_start_kept(m, nc, inbox_prefix, js, bucket, apply, reset, NULL, arg, err,
+	    errlen);
+}
+
+int
+kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen)
+{
+	return barrier_wait(m, m->start_last, err, errlen);
+}
+
+int
+kvmirror_start_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		    const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
+		    kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
+{
 	char why[512];
 	natsStatus s;
 	uint64_t last;
@@ -605,6 +631,7 @@ kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_pre
 		return -1;
 	}
 	m->rebuild_floor = last;
+	m->start_last = last;
 	pthread_mutex_init(&m->mu, NULL);
 	pthread_cond_init(&m->cv, NULL);
 	m->want_rebuild = true;
@@ -614,7 +641,7 @@ kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_pre
 		m->kv = NULL;
 		return -1;
 	}
-	return barrier_wait(m, last, err, errlen);
+	return 0;
 }
 
 void

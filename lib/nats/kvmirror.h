@@ -84,6 +84,7 @@ struct kvmirror {
 	size_t stage_nslots;       /* a power of 2, at least twice the staged entries */
 	uint64_t staged_max_rev;   /* the replay's highest revision, kept or not */
 	bool stop;
+	uint64_t start_last;  /* the bucket's last sequence when the mirror started */
 	char error[256];      /* why the watch is down, for the barrier's caller */
 };
 
@@ -97,6 +98,23 @@ int kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox
 		       jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
 		       kvmirror_reset_fn reset, kvmirror_keep_fn keep, void *arg, char *err,
 		       size_t errlen);
+/*
+ * kvmirror_open in two halves, so that a worker's mirrors load at once
+ * rather than one after the other (issue 39: a start's time is the longest
+ * load, not their sum): kvmirror_start binds the bucket, reads its last
+ * sequence and starts the watch; kvmirror_loaded waits until the watch has
+ * applied that sequence (the first load), as kvmirror_open's barrier does.
+ * Nothing reads the owner's state between the two. After a failed start,
+ * or a failed wait, close the mirror.
+ */
+int kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
+		   char *err, size_t errlen);
+int kvmirror_start_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix,
+			jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+			kvmirror_reset_fn reset, kvmirror_keep_fn keep, void *arg, char *err,
+			size_t errlen);
+int kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen);
 /* The barrier: 0 once every write committed before the call is applied,
  * -1 with err when the bucket cannot be read. */
 int kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen);

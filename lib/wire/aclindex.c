@@ -259,11 +259,20 @@ int
 aclindex_open(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 	      const char *token, bool by_alias, char *err, size_t errlen)
 {
+	if (aclindex_start(x, nc, inbox_prefix, js, token, by_alias, err, errlen) != 0)
+		return -1;
+	return kvmirror_loaded(&x->mirror, err, errlen);
+}
+
+int
+aclindex_start(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+	       const char *token, bool by_alias, char *err, size_t errlen)
+{
 	char bucket[KVMIRROR_BUCKET_MAX];
 
 	aclindex_init(x, by_alias);
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
-	return kvmirror_open_kept(&x->mirror, nc, inbox_prefix, js, bucket, aclindex_apply,
+	return kvmirror_start_kept(&x->mirror, nc, inbox_prefix, js, bucket, aclindex_apply,
 	    aclindex_reset, aclindex_keep, x, err, errlen);
 }
 

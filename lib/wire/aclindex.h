@@ -60,6 +60,10 @@ struct aclindex_alias {
  * alias indexed when by_alias; 0, or -1 with err (close it then). */
 int aclindex_open(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 		  const char *token, bool by_alias, char *err, size_t errlen);
+/* aclindex_open's first half (kvmirror_start): the load then runs beside
+ * the worker's other mirrors'; kvmirror_loaded(&x->mirror) waits for it. */
+int aclindex_start(struct aclindex *x, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		   const char *token, bool by_alias, char *err, size_t errlen);
 void aclindex_close(struct aclindex *x);
 /* The live row of a lifecycle, or NULL (no row, a retired one or one that
  * does not decode: aclindex_read tells which): with the mirror locked. */

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -400,6 +401,103 @@ test_a_bucket_whose_tail_expired_opens_with_one_load(void **state)
 	kvStore_Destroy(kv);
 }
 
+/* An owner whose first apply waits until the test lets it go. */
+struct held_owner {
+	struct owner o;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool go;
+	bool held; /* its first entry arrived and waited */
+};
+
+static void
+held_apply(void *arg, const struct kvw_entry *e)
+{
+	struct held_owner *h = arg;
+
+	pthread_mutex_lock(&h->mu);
+	h->held = true;
+	while (!h->go)
+		pthread_cond_wait(&h->cv, &h->mu);
+	pthread_mutex_unlock(&h->mu);
+	owner_apply(&h->o, e);
+}
+
+static void
+held_reset(void *arg)
+{
+	owner_reset(&((struct held_owner *)arg)->o);
+}
+
+/*
+ * A worker's mirrors load at once (issue 39: a start takes the longest
+ * load, not the sum of them): kvmirror_start returns while its first load
+ * is still under way. Here the members mirror's owner holds its first entry
+ * until the channels mirror has started too (kvmirror_open would wait for
+ * that load and never get there); then both loads finish and each mirror
+ * holds its bucket, key for key.
+ */
+static void
+test_mirrors_started_together_load_together(void **state)
+{
+	static struct kvmirror a, b;
+	static struct held_owner ha;
+	static struct owner ob;
+	kvStore *kva = NULL, *kvb = NULL;
+	char cbucket[256], inbox[128], err[512], key[64], val[64];
+
+	(void)state;
+	snprintf(cbucket, sizeof(cbucket), "cotal_channels_%s", mesh.token);
+	assert_int_equal(js_KeyValue(&kva, prov.js, bucket), NATS_OK);
+	assert_int_equal(js_KeyValue(&kvb, prov.js, cbucket), NATS_OK);
+	for (int i = 0; i < 500; i++) {
+		snprintf(key, sizeof(key), "together.a%d", i);
+		snprintf(val, sizeof(val), "{\"a\":%d}", i);
+		put_row(kva, key, val);
+		snprintf(key, sizeof(key), "together.b%d", i);
+		put_row(kvb, key, val);
+	}
+	strmap_init(&ha.o.rows);
+	strmap_init(&ob.rows);
+	pthread_mutex_init(&ha.mu, NULL);
+	pthread_cond_init(&ha.cv, NULL);
+	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
+	if (kvmirror_start(&a, dlv.nc, inbox, dlv.js, bucket, held_apply, held_reset, &ha, err,
+	    sizeof(err)) != 0)
+		fail_msg("kvmirror_start %s: %s", bucket, err);
+	/* a's load is under way and held at its first entry. */
+	for (int64_t until = mono_ms() + 10000; mono_ms() < until;) {
+		pthread_mutex_lock(&ha.mu);
+		bool held = ha.held;
+		pthread_mutex_unlock(&ha.mu);
+		if (held)
+			break;
+		h_nap(10);
+	}
+	pthread_mutex_lock(&ha.mu);
+	assert_true(ha.held);
+	pthread_mutex_unlock(&ha.mu);
+	if (kvmirror_start(&b, dlv.nc, inbox, dlv.js, cbucket, owner_apply, owner_reset, &ob, err,
+	    sizeof(err)) != 0)
+		fail_msg("kvmirror_start %s: %s", cbucket, err);
+	pthread_mutex_lock(&ha.mu);
+	ha.go = true;
+	pthread_cond_broadcast(&ha.cv);
+	pthread_mutex_unlock(&ha.mu);
+	if (kvmirror_loaded(&a, err, sizeof(err)) != 0 || kvmirror_loaded(&b, err, sizeof(err)) != 0)
+		fail_msg("kvmirror_loaded: %s", err);
+	expect_equal(&a, &ha.o, kva);
+	expect_equal(&b, &ob, kvb);
+	kvmirror_close(&a);
+	kvmirror_close(&b);
+	strmap_clear(&ha.o.rows, free);
+	strmap_clear(&ob.rows, free);
+	pthread_mutex_destroy(&ha.mu);
+	pthread_cond_destroy(&ha.cv);
+	kvStore_Destroy(kva);
+	kvStore_Destroy(kvb);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -407,6 +505,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_a_rebuild_never_shows_part_of_the_bucket),
 		cmocka_unit_test(test_tombstones_cost_no_memory_and_never_stop_a_replay),
 		cmocka_unit_test(test_a_bucket_whose_tail_expired_opens_with_one_load),
+		cmocka_unit_test(test_mirrors_started_together_load_together),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, teardown));
