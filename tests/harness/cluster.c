@@ -7,11 +7,14 @@
  */
 #include "tests/harness/harness_int.h"
 
+#include <glob.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 
 #include "cli/mesh_meta.h"
@@ -217,6 +220,42 @@ cluster_up(struct mesh *m, struct h_net *net, const char *space, int n, int repl
 	return hi_mesh_foreign_grants(m);
 }
 
+/*
+ * A raft snapshot a killed node left unfinished (snap.<term>.<index>.tmp in
+ * a group's snapshots/ directory, often empty): nats-server 2.14.0 takes it
+ * for the group's snapshot at the next start and refuses to start at all
+ * ("Snapshot corrupt, too short", then "Can't start JetStream: raft:
+ * snapshot corrupt"), for every start after. 2.14.1 ignores such files
+ * (nats-server 8ece76c81, "NRG: ignore temporary snapshot files on
+ * recovery"); the npm registry has 2.14.0 only, so the harness does what
+ * the fixed broker does before it starts a node: the file is removed, and
+ * the removal said with its path and size. CI's chaos_short_cluster met it
+ * when a node-kill landed in the meta group's snapshot write: node 2 never
+ * started again.
+ */
+static void
+unfinished_snapshots_drop(struct mesh *m, int i)
+{
+	char store[H_PATH_MAX], pat[H_PATH_MAX + 64];
+	glob_t g;
+
+	if (!node_conf_value(m, i, "store_dir", store, sizeof(store)))
+		return;
+	snprintf(pat, sizeof(pat), "%s/jetstream/*/_js_/*/snapshots/snap.*.tmp", store);
+	if (glob(pat, 0, NULL, &g) != 0)
+		return;
+	for (size_t k = 0; k < g.gl_pathc; k++) {
+		struct stat st;
+		long long size = stat(g.gl_pathv[k], &st) == 0 ? (long long)st.st_size : -1;
+		if (unlink(g.gl_pathv[k]) == 0)
+			fprintf(stderr, "! harness: node %d: removed the unfinished raft snapshot %s "
+			    "(%lld bytes) its kill left; nats-server 2.14.0 would refuse to start on "
+			    "it (fixed in 2.14.1, which ignores such files)\n", i + 1, g.gl_pathv[k],
+			    size);
+	}
+	globfree(&g);
+}
+
 int
 h_node_start(struct mesh *m, int i)
 {
@@ -225,6 +264,7 @@ h_node_start(struct mesh *m, int i)
 
 	if (i < 0 || i >= m->nnodes)
 		return -1;
+	unfinished_snapshots_drop(m, i);
 	snprintf(logname, sizeof(logname), "broker-%d.log", i + 1);
 	if (m->nodes[i].netns[0] != '\0')
 		rc = hi_broker_spawn_at(m, m->nodes[i].conf, m->nodes[i].netns, m->nodes[i].addr,
