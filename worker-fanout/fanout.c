@@ -679,15 +679,15 @@ setup(char *err, size_t errlen)
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
 	/* The four mirrors load at once: the bind takes the longest load. */
 	if (kvmirror_start(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply,
-	    members_reset, NULL, err, errlen) != 0)
+	    members_reset, NULL, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_channels_%s", token);
 	if (kvmirror_start(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply,
-	    configs_reset, NULL, err, errlen) != 0)
+	    configs_reset, NULL, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_presence_%s", token);
 	if (kvmirror_start(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply,
-	    presence_reset, NULL, err, errlen) != 0)
+	    presence_reset, NULL, NULL, err, errlen) != 0)
 		return -1;
 	if (aclindex_start(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, true, err,
 	    errlen) != 0)

@@ -654,7 +654,7 @@ setup(char *err, size_t errlen)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
 	if (kvmirror_start(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,
-	    members_reset, NULL, err, errlen) != 0 ||
+	    members_reset, NULL, NULL, err, errlen) != 0 ||
 	    kvmirror_loaded(&R.acl.mirror, err, errlen) != 0 ||
 	    kvmirror_loaded(&R.members, err, errlen) != 0)
 		return -1;

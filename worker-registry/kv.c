@@ -199,11 +199,11 @@ kv_open(char *err, size_t errlen)
 	strmap_init(&G.lc_channels);
 	/* The mirrors load at once: the bind takes the longest load. */
 	if (kvmirror_start(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
-	    members_apply, members_reset, NULL, err, errlen) != 0)
+	    members_apply, members_reset, NULL, NULL, err, errlen) != 0)
 		return -1;
 	if (!(W.cfg.features_off & IPC_OFF_REGISTER)) {
 		if (kvmirror_start(&G.channels, W.nc, W.cfg.inbox_prefix, G.js, G.channels_bucket,
-		    channels_apply, channels_reset, NULL, err, errlen) != 0)
+		    channels_apply, channels_reset, NULL, NULL, err, errlen) != 0)
 			return -1;
 		G.channels_open = true;
 	}

@@ -561,28 +561,10 @@ kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, 
 	      const char *bucket, kvmirror_apply_fn apply,
 	      kvmirror_reset_fn reset, void *arg, char *err, size_t errlen)
 {
-	return kvmirror_open_kept(m, nc, inbox_prefix, js, bucket, apply, reset, NULL, arg, err,
-	    errlen);
-}
-
-int
-kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
-		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
-		   kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
-{
-	if (kvmirror_start_kept(m, nc, inbox_prefix, js, bucket, apply, reset, keep, arg, err,
+	if (kvmirror_start(m, nc, inbox_prefix, js, bucket, apply, reset, NULL, arg, err,
 	    errlen) != 0)
 		return -1;
 	return kvmirror_loaded(m, err, errlen);
-}
-
-int
-kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
-	       const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
-	       char *err, size_t errlen)
-{
-	return kvmirror_start_kept(m, nc, inbox_prefix, js, bucket, apply, reset, NULL, arg, err,
-	    errlen);
 }
 
 int
@@ -592,9 +574,9 @@ kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen)
 }
 
 int
-kvmirror_start_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
-		    const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
-		    kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
+kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+	       const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
+	       kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
 {
 	char why[512];
 	natsStatus s;

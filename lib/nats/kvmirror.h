@@ -17,7 +17,7 @@
  * keeps reading the state it had (a barrier passed before the rebuild is
  * met by it; a barrier asked for during it waits for the new one).
  * The first load is the exception: nothing reads the owner's state before
- * kvmirror_open returns (its barrier waits for that load), so its entries
+ * kvmirror_loaded returns (its barrier waits for that load), so its entries
  * are applied as they come, with no copy aside: a start holds the state
  * once, not twice (issue 39). Every load starts from a reset, this one at
  * its start.
@@ -88,33 +88,23 @@ struct kvmirror {
 	char error[256];      /* why the watch is down, for the barrier's caller */
 };
 
-/* Bind the bucket and start the watch; waits for the initial state.
- * 0, or -1 with err. */
+/*
+ * Bind the bucket, read its last sequence and start the watch
+ * (kvmirror_start), then wait until the watch has applied that sequence, its
+ * first load (kvmirror_loaded). A worker with several mirrors starts each
+ * before it waits for any, so that they load at once (issue 39: a start
+ * takes the longest load, not their sum); nothing reads the owner's state
+ * between the two. keep: the owner's filter (kvmirror_keep_fn), or NULL for
+ * every entry. 0, or -1 with err; after a failure, close the mirror.
+ * kvmirror_open is the two in one, with no filter.
+ */
+int kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
+		   kvmirror_keep_fn keep, void *arg, char *err, size_t errlen);
+int kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen);
 int kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 		  const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
 		  char *err, size_t errlen);
-/* The same with the owner's filter of what it keeps (kvmirror_keep_fn). */
-int kvmirror_open_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix,
-		       jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
-		       kvmirror_reset_fn reset, kvmirror_keep_fn keep, void *arg, char *err,
-		       size_t errlen);
-/*
- * kvmirror_open in two halves, so that a worker's mirrors load at once
- * rather than one after the other (issue 39: a start's time is the longest
- * load, not their sum): kvmirror_start binds the bucket, reads its last
- * sequence and starts the watch; kvmirror_loaded waits until the watch has
- * applied that sequence (the first load), as kvmirror_open's barrier does.
- * Nothing reads the owner's state between the two. After a failed start,
- * or a failed wait, close the mirror.
- */
-int kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
-		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,
-		   char *err, size_t errlen);
-int kvmirror_start_kept(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix,
-			jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
-			kvmirror_reset_fn reset, kvmirror_keep_fn keep, void *arg, char *err,
-			size_t errlen);
-int kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen);
 /* The barrier: 0 once every write committed before the call is applied,
  * -1 with err when the bucket cannot be read. */
 int kvmirror_barrier(struct kvmirror *m, char *err, size_t errlen);

@@ -272,7 +272,7 @@ aclindex_start(struct aclindex *x, natsConnection *nc, const char *inbox_prefix,
 
 	aclindex_init(x, by_alias);
 	snprintf(bucket, sizeof(bucket), "cotal_acl_%s", token);
-	return kvmirror_start_kept(&x->mirror, nc, inbox_prefix, js, bucket, aclindex_apply,
+	return kvmirror_start(&x->mirror, nc, inbox_prefix, js, bucket, aclindex_apply,
 	    aclindex_reset, aclindex_keep, x, err, errlen);
 }
 

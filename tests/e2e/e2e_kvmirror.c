@@ -462,7 +462,7 @@ test_mirrors_started_together_load_together(void **state)
 	pthread_mutex_init(&ha.mu, NULL);
 	pthread_cond_init(&ha.cv, NULL);
 	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
-	if (kvmirror_start(&a, dlv.nc, inbox, dlv.js, bucket, held_apply, held_reset, &ha, err,
+	if (kvmirror_start(&a, dlv.nc, inbox, dlv.js, bucket, held_apply, held_reset, NULL, &ha, err,
 	    sizeof(err)) != 0)
 		fail_msg("kvmirror_start %s: %s", bucket, err);
 	/* a's load is under way and held at its first entry. */
@@ -477,7 +477,7 @@ test_mirrors_started_together_load_together(void **state)
 	pthread_mutex_lock(&ha.mu);
 	assert_true(ha.held);
 	pthread_mutex_unlock(&ha.mu);
-	if (kvmirror_start(&b, dlv.nc, inbox, dlv.js, cbucket, owner_apply, owner_reset, &ob, err,
+	if (kvmirror_start(&b, dlv.nc, inbox, dlv.js, cbucket, owner_apply, owner_reset, NULL, &ob, err,
 	    sizeof(err)) != 0)
 		fail_msg("kvmirror_start %s: %s", cbucket, err);
 	pthread_mutex_lock(&ha.mu);
