@@ -850,8 +850,9 @@ test_mesh_start_restarts_a_node_left_out(void **state)
 	assert_int_equal(access(pidf, F_OK), 0);
 	snprintf(cmd, sizeof(cmd), "sed -i 's/^  name: cotal_apart$/  name: cotal_dev/' '%s'", conf);
 	assert_int_equal(system(cmd), 0);
-	/* One 20 s round, the restart, the join: well within 90 s. */
-	until = mono_ms() + 90000;
+	/* One 20 s round, the restart, the join; mesh start's own bounds
+	 * (3 rounds of restarts, 60 s with no verdict) end it within 150 s. */
+	until = mono_ms() + 180000;
 	pid_t w;
 	while ((w = waitpid(p, &status, WNOHANG)) == 0 && mono_ms() < until)
 		h_nap(100);
@@ -861,16 +862,19 @@ test_mesh_start_restarts_a_node_left_out(void **state)
 	}
 	char *said = h_file_text(outp, 0);
 	assert_non_null(said);
+	/* Nodes 1 and 2 may be restarted too: the 2.10 race this cures is
+	 * real, and under load it hits about 1 start in 16 (then no two nodes
+	 * form a group, and every node is left out). Node 3 is restarted in
+	 * any case, and the group ends whole. */
 	if (w != p || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
 	    strstr(said, "• node 3 is not in the JetStream meta group 20 s after its start") ==
 	    NULL || strstr(said, "restarting it") == NULL ||
-	    strstr(said, "✓ cluster: every node is in the JetStream meta group") == NULL ||
-	    strstr(said, "node 1 is not") != NULL || strstr(said, "node 2 is not") != NULL) {
+	    strstr(said, "✓ cluster: every node is in the JetStream meta group") == NULL) {
 		char copy[H_OUT_MAX];
 		snprintf(copy, sizeof(copy), "%s", said);
 		free(said);
 		fail_msg("mesh start (status 0x%x, %s): %s", (unsigned)status,
-		    w == p ? "ended" : "did not end within 90 s", copy);
+		    w == p ? "ended" : "did not end within 180 s", copy);
 	}
 	free(said);
 	if (h_cotal(&leftout, out, sizeof(out), "space", "provision", "leftout", "--replicas", "3",
