@@ -2,10 +2,12 @@
  * `cotal mesh start | stop`: run the dev mesh's brokers in the background
  * and stop them. A cluster mesh (`mesh init --cluster N`) starts and stops
  * every node, or the one --node names. Starting every node of a cluster
- * returns when the JetStream meta group holds each node; a node left out
- * for 20 s is restarted (nats-server 2.10 now
- * and then starts a node whose raft messages are dropped for the life of its
- * process; cli/mesh_meta.h, docs/cluster.md).
+ * returns when each node's store records all of them in the JetStream meta
+ * group; the nodes still left out when a 20 s round ends are restarted
+ * (nats-server 2.10 now and then starts a node whose raft messages are
+ * dropped for the life of its process; cli/mesh_meta.h, docs/cluster.md).
+ * The stores keep that record across restarts, so the check sees such a
+ * node on a cluster's first start only, where placement needs it.
  */
 #include "cli/cli.h"
 #include "cli/mesh.h"
@@ -31,7 +33,8 @@
 #define STOP_WAIT_MS 10000
 /* A cluster's JetStream meta group gets each round this long to hold every
  * node before the nodes it left out are restarted (META_RESTARTS rounds);
- * with no node to blame it is given META_WAIT_MS. */
+ * a round with no node to blame is given META_WAIT_MS. At most about
+ * 3 x (20 s + the restarts) + 60 s in all. */
 #define META_HEAR_MS 20000
 #define META_RESTARTS 3
 #define META_WAIT_MS 60000
@@ -241,18 +244,41 @@ node_start(const struct workspace *ws, const char *bin, const char *host, int no
 	return 1;
 }
 
-/* SIGTERM, then SIGKILL after STOP_WAIT_MS; said either way. */
+/* Does pid run? A zombie does not (a detached broker is reaped by
+ * whoever is PID 1, which may never do it). */
+static bool
+pid_alive(pid_t pid)
+{
+	char path[64], stat[256];
+	size_t n = 0;
+	FILE *f;
+
+	if (kill(pid, 0) != 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return true;
+	n = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[n] = '\0';
+	/* "pid (comm) S ...": the state follows the last ')'. */
+	const char *p = strrchr(stat, ')');
+	return p == NULL || p[1] != ' ' || p[2] != 'Z';
+}
+
+/* SIGTERM, then SIGKILL after STOP_WAIT_MS (and up to as long again for it
+ * to end); said either way. */
 static void
 pid_stop(pid_t pid)
 {
 	kill(pid, SIGTERM);
-	for (int waited = 0; waited < STOP_WAIT_MS && kill(pid, 0) == 0; waited += 50)
+	for (int waited = 0; waited < STOP_WAIT_MS && pid_alive(pid); waited += 50)
 		sleep_ms(50);
-	if (kill(pid, 0) == 0) {
+	if (pid_alive(pid)) {
 		log_warnx("broker pid %ld ignored SIGTERM for %d ms; sending SIGKILL", (long)pid,
 		    STOP_WAIT_MS);
 		kill(pid, SIGKILL);
-		while (kill(pid, 0) == 0)
+		for (int waited = 0; waited < STOP_WAIT_MS && pid_alive(pid); waited += 50)
 			sleep_ms(50);
 	} else {
 		log_ok("broker stopped (pid %ld)", (long)pid);
@@ -275,9 +301,10 @@ node_restart(const struct workspace *ws, const char *bin, const char *host, int 
  * After every node of a cluster was started here: wait until the JetStream
  * meta group holds every node (each store's peer state lists all n). A round
  * that has not got there after META_HEAR_MS restarts the nodes the group
- * left out (cli/mesh_meta.c), at most META_RESTARTS rounds; with no node to
- * blame the cluster is given META_WAIT_MS in all. 0, or 1 (logged, naming
- * the node and where its log is).
+ * left out (cli/mesh_meta.c), at most META_RESTARTS rounds; a round with no
+ * node to blame is given META_WAIT_MS. A SIGINT or SIGTERM pending (cotal
+ * up blocks them to take them itself) ends the wait. 0, or 1 (logged,
+ * naming the node and where its log is).
  */
 static int
 cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
@@ -297,8 +324,15 @@ cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
 	for (;;) {
 		char why[2048];
 		bool out[MESH_NODES_MAX];
+		sigset_t pending;
 		int left = mesh_meta_left_out(mm, n, out, why, sizeof(why));
 
+		if (sigpending(&pending) == 0 &&
+		    (sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGTERM) == 1)) {
+			log_errx("mesh start: stopped while waiting for the JetStream meta group; the "
+			    "nodes run (cotal mesh stop stops them)");
+			return 1;
+		}
 		if (left == 0) {
 			log_ok("cluster: every node is in the JetStream meta group");
 			return 0;
@@ -307,8 +341,8 @@ cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
 		if (left < 0 || now - round_begun < META_HEAR_MS) {
 			if (now - begun >= META_WAIT_MS) {
 				log_errx("mesh start: the cluster's JetStream meta group is not whole %d s "
-				    "after start (%s); the nodes' logs are in %s", META_WAIT_MS / 1000, why,
-				    ws->mesh);
+				    "after the last start (%s); the nodes run and their logs are in %s",
+				    META_WAIT_MS / 1000, why, ws->mesh);
 				return 1;
 			}
 			sleep_ms(100);

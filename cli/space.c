@@ -49,8 +49,9 @@ size_arg(const char *arg, int64_t *out)
 }
 
 /* How long a space provisioned with replicas waits for the cluster to
- * place them: the nodes elect a JetStream meta leader and join its group
- * seconds after `cotal mesh start` returned (each node listening). */
+ * place them: a cluster started by hand, or a dev cluster's later start
+ * (`cotal mesh start` waits for the meta group on a first start only),
+ * may still be electing its JetStream meta leader. */
 #define CLUSTER_PLACE_WAIT_MS 30000
 
 /*

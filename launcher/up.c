@@ -416,10 +416,10 @@ bring_broker(struct up *u, const char *nats_server)
 		return 0;
 	char *args[] = { (char *)"--root", u->f.ws.root, (char *)"--nats-server",
 		(char *)nats_server, NULL };
-	if (cmd_mesh_start(nats_server != NULL ? 4 : 2, args) != 0)
-		return -1;
+	/* Started, or tried: a cluster's nodes run even when the wait for its
+	 * meta group fails, and they are this up's for cotal down to stop. */
 	u->broker_started = true;
-	return 0;
+	return cmd_mesh_start(nats_server != NULL ? 4 : 2, args) != 0 ? -1 : 0;
 }
 
 /* Its per-stream report is for `cotal space provision`; up says one line. */
@@ -687,14 +687,16 @@ cmd_up(int argc, char **argv)
 		return 1;
 	}
 
-	if (bring_broker(&u, nats_server) != 0)
-		return 1;
+	int brought = bring_broker(&u, nats_server);
 	/* A broker this up started is cotal down's to stop, however up ends
-	 * from here (a failed step, a Ctrl-C before the launch). */
+	 * from here (a failed step, a Ctrl-C before the launch), its own start
+	 * included. */
 	if (u.broker_started) {
 		struct up_record r = { .broker_started = true, .detached = true };
 		up_record_write(&u.f, &r);
 	}
+	if (brought != 0)
+		return 1;
 	/* The seed: open dev mode has no delivery daemon. Its broker runs (the
 	 * live path needs no daemon); cotal down stops it if up started it. */
 	if (u.open) {
