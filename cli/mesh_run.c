@@ -28,6 +28,7 @@
 
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/procstat.h"
 
 #define START_WAIT_MS 10000
 #define STOP_WAIT_MS 10000
@@ -249,21 +250,10 @@ node_start(const struct workspace *ws, const char *bin, const char *host, int no
 static bool
 pid_alive(pid_t pid)
 {
-	char path[64], stat[256];
-	size_t n = 0;
-	FILE *f;
+	struct procstat ps;
 
-	if (kill(pid, 0) != 0)
-		return false;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if ((f = fopen(path, "r")) == NULL)
-		return true;
-	n = fread(stat, 1, sizeof(stat) - 1, f);
-	fclose(f);
-	stat[n] = '\0';
-	/* "pid (comm) S ...": the state follows the last ')'. */
-	const char *p = strrchr(stat, ')');
-	return p == NULL || p[1] != ' ' || p[2] != 'Z';
+	return kill(pid, 0) == 0 && procstat_read(pid, &ps) == 0 && ps.state != 'Z' &&
+	    ps.state != 'X';
 }
 
 /* SIGTERM, then SIGKILL after STOP_WAIT_MS (and up to as long again for it
@@ -312,7 +302,7 @@ cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
 {
 	char names[MESH_NODES_MAX][32], stores[MESH_NODES_MAX][WS_FILE_MAX];
 	struct mesh_meta_node mm[MESH_NODES_MAX];
-	int64_t begun = mono_ms(), round_begun = begun;
+	int64_t round_begun = mono_ms();
 	int rounds = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -339,7 +329,7 @@ cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
 		}
 		int64_t now = mono_ms();
 		if (left < 0 || now - round_begun < META_HEAR_MS) {
-			if (now - begun >= META_WAIT_MS) {
+			if (now - round_begun >= META_WAIT_MS) {
 				log_errx("mesh start: the cluster's JetStream meta group is not whole %d s "
 				    "after the last start (%s); the nodes run and their logs are in %s",
 				    META_WAIT_MS / 1000, why, ws->mesh);
@@ -367,7 +357,6 @@ cluster_meta_wait(const struct workspace *ws, const char *bin, const char *host,
 				return 1;
 		}
 		round_begun = mono_ms();
-		begun = round_begun;
 	}
 }
 
