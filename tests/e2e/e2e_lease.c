@@ -51,6 +51,7 @@
 static struct mesh ma, mb;        /* space "lease"; space "leasebk" (broker cases) */
 static struct conn prova, provb;  /* their provisioners: read and write lease rows */
 static struct daemon da, db;
+static struct daemon sb, sc;     /* the standbys of the service-manager case */
 
 /* ---- the lease row, as the provisioner sees it ---- */
 
@@ -206,6 +207,24 @@ log_wait(struct mesh *m, long from, const char *line, bool exact, int ms)
 	return at;
 }
 
+/* Print the log's lines from offset from on (a failure's evidence: each
+ * line carries the daemon's own time stamp). */
+static void
+log_show(struct mesh *m, long from)
+{
+	char path[H_PATH_MAX * 2], buf[8192];
+	FILE *f;
+
+	log_path(m, path, sizeof(path));
+	if ((f = fopen(path, "r")) == NULL)
+		return;
+	if (fseek(f, from, SEEK_SET) == 0)
+		while (fgets(buf, sizeof(buf), f) != NULL)
+			printf("  | %.400s%s", buf, strchr(buf, '\n') != NULL && strlen(buf) <= 400 ?
+			    "" : "\n");
+	fclose(f);
+}
+
 /* Does an exact line appear in captured output? */
 static bool
 out_has_line(const char *out, const char *line)
@@ -323,6 +342,20 @@ setup(void **state)
 		fprintf(stderr, "✗ provisioner: %s\n", err);
 		return -1;
 	}
+	return 0;
+}
+
+/* After each test, pass or fail: no daemon of it serves on. A failed
+ * assertion leaves the test at once, and a daemon left holding a lease
+ * would refuse every later test's start (a failure would hide the rest). */
+static int
+end_daemons(void **state)
+{
+	(void)state;
+	h_daemon_stop(&sc, STOP_MS);
+	h_daemon_stop(&sb, STOP_MS);
+	h_daemon_stop(&db, STOP_MS);
+	h_daemon_stop(&da, STOP_MS);
 	return 0;
 }
 
@@ -894,7 +927,11 @@ test_a_killed_supervisor_is_taken_over_at_once(void **state)
 		printf("• round %d: the dead predecessor's lease (incarnation %s) taken over; serving "
 		    "%lld ms after the start\n", round, inst, (long long)took);
 		assert_string_not_equal(next, inst);
-		assert_true(took <= 2000);
+		if (took > 2000) {
+			log_show(&ma, from);
+			fail_msg("round %d: served %lld ms after the start (bound 2000 ms); the "
+			    "daemon's log above", round, (long long)took);
+		}
 		snprintf(inst, sizeof(inst), "%s", next);
 		if (round == 0) {
 			assert_int_equal(kill(da.pid, SIGSTOP), 0);
@@ -932,7 +969,7 @@ start_under_notify(struct mesh *m, struct daemon *d, int *fd)
 static void
 test_a_refused_start_under_the_service_manager_waits_a_lease_life(void **state)
 {
-	struct daemon b = { 0 }, c = { 0 };
+	struct daemon *b = &sb, *c = &sc;
 	char inst[128], next[128], again[128], status[256], seen[16384] = "", spath[H_PATH_MAX * 2];
 	int fb = -1, fc = -1, st;
 
@@ -944,9 +981,9 @@ test_a_refused_start_under_the_service_manager_waits_a_lease_life(void **state)
 
 	/* B waits while A holds, and serves at A's release. */
 	long from = log_size(&ma);
-	start_under_notify(&ma, &b, &fb);
+	start_under_notify(&ma, b, &fb);
 	if (!h_datagram_has(fb, status, UP_MS, seen, sizeof(seen)))
-		fail_msg("no \"%s\" on NOTIFY_SOCKET; received: %s (log %s)", status, seen, b.log);
+		fail_msg("no \"%s\" on NOTIFY_SOCKET; received: %s (log %s)", status, seen, b->log);
 	assert_true(log_find(&ma, from, "• delivery: another delivery daemon holds the lease of "
 	    "shard 0; under the service manager this start waits up to 32 s", false) >= 0);
 	assert_true(log_find(&ma, from, LINE_LIVE_ELSEWHERE, true) < 0);
@@ -959,7 +996,7 @@ test_a_refused_start_under_the_service_manager_waits_a_lease_life(void **state)
 	assert_true(st >= 0 && WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	if (!h_datagram_has(fb, "READY=1", UP_MS, seen, sizeof(seen)))
-		fail_msg("no READY=1 after the holder's release; received: %s (log %s)", seen, b.log);
+		fail_msg("no READY=1 after the holder's release; received: %s (log %s)", seen, b->log);
 	int64_t took = mono_ms() - t0;
 	assert_true(log_find(&ma, from, "✓ delivery: standby: the lease of shard 0 was free; "
 	    "claimed it", false) >= 0);
@@ -968,14 +1005,14 @@ test_a_refused_start_under_the_service_manager_waits_a_lease_life(void **state)
 
 	/* C waits while B holds and renews: a lease's life, then the refusal. */
 	from = log_size(&ma);
-	start_under_notify(&ma, &c, &fc);
+	start_under_notify(&ma, c, &fc);
 	if (!h_datagram_has(fc, status, UP_MS, seen, sizeof(seen)))
-		fail_msg("no \"%s\" on NOTIFY_SOCKET; received: %s (log %s)", status, seen, c.log);
+		fail_msg("no \"%s\" on NOTIFY_SOCKET; received: %s (log %s)", status, seen, c->log);
 	int64_t t1 = mono_ms();
-	st = h_daemon_wait_exit(&c, 32000 + UP_MS);
+	st = h_daemon_wait_exit(c, 32000 + UP_MS);
 	int64_t waited = mono_ms() - t1;
 	if (st < 0)
-		fail_msg("the refused start did not exit within %d ms; see %s", 32000 + UP_MS, c.log);
+		fail_msg("the refused start did not exit within %d ms; see %s", 32000 + UP_MS, c->log);
 	printf("• under the service manager: served %lld ms after the holder's stop; refused by a "
 	    "renewing holder, exited %lld ms after saying it waits\n", (long long)took,
 	    (long long)waited);
@@ -984,14 +1021,14 @@ test_a_refused_start_under_the_service_manager_waits_a_lease_life(void **state)
 	assert_true(log_find(&ma, from, LINE_LIVE_ELSEWHERE, true) >= 0);
 	assert_true(waited >= 30000); /* the row's 30 s TTL: nothing renews a dead holder's */
 	/* B serves on, its status file its own. */
-	assert_true(running(&b));
+	assert_true(running(b));
 	assert_true(wait_bound(&ma, 10000, again, sizeof(again)));
 	assert_string_equal(again, next);
 	doc = json_load_file(spath, 0, NULL);
 	assert_non_null(doc);
-	assert_int_equal(json_integer_value(json_object_get(doc, "pid")), b.pid);
+	assert_int_equal(json_integer_value(json_object_get(doc, "pid")), b->pid);
 	json_decref(doc);
-	st = daemon_term(&b);
+	st = daemon_term(b);
 	assert_true(st >= 0 && WIFEXITED(st));
 	close(fb);
 	close(fc);
@@ -1003,8 +1040,8 @@ test_a_refused_start_under_the_service_manager_waits_a_lease_life(void **state)
  * crash either. By hand a start without a broker fails at once, naming the
  * next step; under a service manager the first dial is tried again for 10 s:
  * a broker back within them is served, one that stays away fails the start
- * with the same line, 10 s later. Runs on the dead broker the case before
- * leaves.
+ * with the same line, 10 s later. Runs on the dead broker and the
+ * unreleased lease row the case before leaves.
  */
 static void
 test_a_start_under_the_service_manager_waits_for_the_broker(void **state)
@@ -1016,6 +1053,10 @@ test_a_start_under_the_service_manager_waits_for_the_broker(void **state)
 	(void)state;
 	if (db.pid > 0)
 		h_daemon_kill(&db);
+	/* The broker down even in a run filtered to this case alone (which
+	 * then fails on the missing takeover, rather than waiting forever on
+	 * a start by hand that serves). */
+	assert_int_equal(h_broker_kill(&mb), 0);
 	/* By hand: at once. */
 	int64_t t0 = mono_ms();
 	int rc = h_daemon_run(&mb, NULL, out, sizeof(out), "--space", mb.space, "--root", mb.dir,
@@ -1074,21 +1115,23 @@ int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lease_write_denied_is_named),
+		cmocka_unit_test_teardown(test_lease_write_denied_is_named, end_daemons),
 		cmocka_unit_test(test_second_daemon_is_refused),
 		cmocka_unit_test(test_deleted_lease_is_claimed_again),
 		cmocka_unit_test(test_sigstop_with_the_broker_up_keeps_the_lease),
-		cmocka_unit_test(test_sigterm_logs_then_releases),
-		cmocka_unit_test(test_signal_during_the_claim_releases_a_won_claim),
-		cmocka_unit_test(test_a_killed_supervisor_is_taken_over_at_once),
-		cmocka_unit_test(test_a_refused_start_under_the_service_manager_waits_a_lease_life),
+		cmocka_unit_test_teardown(test_sigterm_logs_then_releases, end_daemons),
+		cmocka_unit_test_teardown(test_signal_during_the_claim_releases_a_won_claim, end_daemons),
+		cmocka_unit_test_teardown(test_a_killed_supervisor_is_taken_over_at_once, end_daemons),
+		cmocka_unit_test_teardown(
+		    test_a_refused_start_under_the_service_manager_waits_a_lease_life, end_daemons),
 		/* Leaves a foreign row on space "lease" (30 s): last there. */
-		cmocka_unit_test(test_foreign_write_takes_the_shard),
-		cmocka_unit_test(test_broker_back_within_the_window),
-		cmocka_unit_test(test_ready_write_failed_then_serves),
+		cmocka_unit_test_teardown(test_foreign_write_takes_the_shard, end_daemons),
+		cmocka_unit_test_teardown(test_broker_back_within_the_window, end_daemons),
+		cmocka_unit_test_teardown(test_ready_write_failed_then_serves, end_daemons),
 		/* Leave the broker of space "leasebk" dead: last. */
-		cmocka_unit_test(test_broker_killed_daemon_exits),
-		cmocka_unit_test(test_a_start_under_the_service_manager_waits_for_the_broker),
+		cmocka_unit_test_teardown(test_broker_killed_daemon_exits, end_daemons),
+		cmocka_unit_test_teardown(test_a_start_under_the_service_manager_waits_for_the_broker,
+		    end_daemons),
 	};
 	h_use_broker(h_broker_arg(argc, argv));
 	return h_done(cmocka_run_group_tests(tests, setup, teardown));
