@@ -206,7 +206,7 @@ write_status(struct host *h)
 	doc = json_pack("{s:I, s:s, s:I, s:b, s:I, s:o}", "pid", (json_int_t)getpid(),
 	    "manifest", h->manifest, "started", (json_int_t)h->started_wall_ms, "stopping",
 	    h->stopping, "updatedAt", (json_int_t)wall_ms(), "lanes", lanes);
-	if (doc == NULL || ws_write_json(h->status_path, doc, 0600, err, sizeof(err)) != 0)
+	if (doc == NULL || ws_replace_json(h->status_path, doc, 0600, err, sizeof(err)) != 0)
 		log_warnx("host: cannot write %s: %s", h->status_path, doc ? err : "out of memory");
 	json_decref(doc);
 	h->dirty = false;

@@ -26,7 +26,7 @@ pidfile_write(const char *path, pid_t pid, char *err, size_t errlen)
 		return -1;
 	}
 	n = snprintf(text, sizeof(text), "%ld\n", (long)pid);
-	return ws_write_file(path, text, (size_t)n, 0600, err, errlen);
+	return ws_replace_file(path, text, (size_t)n, 0600, err, errlen);
 }
 
 /* Parse exactly "<digits>" or "<digits>\n". */

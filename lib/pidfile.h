@@ -6,7 +6,8 @@
  * and `kill $(cat …)` read; the space, server and start time are in the
  * status file beside it (.cotal/delivery.<key>.status.json).
  *
- * The daemon writes it (atomically: tmp + rename) once it holds the
+ * The daemon writes it (atomically: tmp + rename; not flushed to the disk,
+ * as the process it names does not outlive the machine) once it holds the
  * single-flight lease, and removes it at a clean exit only while it still
  * names this process: a daemon that lost the lease must not remove or
  * overwrite the live holder's record. Readers (`cotal status`, `cotal down`)

@@ -203,9 +203,17 @@ ws_mkdirs(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-int
-ws_write_file(const char *path, const void *data, size_t len, int mode,
-	      char *err, size_t errlen)
+/*
+ * tmp + rename, with the given mode. durable: fsync before the rename, so
+ * the new contents survive the machine's crash. A start that waited for
+ * that on every record of its own stood behind the other writers' data in
+ * the file system's journal commit: on a busy disk a 1 KB file's fsync
+ * took 0.75 s (measured beside the CI suite), three of them in a daemon's
+ * start (issue 42's takeover, 2.2 s where it serves in 0.1 s).
+ */
+static int
+write_atomic(const char *path, const void *data, size_t len, int mode, bool durable,
+	     char *err, size_t errlen)
 {
 	char tmp[WS_PATH_MAX + 32];
 	const char *p = data;
@@ -229,8 +237,20 @@ ws_write_file(const char *path, const void *data, size_t len, int mode,
 		p += w;
 		len -= (size_t)w;
 	}
-	if (fsync(fd) != 0)
-		goto fail;
+	if (durable) {
+#ifdef COTAL_TEST_HOOKS
+		/* COTAL_TEST_FSYNC_STALL_MS=N: every durable write waits N ms
+		 * more, as behind a busy disk's journal (e2e_lease). */
+		const char *stall = getenv("COTAL_TEST_FSYNC_STALL_MS");
+		if (stall != NULL && atoi(stall) > 0) {
+			struct timespec ts = { atoi(stall) / 1000, (atoi(stall) % 1000) * 1000000L };
+			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+				;
+		}
+#endif
+		if (fsync(fd) != 0)
+			goto fail;
+	}
 	close(fd);
 	if (rename(tmp, path) != 0) {
 		snprintf(err, errlen, "rename %s: %s", path, strerror(errno));
@@ -243,6 +263,20 @@ fail:
 	close(fd);
 	unlink(tmp);
 	return -1;
+}
+
+int
+ws_write_file(const char *path, const void *data, size_t len, int mode,
+	      char *err, size_t errlen)
+{
+	return write_atomic(path, data, len, mode, true, err, errlen);
+}
+
+int
+ws_replace_file(const char *path, const void *data, size_t len, int mode,
+		char *err, size_t errlen)
+{
+	return write_atomic(path, data, len, mode, false, err, errlen);
 }
 
 int
@@ -342,8 +376,8 @@ ws_read_json(const char *path, size_t max, char *err, size_t errlen)
 	return doc;
 }
 
-int
-ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen)
+static int
+write_json(const char *path, json_t *doc, int mode, bool durable, char *err, size_t errlen)
 {
 	char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
 	int rc;
@@ -361,9 +395,21 @@ ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen)
 	}
 	withnl[n] = '\n';
 	withnl[n + 1] = '\0';
-	rc = ws_write_file(path, withnl, n + 1, mode, err, errlen);
+	rc = write_atomic(path, withnl, n + 1, mode, durable, err, errlen);
 	free(withnl);
 	return rc;
+}
+
+int
+ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen)
+{
+	return write_json(path, doc, mode, true, err, errlen);
+}
+
+int
+ws_replace_json(const char *path, json_t *doc, int mode, char *err, size_t errlen)
+{
+	return write_json(path, doc, mode, false, err, errlen);
 }
 
 json_t *

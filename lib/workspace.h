@@ -34,9 +34,18 @@ int ws_space_dir(const struct workspace *ws, const char *space, bool create,
 
 /* mkdir -p with mode 0700 on every created level under base. */
 int ws_mkdirs(const char *path, char *err, size_t errlen);
-/* Write a file atomically (tmp + rename) with the given mode. */
+/* Write a file atomically (tmp + rename) with the given mode, flushed to
+ * the disk (fsync) before the rename: what must survive the machine's
+ * crash (a credential, a seed, a configuration, a ledger). */
 int ws_write_file(const char *path, const void *data, size_t len, int mode,
 		  char *err, size_t errlen);
+/* The same without the flush: a record of a running process (its pid, the
+ * lease holder's record, a status snapshot), which the machine's crash
+ * makes moot. A reader still sees the old file or the new one, whole; the
+ * process never waits for the disk (a busy disk's fsync can take seconds,
+ * and these are written on a start's path and on the event loop). */
+int ws_replace_file(const char *path, const void *data, size_t len, int mode,
+		    char *err, size_t errlen);
 /* Read a whole file of at most max bytes (NUL-terminated, malloc'd). */
 char *ws_read_file(const char *path, size_t max, size_t *lenp, char *err,
 		   size_t errlen);
@@ -53,7 +62,9 @@ int ws_secret_ok(const char *path, const struct stat *st, bool root_ok, char *er
 char *ws_read_secret(const char *path, size_t max, size_t *lenp, char *err, size_t errlen);
 /* Load a JSON file of at most max bytes. */
 json_t *ws_read_json(const char *path, size_t max, char *err, size_t errlen);
+/* ws_write_file and ws_replace_file of doc (indented, keys sorted, a newline). */
 int ws_write_json(const char *path, json_t *doc, int mode, char *err, size_t errlen);
+int ws_replace_json(const char *path, json_t *doc, int mode, char *err, size_t errlen);
 
 /* The dev mesh description at <mesh>/dev-mesh.json (NULL when absent). */
 json_t *ws_dev_mesh(const struct workspace *ws, char *err, size_t errlen);

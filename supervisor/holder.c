@@ -91,7 +91,7 @@ holder_record_write(const char *path, const char *holder, const char *incarnatio
 	json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "holder", holder,
 	    "incarnation", incarnation, "machine", machine, "boot", boot,
 	    "pid", (json_int_t)getpid(), "start", (json_int_t)start);
-	int rc = doc != NULL ? ws_write_json(path, doc, 0600, err, errlen) : -1;
+	int rc = doc != NULL ? ws_replace_json(path, doc, 0600, err, errlen) : -1;
 	json_decref(doc);
 	return rc;
 }

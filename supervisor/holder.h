@@ -8,7 +8,11 @@
  * the machine's id (/etc/machine-id), its boot (/proc/sys/kernel/random/
  * boot_id, "" where the unit's ProcSubset=pid hides it), the pid and the
  * pid's start time (/proc/<pid>/stat field 22, so that a pid the kernel
- * gave to another process since is no proof of life). An exit that
+ * gave to another process since is no proof of life). It is not flushed to
+ * the disk (ws_replace_json): a start does not wait behind a busy disk's
+ * journal, and a machine that crashed may leave the record before the last
+ * write, which names another incarnation: a doubt, so the row ages out as
+ * without a record. An exit that
  * released the row removes it; one that could not (the broker gone) keeps
  * it, for its successor here.
  *

@@ -196,7 +196,7 @@ status_write(struct sup *s)
 	}
 	json_t *doc = status_doc(s);
 
-	if (ws_write_json(s->status_path, doc, 0600, err, sizeof(err)) != 0)
+	if (ws_replace_json(s->status_path, doc, 0600, err, sizeof(err)) != 0)
 		log_warnx("delivery: cannot write the status file: %s", err);
 	json_decref(doc);
 	s->status_dirty = false;

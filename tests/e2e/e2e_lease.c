@@ -345,13 +345,15 @@ setup(void **state)
 	return 0;
 }
 
-/* After each test, pass or fail: no daemon of it serves on. A failed
- * assertion leaves the test at once, and a daemon left holding a lease
- * would refuse every later test's start (a failure would hide the rest). */
+/* After each test, pass or fail: no daemon of it serves on, and no test
+ * hook it set stays set. A failed assertion leaves the test at once, and a
+ * daemon left holding a lease would refuse every later test's start (a
+ * failure would hide the rest). */
 static int
 end_daemons(void **state)
 {
 	(void)state;
+	unsetenv("COTAL_TEST_FSYNC_STALL_MS");
 	h_daemon_stop(&sc, STOP_MS);
 	h_daemon_stop(&sb, STOP_MS);
 	h_daemon_stop(&db, STOP_MS);
@@ -880,7 +882,11 @@ assert_refused_again(struct mesh *m, const char *what)
  * (test hook COTAL_TEST_MACHINE_ID), a record naming another incarnation,
  * and one readable by others are each refused; then the restart takes the
  * row over, naming the dead incarnation, and serves within 2 s; stopped
- * (SIGSTOP) and killed, the next does the same.
+ * (SIGSTOP) and killed, the next does the same. Both restarts run on a
+ * disk that stalls every flush 2.5 s (test hook COTAL_TEST_FSYNC_STALL_MS):
+ * the records a start writes (pid, holder, status) are not flushed, so a
+ * busy disk does not hold the start (stop 48's CI: 2,209 ms, where it
+ * serves in about 0.1 s, beside suites writing to their brokers' stores).
  */
 static void
 test_a_killed_supervisor_is_taken_over_at_once(void **state)
@@ -911,6 +917,7 @@ test_a_killed_supervisor_is_taken_over_at_once(void **state)
 	free(saved);
 
 	/* Killed, and with a SIGSTOP past the watchdog before the kill. */
+	setenv("COTAL_TEST_FSYNC_STALL_MS", "2500", 1);
 	for (int round = 0; round < 2; round++) {
 		long from = log_size(&ma);
 		int64_t t0 = mono_ms();
@@ -939,6 +946,7 @@ test_a_killed_supervisor_is_taken_over_at_once(void **state)
 			h_daemon_kill(&da);
 		}
 	}
+	unsetenv("COTAL_TEST_FSYNC_STALL_MS");
 	h_daemon_stop(&da, STOP_MS);
 }
 

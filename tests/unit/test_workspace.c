@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "lib/workspace.h"
 #include "lib/wsnames.h"
@@ -160,6 +161,66 @@ test_a_secret_is_ours_private_and_no_link(void **state)
 }
 
 /*
+ * A record of a running process (pid, lease holder, status) is replaced
+ * without a flush to the disk (ws_replace_file), a credential with one
+ * (ws_write_file); both alike for a reader: the whole new contents or the
+ * old, the mode asked for whatever was there before or the umask, nothing
+ * left under a temporary name, and a link at the path replaced, not
+ * followed.
+ */
+static void
+test_a_replaced_record_is_whole_private_and_no_link(void **state)
+{
+	char path[160], target[160], err[512];
+	struct stat st;
+	size_t len;
+	char *text;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/record.json", cotal);
+	snprintf(target, sizeof(target), "%s/elsewhere", dir);
+	for (int durable = 0; durable < 2; durable++) {
+		int (*write_fn)(const char *, const void *, size_t, int, char *, size_t) =
+		    durable ? ws_write_file : ws_replace_file;
+		mode_t old = umask(0);
+		assert_int_equal(write_fn(path, "first\n", 6, 0600, err, sizeof(err)), 0);
+		umask(old);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0600);
+		assert_int_equal(chmod(path, 0644), 0);
+		assert_int_equal(write_fn(path, "second, longer\n", 15, 0600, err, sizeof(err)), 0);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0600);
+		assert_non_null(text = ws_read_file(path, 64, &len, err, sizeof(err)));
+		assert_int_equal(len, 15);
+		assert_memory_equal(text, "second, longer\n", 15);
+		free(text);
+
+		/* A link planted at the path is replaced by the file. */
+		assert_int_equal(unlink(path), 0);
+		assert_int_equal(symlink(target, path), 0);
+		assert_int_equal(write_fn(path, "third\n", 6, 0600, err, sizeof(err)), 0);
+		assert_int_equal(lstat(path, &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		assert_int_equal(access(target, F_OK), -1);
+		assert_int_equal(unlink(path), 0);
+	}
+	/* ws_replace_json likewise, and no temporary name is left. */
+	json_t *doc = json_pack("{s:i}", "pid", 42);
+	assert_int_equal(ws_replace_json(path, doc, 0600, err, sizeof(err)), 0);
+	json_decref(doc);
+	assert_non_null(text = ws_read_file(path, 64, &len, err, sizeof(err)));
+	assert_string_equal(text, "{\n  \"pid\": 42\n}\n");
+	free(text);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | grep -c tmp", cotal);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_int_equal(fgetc(p), '0');
+	pclose(p);
+}
+
+/*
  * "A record whose pid now belongs to another program is cleared without a
  * signal", even while that program is still inside its execve: its command
  * line reads empty for a moment there (its new memory is in place before
@@ -254,6 +315,7 @@ main(void)
 		cmocka_unit_test(test_a_cotal_link_is_refused),
 		cmocka_unit_test(test_another_users_cotal_is_not_adopted),
 		cmocka_unit_test(test_a_secret_is_ours_private_and_no_link),
+		cmocka_unit_test(test_a_replaced_record_is_whole_private_and_no_link),
 		cmocka_unit_test(test_a_process_inside_execve_is_another_program),
 		cmocka_unit_test(test_unknown_names_are_refused_naming_what_exists),
 	};
