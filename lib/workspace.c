@@ -203,13 +203,31 @@ ws_mkdirs(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+#ifdef COTAL_TEST_HOOKS
+/* COTAL_TEST_FSYNC_STALL_MS=N: every flushed write waits N ms more, as
+ * behind a busy disk's journal (e2e_lease). */
+static void
+test_fsync_stall(void)
+{
+	const char *v = getenv("COTAL_TEST_FSYNC_STALL_MS");
+	int ms = v != NULL ? atoi(v) : 0;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+#else
+static void
+test_fsync_stall(void)
+{
+}
+#endif
+
 /*
  * tmp + rename, with the given mode. durable: fsync before the rename, so
- * the new contents survive the machine's crash. A start that waited for
- * that on every record of its own stood behind the other writers' data in
- * the file system's journal commit: on a busy disk a 1 KB file's fsync
- * took 0.75 s (measured beside the CI suite), three of them in a daemon's
- * start (issue 42's takeover, 2.2 s where it serves in 0.1 s).
+ * the new contents survive the machine's crash. A small file's fsync waits
+ * for the file system's journal behind every other writer's data (0.75 s
+ * on a busy disk here), so only what must survive a crash pays for it.
  */
 static int
 write_atomic(const char *path, const void *data, size_t len, int mode, bool durable,
@@ -238,16 +256,7 @@ write_atomic(const char *path, const void *data, size_t len, int mode, bool dura
 		len -= (size_t)w;
 	}
 	if (durable) {
-#ifdef COTAL_TEST_HOOKS
-		/* COTAL_TEST_FSYNC_STALL_MS=N: every durable write waits N ms
-		 * more, as behind a busy disk's journal (e2e_lease). */
-		const char *stall = getenv("COTAL_TEST_FSYNC_STALL_MS");
-		if (stall != NULL && atoi(stall) > 0) {
-			struct timespec ts = { atoi(stall) / 1000, (atoi(stall) % 1000) * 1000000L };
-			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-				;
-		}
-#endif
+		test_fsync_stall();
 		if (fsync(fd) != 0)
 			goto fail;
 	}
