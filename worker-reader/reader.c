@@ -39,30 +39,40 @@
 #include "lib/wire/tokens.h"
 #include "worker/worker.h"
 #include "worker-reader/decide.h"
+#include "worker-reader/item.h"
 
 #define READER_ACK_WAIT_S 60
 #define READER_MAX_ACK_PENDING 1000   /* WIRE.md §3 */
-/* Half of it: a reader that dies strands its batch (and the next request's
- * messages, at most PULL_REQUEST_MAX, lib/nats/pull.h) until the ack wait runs
- * out, and its successor keeps the rest to go on with. */
-#define READER_BATCH (READER_MAX_ACK_PENDING / 2)
+/* Half of it: two batches are in flight at once (reader_batch), and a
+ * reader that dies strands both until the ack wait runs out; its successor
+ * keeps the rest of the consumer's pending to go on with. */
+#define READER_BATCH (READER_MAX_ACK_PENDING / 4)
 #define BAD_LOG_EVERY_MS 10000
 
 /* Counters (ipc.c names them). */
 enum { C_ENTRIES, C_DELIVERED, C_DENIED, C_GAVEUP, C_REMOVED, C_RETRIED, C_BATCHES, C_REPLAYED };
 
-struct item;
+/* A fetched batch, from its fetch to its acks (reader_batch). */
+struct batch {
+	natsMsgList list;       /* its messages, kept until they are acked */
+	struct item *items;     /* READER_BATCH of them, kept (item_reset) */
+	struct pubbatch pub;    /* its frames and their PubAcks */
+	uint64_t ticket;        /* the fence's, at its fetch */
+	uint64_t reconnects;    /* the connection's when its acked memory was checked */
+	bool held;              /* frames published, acks to come (batch_finish) */
+};
 
 struct reader {
 	char prefix[SPACE_TOKEN_MAX + 8];   /* cotal.<s> */
 	char stream[SPACE_TOKEN_MAX + 8];   /* INBOX_<s> */
-	struct pubbatch pub;
+	struct batch batch[2];  /* one decided while the other's frames are stored */
+	int turn;               /* the next fetch's */
+	jsCtx *js;              /* the first batch's context: every other JetStream call */
 	struct puller pull;
 	struct aclindex acl;
 	struct kvmirror members;
 	struct strmap rows;     /* member key -> struct member_row */
 	struct acked acked;     /* entries acked or terminated, by INBOX sequence */
-	struct item *items;     /* a batch's, READER_BATCH of them, kept (item_reset) */
 	char dlv[SPACE_TOKEN_MAX + 8];      /* DLV_<s> */
 	char bound[SPACE_TOKEN_MAX + 32];
 };
@@ -161,7 +171,7 @@ remove_retired(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered,
 	natsStatus s;
 	bool has_row = false;
 
-	s = js_DeleteMsg(R.pub.js, R.stream, seq, NULL, &jerr);
+	s = js_DeleteMsg(R.js, R.stream, seq, NULL, &jerr);
 	if (s != NATS_OK && jerr != JSNoMessageFoundErr) {
 		conn_strerror(s, why, sizeof(why));
 		snprintf(txt, sizeof(txt), "delete from %s failed: %s", R.stream, why);
@@ -197,146 +207,6 @@ remove_retired(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered,
 }
 
 /* ---- one batch ---- */
-
-struct item {
-	natsMsg *m;
-	uint64_t seq, delivered;
-	int64_t ts_ns;           /* when INBOX stored it */
-	struct lifecycle who;
-	char lc[LIFECYCLE_MAX + 1];
-	struct entry e;          /* e.msg NULL on the fast path */
-	struct entry_view view;  /* the fast path: the message as stored */
-	const char *key;         /* the entry's Nats-Msg-Id (fast path), in keybuf */
-	char keybuf[DEDUP_KEY_MAX + 1];
-	bool parsed;
-	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
-	bool unmirrored;         /* its owner has no live row in the mirror: read it */
-	enum verdict v;
-};
-
-/*
- * An item made ready for the batch's next message. The array is allocated
- * once: an item holds two channel buffers (CHANNEL_MAX each), and a batch's
- * worth allocated anew was 4.4 MB, above the workers' mapping threshold
- * (worker.c), so every batch mapped fresh pages, faulted on each first
- * touch and unmapped them again: a third of the reader's CPU (issue 40).
- * Only what a message fills is written; the channels as far as they go.
- */
-static void
-item_reset(struct item *it, natsMsg *m)
-{
-	it->m = m;
-	it->seq = it->delivered = 0;
-	it->ts_ns = 0;
-	it->who.owner[0] = it->who.actor[0] = it->who.uid[0] = '\0';
-	it->lc[0] = '\0';
-	it->e.msg = NULL;
-	it->e.channel[0] = '\0';
-	it->e.seq = it->e.generation = 0;
-	it->e.reason = REASON_DURABLE;
-	it->view.msg = NULL;
-	it->view.channel[0] = '\0';
-	it->key = NULL;
-	it->parsed = it->again = it->unmirrored = false;
-	it->v = V_RETRY;
-}
-
-/* ":<o>.<a>:<uid>:<generation>", the end of a dedup key (WIRE.md §2), put
- * together by hand: it is made per entry. Its length, or 0 when it does
- * not fit. */
-static int
-key_suffix(char *buf, size_t len, const struct lifecycle *who, uint64_t generation)
-{
-	const char *part[] = { ":", who->owner, ".", who->actor, ":", who->uid, ":" };
-	char digits[20];
-	size_t at = 0, nd = 0;
-
-	do
-		digits[nd++] = (char)('0' + generation % 10);
-	while ((generation /= 10) != 0);
-	for (size_t i = 0; i < sizeof(part) / sizeof(part[0]); i++) {
-		size_t l = strlen(part[i]);
-		if (at + l >= len)
-			return 0;
-		memcpy(buf + at, part[i], l);
-		at += l;
-	}
-	if (at + nd >= len)
-		return 0;
-	while (nd > 0)
-		buf[at++] = digits[--nd];
-	buf[at] = '\0';
-	return (int)at;
-}
-
-/*
- * The entry's dedup key, when the fan-out's header is there and names this
- * lifecycle and generation: the frame reuses it (WIRE.md §2, one key for
- * the entry and its frame).
- */
-static const char *
-entry_key(struct item *it)
-{
-	char suffix[LIFECYCLE_MAX + 32];
-	const char *k = NULL;
-	size_t kl = 0;
-	int n;
-
-	if (rawhdr_value(it->m, "Nats-Msg-Id", &k, &kl) == 0)
-		return NULL;
-	n = key_suffix(suffix, sizeof(suffix), &it->who, it->view.generation);
-	if (n <= 0 || kl <= (size_t)n + 1 || kl > DEDUP_KEY_MAX ||
-	    memcmp(k + kl - (size_t)n, suffix, (size_t)n) != 0)
-		return NULL;
-	/* Read in place, the value is not a string of its own. */
-	memcpy(it->keybuf, k, kl);
-	it->keybuf[kl] = '\0';
-	return it->keybuf;
-}
-
-/* Decode an entry: the fast path when it is laid out as the fan-out
- * writes it and carries its key, else in full. */
-static int
-item_parse(struct item *it, char *why, size_t whylen)
-{
-	const char *data = natsMsg_GetData(it->m);
-	size_t len = (size_t)natsMsg_GetDataLength(it->m);
-
-	if (entry_view(data, len, &it->view) == 0 &&
-	    (it->key = entry_key(it)) != NULL) {
-		strcpy(it->e.channel, it->view.channel);
-		it->e.seq = it->view.seq;
-		it->e.reason = it->view.reason;
-		it->e.generation = it->view.generation;
-		return 0;
-	}
-	it->view.msg = NULL;
-	it->key = NULL;
-	return entry_parse(data, len, &it->e, why, whylen);
-}
-
-/* One observation of the copy latency, from the entry's POSTED_AT_HEADER;
- * none for an entry without it, or with a value that is no time. */
-static void
-observe_copy(natsMsg *m, int64_t now_ms)
-{
-	const char *v = NULL;
-	char *end, posted[32];
-	size_t vl = 0;
-
-	/* More digits than a time has: no time. */
-	if (rawhdr_value(m, POSTED_AT_HEADER, &v, &vl) == 0 || vl >= sizeof(posted))
-		return;
-	memcpy(posted, v, vl);
-	posted[vl] = '\0';
-	if (posted[0] < '0' || posted[0] > '9')
-		return;
-	errno = 0;
-	long long ns = strtoll(posted, &end, 10);
-	if (errno != 0 || *end != '\0' || ns <= 0)
-		return;
-	worker_latency_ms(now_ms - ns / 1000000);
-}
 
 /*
  * Mark the entries acked before (worker/acked.h: never while the
@@ -422,6 +292,18 @@ retry_batch(struct item *items, int n, uint64_t ticket, const char *err)
 	}
 }
 
+/* A batch done with: its entries' decoded copies and its messages freed. */
+static void
+batch_release(struct batch *b)
+{
+	for (int i = 0; i < b->list.Count; i++)
+		entry_free(&b->items[i].e);
+	if (b->list.Msgs != NULL)
+		natsMsgList_Destroy(&b->list);
+	memset(&b->list, 0, sizeof(b->list));
+	b->held = false;
+}
+
 static bool
 may_fetch(void)
 {
@@ -429,11 +311,17 @@ may_fetch(void)
 	return true;
 }
 
-static void
-reader_batch(natsMsgList *list)
+/*
+ * The first half of a batch: decoded, checked against the ACL and interval
+ * of now, its authorized frames published. True when they are out and the
+ * batch is held for its second half (batch_finish); false when it is done
+ * already (handed back whole, or the fence closed: nothing to finish).
+ */
+static bool
+batch_publish(struct batch *b)
 {
-	uint64_t ticket = fence_ticket(&W.fence);
-	struct item *items = R.items;
+	natsMsgList *list = &b->list;
+	struct item *items = b->items;
 	char why[WHY_MAX], err[512], key[MEMBER_KEY_MAX + 1];
 
 	if (list->Count > READER_BATCH)
@@ -462,13 +350,14 @@ reader_batch(natsMsgList *list)
 	/* Entries this reader (or one before it) acked already, handed over
 	 * again: their frames are stored, they are acked again without one. */
 	mark_again(items, list->Count);
+	b->reconnects = R.acked.reconnects;
 
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
 	struct kvmirror *mirrors[] = { &R.acl.mirror, &R.members };
 	if (kvmirror_barrier_all(mirrors, 2, err, sizeof(err)) != 0) {
-		retry_batch(items, list->Count, ticket, err);
-		goto out;
+		retry_batch(items, list->Count, b->ticket, err);
+		return false;
 	}
 
 	/* Check: every entry against the ACL and interval of now. */
@@ -492,14 +381,14 @@ reader_batch(natsMsgList *list)
 	/* The owners the mirror holds no live row of (retired, none, or
 	 * undecodable): their rows read exactly, then decided the same way. */
 	if (unmirrored > 0 && check_unmirrored(items, list->Count, err, sizeof(err)) != 0) {
-		retry_batch(items, list->Count, ticket, err);
-		goto out;
+		retry_batch(items, list->Count, b->ticket, err);
+		return false;
 	}
 
 	/* Copy: the authorized frames, asynchronously. */
-	if (!fence_begin(&W.fence, ticket))
-		goto out;
-	if (pubbatch_begin(&R.pub, list->Count) != 0)
+	if (!fence_begin(&W.fence, b->ticket))
+		return false;
+	if (pubbatch_begin(&b->pub, list->Count) != 0)
 		fatalx("out of memory");
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
@@ -511,7 +400,7 @@ reader_batch(natsMsgList *list)
 		    frame_build_raw(it->view.msg, it->view.msglen, it->e.channel, &len) :
 		    frame_build(it->e.msg, it->e.channel, &len);
 		if (body == NULL) {
-			pubbatch_fail(&R.pub, i, "cannot serialize the frame");
+			pubbatch_fail(&b->pub, i, "cannot serialize the frame");
 			continue;
 		}
 		/* <prefix>.dlv.<o>.<a>.<uid>: the lifecycle's key is <o>.<a>.<uid>. */
@@ -523,18 +412,41 @@ reader_batch(natsMsgList *list)
 		if (key == NULL && dedup_key(post_id(it->e.msg), &it->who, it->e.generation, dkey,
 		    sizeof(dkey)))
 			key = dkey;
-		pubbatch_publish(&R.pub, i, subj, body, len, key, FRAME_HEADER, "1");
+		pubbatch_publish(&b->pub, i, subj, body, len, key, FRAME_HEADER, "1");
 		free(body);
 	}
-	pubbatch_wait(&R.pub);
-	acked_stored(&R.acked, R.pub.max_seq);
+	/* Out on the wire, not waited for: the next batch is decided while
+	 * the broker stores these. */
+	conn_push(W.nc);
+	fence_done(&W.fence);
+	return true;
+}
+
+/*
+ * The second half: the frames' PubAcks awaited, then each entry acked only
+ * once its frame is stored (or dropped, retried, given up on, removed).
+ * Takes the fence again: a batch held across a QUIESCE acks nothing (the
+ * broker hands its entries over again, and the frames' keys keep a second
+ * copy out of DLV).
+ */
+static void
+batch_finish(struct batch *b)
+{
+	natsMsgList *list = &b->list;
+	struct item *items = b->items;
+	int unanswered = 0;
+
+	pubbatch_wait(&b->pub);
+	acked_stored(&R.acked, b->pub.max_seq);
 	int64_t handed_ms = wall_ms();
 
-	/* Ack. */
-	int unanswered = 0;
+	if (!fence_begin(&W.fence, b->ticket))
+		goto out;
+	/* Acked again only on the connection their memory was checked on. */
+	bool again_ok = acked_unchanged(&R.acked) && R.acked.reconnects == b->reconnects;
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
-		if (it->again && !acked_unchanged(&R.acked)) {
+		if (it->again && !again_ok) {
 			/* The connection was lost meanwhile: handed back, to be
 			 * checked again on the next one. */
 			pull_nak(&R.pull, it->m, READER_RETRY_MS);
@@ -554,13 +466,13 @@ reader_batch(natsMsgList *list)
 		}
 		switch (it->v) {
 		case V_DELIVER:
-			if (pubbatch_refused(&R.pub, i)) {
+			if (pubbatch_refused(&b->pub, i)) {
 				/* The stream refuses this frame: it would forever. */
 				retry_or_give_up(it->m, it->seq, it->ts_ns, it->delivered, it->lc,
-				    R.pub.error);
+				    b->pub.error);
 				break;
 			}
-			if (pubbatch_failed(&R.pub, i)) {
+			if (pubbatch_failed(&b->pub, i)) {
 				/* No answer (a leader being elected, the connection
 				 * lost): retried for as long as it takes, never given
 				 * up, whatever the delivery count (the recovery of
@@ -599,14 +511,56 @@ reader_batch(natsMsgList *list)
 	}
 	fence_done(&W.fence);
 	if (unanswered > 0)
-		log_unanswered(unanswered, R.pub.error);
+		log_unanswered(unanswered, b->pub.error);
 	for (int i = 0; i < list->Count; i++)
 		if (items[i].parsed && !items[i].again && items[i].v == V_RETIRED)
 			remove_retired(items[i].m, items[i].seq, items[i].ts_ns, items[i].delivered,
-			    &items[i].e, &items[i].who, items[i].lc, ticket);
+			    &items[i].e, &items[i].who, items[i].lc, b->ticket);
 out:
-	for (int i = 0; i < list->Count; i++)
-		entry_free(&items[i].e);
+	batch_release(b);
+}
+
+/*
+ * A fetched batch. Two overlap: this one is decided and its frames
+ * published while the broker still stores the one before, whose acks
+ * follow (issue 40: the reader's loop waited for every batch's PubAcks
+ * before it fetched the next, and the broker idled meanwhile). Each entry
+ * is still acked only after its own frame's PubAck. Two batches of
+ * READER_BATCH are the consumer's max ack pending.
+ */
+static void
+reader_batch(natsMsgList *list)
+{
+	struct batch *b = &R.batch[R.turn], *before = &R.batch[R.turn ^ 1];
+
+	/* The batch keeps its messages until its acks: the list moves. */
+	b->list = *list;
+	list->Msgs = NULL;
+	list->Count = 0;
+	b->ticket = fence_ticket(&W.fence);
+	b->held = batch_publish(b);
+	if (!b->held)
+		batch_release(b);
+	if (before->held)
+		batch_finish(before);
+	if (b->held)
+		R.turn ^= 1;
+}
+
+/* What the last batch left in flight, finished: before a fetch that may
+ * wait, a recovery, a quiesce or a stop. */
+static void
+reader_finish(void)
+{
+	for (int i = 0; i < 2; i++)
+		if (R.batch[i].held)
+			batch_finish(&R.batch[i]);
+}
+
+static bool
+reader_holding(void)
+{
+	return R.batch[0].held || R.batch[1].held;
 }
 
 /* ---- set-up and the loop ---- */
@@ -619,7 +573,12 @@ teardown(void)
 	aclindex_close(&R.acl);
 	members_reset(NULL);
 	pull_close(&R.pull);
-	pubbatch_destroy(&R.pub);
+	for (int i = 0; i < 2; i++) {
+		batch_release(&R.batch[i]); /* none is held past the loop: nothing acked */
+		pubbatch_destroy(&R.batch[i].pub);
+	}
+	R.js = NULL;
+	R.turn = 0;
 }
 
 static int
@@ -632,10 +591,13 @@ setup(char *err, size_t errlen)
 	snprintf(R.prefix, sizeof(R.prefix), "cotal.%s", token);
 	snprintf(R.stream, sizeof(R.stream), "INBOX_%s", token);
 	snprintf(filter, sizeof(filter), "cotal.%s.dinbox.>", token);
-	if (pubbatch_init(&R.pub, W.nc, W.cfg.inbox_prefix) != 0) {
-		snprintf(err, errlen, "cannot make a JetStream context or subscribe for PubAcks");
-		return -1;
-	}
+	for (int i = 0; i < 2; i++)
+		if (pubbatch_init(&R.batch[i].pub, W.nc, W.cfg.inbox_prefix) != 0) {
+			snprintf(err, errlen, "cannot make a JetStream context or subscribe for "
+			    "PubAcks");
+			return -1;
+		}
+	R.js = R.batch[0].pub.js;
 	/* WIRE.md §3: durable pull, explicit ack, ack wait 60 s, deliver all,
 	 * max ack pending 1000. */
 	jsConsumerConfig_Init(&cc);
@@ -645,15 +607,15 @@ setup(char *err, size_t errlen)
 	cc.AckWait = (int64_t)READER_ACK_WAIT_S * 1000000000;
 	cc.DeliverPolicy = js_DeliverAll;
 	cc.MaxAckPending = READER_MAX_ACK_PENDING;
-	if (pull_bind(R.pub.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
+	if (pull_bind(R.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
 	    errlen) != 0)
 		return -1;
 	/* Both mirrors load at once: the bind takes the longer load. */
-	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.pub.js, token, false, err,
+	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.js, token, false, err,
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_start(&R.members, W.nc, W.cfg.inbox_prefix, R.pub.js, bucket, members_apply,
+	if (kvmirror_start(&R.members, W.nc, W.cfg.inbox_prefix, R.js, bucket, members_apply,
 	    members_reset, NULL, NULL, err, errlen) != 0 ||
 	    kvmirror_loaded(&R.acl.mirror, err, errlen) != 0 ||
 	    kvmirror_loaded(&R.members, err, errlen) != 0)
@@ -663,7 +625,7 @@ setup(char *err, size_t errlen)
 	 * DLV still holds its frames: it remembers nothing, the preflight
 	 * said so. */
 	if (!(W.cfg.features_off & IPC_OFF_READER_MEMORY))
-		acked_open(&R.acked, W.nc, R.pub.js, R.stream, "reader", R.dlv);
+		acked_open(&R.acked, W.nc, R.js, R.stream, "reader", R.dlv);
 	snprintf(R.bound, sizeof(R.bound), "%s durable reader", R.stream);
 	return 0;
 }
@@ -673,16 +635,19 @@ reader_run(void)
 {
 	const struct pull_loop loop = {
 		.what = "reader", .setup = setup, .teardown = teardown, .may_fetch = may_fetch,
-		.batch = reader_batch,
+		.batch = reader_batch, .finish = reader_finish, .holding = reader_holding,
 		.pull = &R.pull, .batch_max = READER_BATCH, .bound = R.bound,
 	};
 
 	strmap_init(&R.rows);
-	if ((R.items = calloc(READER_BATCH, sizeof(*R.items))) == NULL)
-		fatalx("out of memory");
+	for (int i = 0; i < 2; i++)
+		if ((R.batch[i].items = calloc(READER_BATCH, sizeof(*R.batch[i].items))) == NULL)
+			fatalx("out of memory");
 	pull_loop_run(&loop);
-	free(R.items);
-	R.items = NULL;
+	for (int i = 0; i < 2; i++) {
+		free(R.batch[i].items);
+		R.batch[i].items = NULL;
+	}
 }
 
 const struct worker_role reader_role = {

@@ -8,6 +8,32 @@
 #include "lib/nats/natsconn.h"
 #include "worker/worker.h"
 
+static bool
+holding(const struct pull_loop *l)
+{
+	return l->holding != NULL && l->holding();
+}
+
+static void
+finish(const struct pull_loop *l)
+{
+	if (holding(l))
+		l->finish();
+}
+
+/* worker_wait_open, with a held batch finished while the fence is closed
+ * rather than kept through the quiesce: the closed fence refuses its acks
+ * (worker/fence.h), and the broker hands its messages over again. */
+static bool
+wait_open(const struct pull_loop *l)
+{
+	while (worker_serving() && fence_is_quiesced(&W.fence)) {
+		finish(l);
+		worker_nap(100);
+	}
+	return worker_serving();
+}
+
 void
 pull_loop_run(const struct pull_loop *l)
 {
@@ -40,13 +66,15 @@ pull_loop_run(const struct pull_loop *l)
 	/* Counted on the connection setup bound to: after a credential
 	 * reload the puller held the destroyed one until then. */
 	reconnects = conn_reconnects(l->pull->nc);
-	while (worker_wait_open()) {
+	while (wait_open(l)) {
 		/* After a reconnect or a failed fetch, before anything else:
 		 * what a lost node was carrying to us is asked back (the
 		 * reader's ack floor paces the fan-out's may_fetch). */
 		if (conn_reconnects(l->pull->nc) != reconnects)
 			doubt = true, idle = false;
 		if (doubt) {
+			/* The recovery asks back what is unacked: ours first. */
+			finish(l);
 			reconnects = conn_reconnects(l->pull->nc);
 			int n = pull_recover(l->pull);
 			if (n > 0 && idle)
@@ -61,9 +89,13 @@ pull_loop_run(const struct pull_loop *l)
 		}
 		if (l->may_fetch != NULL && !l->may_fetch())
 			break;
-		natsStatus s = pull_fetch(l->pull, l->batch_max, PULL_SLICE_MS, &list);
+		/* A batch held: only what has come already, so that its acks
+		 * wait for no fetch. */
+		natsStatus s = pull_fetch(l->pull, l->batch_max, holding(l) ? 0 : PULL_SLICE_MS,
+		    &list);
 		if (s != NATS_OK) {
 			natsMsgList_Destroy(&list);
+			finish(l);
 			doubt = true, idle = false;
 			worker_nap(PULL_ERROR_NAP_MS);
 			continue;
@@ -75,6 +107,8 @@ pull_loop_run(const struct pull_loop *l)
 			l->batch(&list);
 			worker_batch_done();
 			last_msg = mono_ms();
+		} else if (holding(l)) {
+			finish(l);
 		} else if (mono_ms() - last_msg >= PULL_WAIT_MS &&
 		    mono_ms() - idle_checked >= PULL_IDLE_CHECK_MS &&
 		    mono_ms() >= l->pull->delayed_until + PULL_LATE_MS) {
@@ -91,8 +125,10 @@ pull_loop_run(const struct pull_loop *l)
 			idle_checked = mono_ms();
 			doubt = idle = true;
 		}
-		natsMsgList_Destroy(&list);
+		if (list.Msgs != NULL)
+			natsMsgList_Destroy(&list);
 	}
+	finish(l);
 	/* A planned stop hands back what was fetched and not finished, and
 	 * what the open request still took after the last fetch: NAKed once
 	 * that request has expired, the next daemon takes it at once instead of

@@ -24,7 +24,15 @@ struct pull_loop {
 	int (*setup)(char *err, size_t errlen);
 	void (*teardown)(void);
 	bool (*may_fetch)(void);           /* NULL: always; false: return */
+	/* May keep the list's messages (moving them out of it) and finish
+	 * with them later: holding() says whether a batch is still in flight,
+	 * finish() ends it. Both NULL for a role that finishes each batch
+	 * within batch(). With one held, a fetch takes only what has come
+	 * already; what finds nothing, a recovery, a quiesce and a stop
+	 * finish it first. */
 	void (*batch)(natsMsgList *list);
+	void (*finish)(void);
+	bool (*holding)(void);
 	struct puller *pull;
 	int batch_max;
 	const char *bound;                 /* what setup bound, for the log */

@@ -482,6 +482,11 @@ dispatch(const struct ipc_msg *m)
 		set_state(IPC_STATE_QUIESCED);
 		if (!fence_wait_drained(&W.fence, WORKER_DRAIN_MS))
 			fatalx("effects still in flight %d ms after QUIESCE", WORKER_DRAIN_MS);
+		/* QUIESCED says the effects are at the broker: an ack left in
+		 * the connection's buffer would land after it. Not waited for
+		 * over a connection that is down. */
+		if (W.nc != NULL && natsConnection_Status(W.nc) == NATS_CONN_STATUS_CONNECTED)
+			(void)natsConnection_FlushTimeout(W.nc, WORKER_QUIESCE_FLUSH_MS);
 		if (ipc_send(WORKER_FD_MAIN, IPC_QUIESCED, NULL, 0) != 0)
 			fatal("ipc: send QUIESCED");
 		return KEEP_ON;

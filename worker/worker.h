@@ -28,6 +28,9 @@
 #define WORKER_CONFIG_TIMEOUT_MS 10000
 #define WORKER_STATUS_EVERY_MS 1000
 #define WORKER_DRAIN_MS 5000          /* QUIESCE: effects in flight get this long */
+/* Then what they sent gets this long to reach the broker; the two within
+ * the supervisor's LEASE_QUIESCE_WAIT_MS. */
+#define WORKER_QUIESCE_FLUSH_MS 500
 
 /*
  * What a role adds to the runtime: its sandbox policy and, for the data

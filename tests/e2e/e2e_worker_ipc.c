@@ -31,6 +31,7 @@
 #include "lib/creds/creds.h"
 #include "lib/creds/jwt.h"
 #include "lib/creds/nkeys.h"
+#include "lib/wire/records.h"
 #include "lib/wire/tokens.h"
 #include "tests/harness/harness.h"
 
@@ -573,6 +574,151 @@ test_registry_holds_queued_admin_replies_across_a_reconnect(void **state)
 	h_close(&mgr);
 }
 
+/* The `reader` consumer's ack floor and its deliveries not acked. */
+static void
+reader_acks(struct conn *c, uint64_t *floor, int64_t *pending)
+{
+	char stream[128];
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
+	assert_int_equal(js_GetConsumerInfo(&ci, c->js, stream, "reader", NULL, &jerr), NATS_OK);
+	*floor = ci->AckFloor.Stream;
+	*pending = ci->NumAckPending + (int64_t)ci->NumPending;
+	jsConsumerInfo_Destroy(ci);
+}
+
+/* INBOX and DLV keep 1000 messages a subject (WIRE.md §2): 1000 each. */
+#define QF_AGENTS 20
+#define QF_EACH 1000
+
+/*
+ * The reader under a flow of entries, a QUIESCE in its middle (issue 40:
+ * the reader publishes one batch's frames while the one before waits for
+ * its acks). The fence: "a unit of work dispatched before the quiesce never
+ * acks or answers after it" (ARCHITECTURE.md), a batch held across it
+ * included: the consumer's ack floor and its count of entries not acked
+ * do not move once QUIESCED is answered. After a RESUME and a stop (which hands the unfinished back), a
+ * second reader finishes the flow: every entry acked, one frame each in
+ * DLV (a frame published before the quiesce and published again after it
+ * keeps its key: no second copy), none lost.
+ */
+static void
+test_reader_acks_nothing_after_a_quiesce(void **state)
+{
+	struct agent a[QF_AGENTS];
+	struct conn prov, dlv;
+	struct fake f;
+	struct ipc_msg m;
+	char err[512], path[H_PATH_MAX * 2], key[512], subj[512], id[DEDUP_KEY_MAX];
+	uint64_t floor0, floor1, floor_end = 0, base = 0;
+	int64_t pend0, pend1, pend_end = -1, frames0;
+	const int total = QF_AGENTS * QF_EACH;
+
+	(void)state;
+	assert_int_equal(h_connect_profile(&mesh, "provisioner", &prov, err, sizeof(err)), 0);
+	space_key(mesh.space, key, sizeof(key));
+	snprintf(path, sizeof(path), "%s/.cotal/space.%s/delivery.creds", mesh.dir, key);
+	assert_int_equal(h_connect(&mesh, path, &dlv, err, sizeof(err)), 0);
+	for (int i = 0; i < QF_AGENTS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "qflow%d", i);
+		assert_int_equal(h_agent_add(&mesh, name, "qflow", &a[i]), 0);
+		if (h_member_put(&prov, &mesh, &a[i], "qflow", 0, 0, 1, err, sizeof(err)) != 0)
+			fail_msg("member row: %s", err);
+	}
+	snprintf(subj, sizeof(subj), "DLV_%s", mesh.token);
+	frames0 = h_stream_msgs(&prov, subj);
+	assert_true(frames0 >= 0);
+	assert_int_equal(h_stream_last_seq(&prov, &mesh, "INBOX", &base), 0);
+	/* The entries, as the fan-out writes them (posts 1..QF_EACH, one
+	 * entry per member each), before the reader starts: a flow. */
+	for (int n = 1; n <= QF_EACH; n++) {
+		json_t *post = json_pack("{s:s, s:I, s:s, s:{s:s, s:s}, s:[{s:s, s:s}], s:s}",
+		    "id", "", "ts", (json_int_t)wall_ms(), "space", mesh.space,
+		    "from", "id", a[0].principal, "name", a[0].name,
+		    "parts", "kind", "text", "text", "flow", "channel", "qflow");
+		char pid[32];
+		snprintf(pid, sizeof(pid), "qf-%d", n);
+		json_object_set_new(post, "id", json_string(pid));
+		for (int i = 0; i < QF_AGENTS; i++) {
+			struct lifecycle to;
+			size_t len;
+			natsMsg *msg = NULL;
+			snprintf(to.owner, sizeof(to.owner), "%s", a[i].owner);
+			snprintf(to.actor, sizeof(to.actor), "%s", a[i].actor);
+			snprintf(to.uid, sizeof(to.uid), "%s", a[i].uid);
+			char *body = entry_build(post, "qflow", (uint64_t)n, REASON_DURABLE, 1, &len);
+			assert_non_null(body);
+			assert_true(dedup_key(pid, &to, 1, id, sizeof(id)));
+			snprintf(subj, sizeof(subj), "cotal.%s.dinbox.%s.%s.%s", mesh.token, to.owner,
+			    to.actor, to.uid);
+			assert_int_equal(natsMsg_Create(&msg, subj, NULL, body, (int)len), NATS_OK);
+			natsMsgHeader_Set(msg, "Nats-Msg-Id", id);
+			assert_int_equal(js_PublishMsgAsync(dlv.js, &msg, NULL), NATS_OK);
+			free(body);
+		}
+		json_decref(post);
+	}
+	jsPubOptions po;
+	jsPubOptions_Init(&po);
+	po.MaxWait = 20000;
+	assert_int_equal(js_PublishAsyncComplete(dlv.js, &po), NATS_OK);
+
+	spawn_worker(&f, "reader", NULL);
+	assert_int_equal(await(&f, IPC_READY, 10000, &m), 0);
+	/* In the middle of the flow: some acked, most not. */
+	int64_t t0 = mono_ms();
+	do {
+		serve(&f, 20);
+		reader_acks(&prov, &floor0, &pend0);
+	} while (floor0 == 0 && mono_ms() - t0 < 20000);
+	assert_true(floor0 > 0);
+	if (pend0 == 0)
+		fail_msg("the flow was over before the QUIESCE (%d entries): nothing tested",
+		    total);
+	assert_int_equal(ipc_send(f.ch, IPC_QUIESCE, NULL, 0), 0);
+	assert_int_equal(await(&f, IPC_QUIESCED, 6000, &m), 0);
+	/* QUIESCED is answered once what the worker sent is at the broker. */
+	reader_acks(&prov, &floor0, &pend0);
+	serve(&f, 1500);
+	reader_acks(&prov, &floor1, &pend1);
+	assert_int_equal(floor1, floor0);
+	assert_int_equal(pend1, pend0);
+
+	/* Resumed, then stopped: what it did not finish is handed back. */
+	assert_int_equal(ipc_send(f.ch, IPC_RESUME, NULL, 0), 0);
+	serve(&f, 500);
+	assert_int_equal(ipc_send(f.ch, IPC_STOP, NULL, 0), 0);
+	int ws = wait_exit(&f, 8000);
+	assert_true(ws >= 0 && WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+	close(f.ch);
+	close(f.sign);
+
+	spawn_worker(&f, "reader", NULL);
+	assert_int_equal(await(&f, IPC_READY, 10000, &m), 0);
+	t0 = mono_ms();
+	do {
+		serve(&f, 100);
+		reader_acks(&prov, &floor_end, &pend_end);
+	} while ((floor_end < base + (uint64_t)total || pend_end != 0) &&
+	    mono_ms() - t0 < 60000);
+	assert_int_equal(floor_end, base + (uint64_t)total);
+	assert_int_equal(pend_end, 0);
+	snprintf(subj, sizeof(subj), "DLV_%s", mesh.token);
+	assert_int_equal(h_stream_msgs(&prov, subj), frames0 + total);
+
+	assert_int_equal(ipc_send(f.ch, IPC_STOP, NULL, 0), 0);
+	ws = wait_exit(&f, 8000);
+	assert_true(ws >= 0 && WIFEXITED(ws));
+	close(f.ch);
+	close(f.sign);
+	h_close(&dlv);
+	h_close(&prov);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -581,6 +727,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_worker_stops_on_garbage),
 		cmocka_unit_test(test_worker_exits_when_the_channel_closes),
 		cmocka_unit_test(test_registry_holds_queued_admin_replies_across_a_reconnect),
+		cmocka_unit_test(test_reader_acks_nothing_after_a_quiesce),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	h_use_broker(h_broker_arg(argc, argv));
