@@ -378,6 +378,18 @@ wait_exit(struct fake *f, int ms)
 	return -1;
 }
 
+/* STOP: the worker exits 0 within ms; its channels closed. */
+static void
+stop_worker(struct fake *f, int ms)
+{
+	assert_int_equal(ipc_send(f->ch, IPC_STOP, NULL, 0), 0);
+	int ws = wait_exit(f, ms);
+	assert_true(ws >= 0 && WIFEXITED(ws));
+	assert_int_equal(WEXITSTATUS(ws), 0);
+	close(f->ch);
+	close(f->sign);
+}
+
 static void
 test_worker_speaks_the_protocol(void **state)
 {
@@ -416,12 +428,7 @@ test_worker_speaks_the_protocol(void **state)
 		await(&f, IPC_STATUS, 1000, &m);
 	assert_true(f.signed_nonces > before);
 
-	assert_int_equal(ipc_send(f.ch, IPC_STOP, NULL, 0), 0);
-	int ws = wait_exit(&f, 3000);
-	assert_true(ws >= 0 && WIFEXITED(ws));
-	assert_int_equal(WEXITSTATUS(ws), 0);
-	close(f.ch);
-	close(f.sign);
+	stop_worker(&f, 3000);
 }
 
 /* "a peer that speaks garbage is compromised or broken": the worker exits. */
@@ -562,12 +569,7 @@ test_registry_holds_queued_admin_replies_across_a_reconnect(void **state)
 	assert_answered_about(&held, "local.slowhold");
 	assert_answered_about(&queued, "local.afterhold");
 
-	assert_int_equal(ipc_send(f.ch, IPC_STOP, NULL, 0), 0);
-	int ws = wait_exit(&f, 5000);
-	assert_true(ws >= 0 && WIFEXITED(ws));
-	assert_int_equal(WEXITSTATUS(ws), 0);
-	close(f.ch);
-	close(f.sign);
+	stop_worker(&f, 5000);
 	admin_done(&probe);
 	admin_done(&held);
 	admin_done(&queued);
@@ -690,12 +692,7 @@ test_reader_acks_nothing_after_a_quiesce(void **state)
 	/* Resumed, then stopped: what it did not finish is handed back. */
 	assert_int_equal(ipc_send(f.ch, IPC_RESUME, NULL, 0), 0);
 	serve(&f, 500);
-	assert_int_equal(ipc_send(f.ch, IPC_STOP, NULL, 0), 0);
-	int ws = wait_exit(&f, 8000);
-	assert_true(ws >= 0 && WIFEXITED(ws));
-	assert_int_equal(WEXITSTATUS(ws), 0);
-	close(f.ch);
-	close(f.sign);
+	stop_worker(&f, 8000);
 
 	spawn_worker(&f, "reader", NULL);
 	assert_int_equal(await(&f, IPC_READY, 10000, &m), 0);
@@ -710,11 +707,7 @@ test_reader_acks_nothing_after_a_quiesce(void **state)
 	snprintf(subj, sizeof(subj), "DLV_%s", mesh.token);
 	assert_int_equal(h_stream_msgs(&prov, subj), frames0 + total);
 
-	assert_int_equal(ipc_send(f.ch, IPC_STOP, NULL, 0), 0);
-	ws = wait_exit(&f, 8000);
-	assert_true(ws >= 0 && WIFEXITED(ws));
-	close(f.ch);
-	close(f.sign);
+	stop_worker(&f, 8000);
 	h_close(&dlv);
 	h_close(&prov);
 }
