@@ -59,6 +59,7 @@ struct batch {
 	struct pubbatch pub;    /* its frames and their PubAcks */
 	uint64_t ticket;        /* the fence's, at its fetch */
 	uint64_t reconnects;    /* the connection's when its acked memory was checked */
+	uint64_t forgotten;     /* the memory's forgetting then (acked.h) */
 	bool held;              /* frames published, acks to come (batch_finish) */
 };
 
@@ -304,9 +305,16 @@ batch_release(struct batch *b)
 	b->held = false;
 }
 
+static void reader_finish(void);
+static bool reader_holding(void);
+
 static bool
 may_fetch(void)
 {
+	/* The memory's check counts every frame already stored: a held
+	 * batch is finished first (its frames counted) when one is due. */
+	if (reader_holding() && acked_due(&R.acked))
+		reader_finish();
 	acked_tick(&R.acked);
 	return true;
 }
@@ -351,6 +359,7 @@ batch_publish(struct batch *b)
 	 * again: their frames are stored, they are acked again without one. */
 	mark_again(items, list->Count);
 	b->reconnects = R.acked.reconnects;
+	b->forgotten = R.acked.forgotten;
 
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
@@ -390,6 +399,7 @@ batch_publish(struct batch *b)
 		return false;
 	if (pubbatch_begin(&b->pub, list->Count) != 0)
 		fatalx("out of memory");
+	acked_publishing(&R.acked);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		char subj[SPACE_TOKEN_MAX + LIFECYCLE_MAX + 16], dkey[DEDUP_KEY_MAX];
@@ -442,8 +452,10 @@ batch_finish(struct batch *b)
 
 	if (!fence_begin(&W.fence, b->ticket))
 		goto out;
-	/* Acked again only on the connection their memory was checked on. */
-	bool again_ok = acked_unchanged(&R.acked) && R.acked.reconnects == b->reconnects;
+	/* Acked again only on the connection their memory was checked on, and
+	 * while it still holds what it held then. */
+	bool again_ok = acked_unchanged(&R.acked) && R.acked.reconnects == b->reconnects &&
+	    R.acked.forgotten == b->forgotten;
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		if (it->again && !again_ok) {

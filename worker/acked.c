@@ -27,6 +27,7 @@ forget(struct acked *a)
 {
 	seqset_clear(&a->seqs);
 	a->ts_high = 0;
+	a->forgotten++;
 }
 
 /*
@@ -39,7 +40,9 @@ target_check(struct acked *a)
 {
 	uint64_t last = 0;
 
-	if (!target_last(a, &last))
+	/* Work published and not counted yet may be what the target lost:
+	 * checked once it is counted. */
+	if (a->unstored > 0 || !target_last(a, &last))
 		return false;
 	if (last < a->target_high) {
 		log_warnx("%s ends at sequence %" PRIu64 ", below the %" PRIu64 " our work got "
@@ -154,8 +157,23 @@ acked_put(struct acked *a, uint64_t seq, int64_t ts_ns)
 }
 
 void
+acked_publishing(struct acked *a)
+{
+	a->unstored++;
+}
+
+bool
+acked_due(const struct acked *a)
+{
+	return a->js != NULL && (!acked_unchanged(a) ||
+	    mono_ms() - a->floor_asked_ms >= ACKED_FLOOR_EVERY_MS);
+}
+
+void
 acked_stored(struct acked *a, uint64_t target_seq)
 {
+	if (a->unstored > 0)
+		a->unstored--;
 	if (target_seq > a->target_high)
 		a->target_high = target_seq;
 }

@@ -47,6 +47,11 @@ struct acked {
 	uint64_t target_high;   /* the target's highest sequence work got, or its last at a check */
 	uint64_t reconnects;    /* the connection's, when the target was last checked */
 	bool verified;          /* the target checked since the last reconnect */
+	/* Batches whose work is published and whose target sequences are not
+	 * counted yet (acked_publishing .. acked_stored): the target is not
+	 * checked meanwhile, it could not tell their loss. */
+	int unstored;
+	uint64_t forgotten;     /* bumped each time the memory is forgotten */
 	int64_t floor_asked_ms;
 	int64_t said_ms;        /* the last line about messages handed over again */
 	uint64_t unsaid;
@@ -70,8 +75,14 @@ bool acked_unchanged(const struct acked *a);
 
 /* A message acked (or terminated): its stream sequence and store time. */
 void acked_put(struct acked *a, uint64_t seq, int64_t ts_ns);
-/* The target's sequence a piece of our work got. */
+/* A batch's work is being published to the target: until its acked_stored,
+ * no check of the target is trusted (a worker that overlaps batches). */
+void acked_publishing(struct acked *a);
+/* The target's sequence a piece of our work got (the highest of a batch's). */
 void acked_stored(struct acked *a, uint64_t target_seq);
+/* Would acked_tick check the target now (after a reconnect, or the floor
+ * due)? A worker holding a published batch finishes it first. */
+bool acked_due(const struct acked *a);
 /* A batch's messages acked before: how many, their lowest and highest
  * sequence. */
 struct acked_batch {

@@ -23,12 +23,13 @@ finish(const struct pull_loop *l)
 
 /* worker_wait_open, with a held batch finished while the fence is closed
  * rather than kept through the quiesce: the closed fence refuses its acks
- * (worker/fence.h), and the broker hands its messages over again. */
+ * (worker/fence.h). *waited: the fence was found closed. */
 static bool
-wait_open(const struct pull_loop *l)
+wait_open(const struct pull_loop *l, bool *waited)
 {
 	while (worker_serving() && fence_is_quiesced(&W.fence)) {
 		finish(l);
+		*waited = true;
 		worker_nap(100);
 	}
 	return worker_serving();
@@ -40,7 +41,7 @@ pull_loop_run(const struct pull_loop *l)
 	char err[1024];
 	natsMsgList list;
 	uint64_t reconnects = 0;
-	bool doubt = false, idle = false;
+	bool doubt = false, idle = false, resumed = false;
 	int64_t idle_checked = 0, last_msg = mono_ms();
 
 	while (worker_serving()) {
@@ -66,12 +67,22 @@ pull_loop_run(const struct pull_loop *l)
 	/* Counted on the connection setup bound to: after a credential
 	 * reload the puller held the destroyed one until then. */
 	reconnects = conn_reconnects(l->pull->nc);
-	while (wait_open(l)) {
+	while (wait_open(l, &resumed)) {
 		/* After a reconnect or a failed fetch, before anything else:
 		 * what a lost node was carrying to us is asked back (the
 		 * reader's ack floor paces the fan-out's may_fetch). */
 		if (conn_reconnects(l->pull->nc) != reconnects)
 			doubt = true, idle = false;
+		/* Back from a quiesce: what the closed fence kept from being
+		 * acked (a batch fetched or held before it) is asked back at
+		 * once, not after the ack wait; once no delay we asked for a
+		 * retry still runs (a 2.9.10 broker would hand such an entry
+		 * over twice, see the idle check below). */
+		bool after_quiesce = false;
+		if (resumed && mono_ms() >= l->pull->delayed_until + PULL_LATE_MS) {
+			doubt = after_quiesce = true, idle = false;
+			resumed = false;
+		}
 		if (doubt) {
 			/* The recovery asks back what is unacked: ours first. */
 			finish(l);
@@ -80,6 +91,10 @@ pull_loop_run(const struct pull_loop *l)
 			if (n > 0 && idle)
 				log_debug("%s: idle with deliveries pending: asked them back (%d "
 				    "sequences from the ack floor)", l->what, n);
+			else if (n > 0 && after_quiesce)
+				log_info("%s: serving again after a quiesce: asked back what was "
+				    "fetched before it and not acked (%d sequences from the ack "
+				    "floor)", l->what, n);
 			else if (n > 0)
 				log_warnx("%s: asked the broker to redeliver at once what it still "
 				    "counts as delivered (%d sequences from the ack floor): a lost "
