@@ -43,9 +43,10 @@
 
 #define READER_ACK_WAIT_S 60
 #define READER_MAX_ACK_PENDING 1000   /* WIRE.md §3 */
-/* Half of it: two batches are in flight at once (reader_batch), and a
- * reader that dies strands both until the ack wait runs out; its successor
- * keeps the rest of the consumer's pending to go on with. */
+/* A quarter of it: two batches are in flight at once (reader_batch), and a
+ * reader that dies strands both, and its next request's messages (at most
+ * PULL_REQUEST_MAX, lib/nats/pull.h), until the ack wait runs out; its
+ * successor keeps the rest to go on with. */
 #define READER_BATCH (READER_MAX_ACK_PENDING / 4)
 #define BAD_LOG_EVERY_MS 10000
 
@@ -58,8 +59,7 @@ struct batch {
 	struct item *items;     /* READER_BATCH of them, kept (item_reset) */
 	struct pubbatch pub;    /* its frames and their PubAcks */
 	uint64_t ticket;        /* the fence's, at its fetch */
-	uint64_t reconnects;    /* the connection's when its acked memory was checked */
-	uint64_t forgotten;     /* the memory's forgetting then (acked.h) */
+	uint64_t acked_epoch;   /* the acked memory that marked it (acked_still) */
 	bool held;              /* frames published, acks to come (batch_finish) */
 };
 
@@ -305,20 +305,6 @@ batch_release(struct batch *b)
 	b->held = false;
 }
 
-static void reader_finish(void);
-static bool reader_holding(void);
-
-static bool
-may_fetch(void)
-{
-	/* The memory's check counts every frame already stored: a held
-	 * batch is finished first (its frames counted) when one is due. */
-	if (reader_holding() && acked_due(&R.acked))
-		reader_finish();
-	acked_tick(&R.acked);
-	return true;
-}
-
 /*
  * The first half of a batch: decoded, checked against the ACL and interval
  * of now, its authorized frames published. True when they are out and the
@@ -358,8 +344,7 @@ batch_publish(struct batch *b)
 	/* Entries this reader (or one before it) acked already, handed over
 	 * again: their frames are stored, they are acked again without one. */
 	mark_again(items, list->Count);
-	b->reconnects = R.acked.reconnects;
-	b->forgotten = R.acked.forgotten;
+	b->acked_epoch = acked_epoch(&R.acked);
 
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
@@ -436,8 +421,8 @@ batch_publish(struct batch *b)
  * The second half: the frames' PubAcks awaited, then each entry acked only
  * once its frame is stored (or dropped, retried, given up on, removed).
  * Takes the fence again: a batch held across a QUIESCE acks nothing (the
- * broker hands its entries over again, and the frames' keys keep a second
- * copy out of DLV).
+ * pull loop asks its entries back once the fence opens, and the frames'
+ * keys keep a second copy out of DLV).
  */
 static void
 batch_finish(struct batch *b)
@@ -452,10 +437,8 @@ batch_finish(struct batch *b)
 
 	if (!fence_begin(&W.fence, b->ticket))
 		goto out;
-	/* Acked again only on the connection their memory was checked on, and
-	 * while it still holds what it held then. */
-	bool again_ok = acked_unchanged(&R.acked) && R.acked.reconnects == b->reconnects &&
-	    R.acked.forgotten == b->forgotten;
+	/* Acked again only while the memory that marked them holds. */
+	bool again_ok = acked_still(&R.acked, b->acked_epoch);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		if (it->again && !again_ok) {
@@ -537,8 +520,7 @@ out:
  * published while the broker still stores the one before, whose acks
  * follow (issue 40: the reader's loop waited for every batch's PubAcks
  * before it fetched the next, and the broker idled meanwhile). Each entry
- * is still acked only after its own frame's PubAck. Two batches of
- * READER_BATCH are the consumer's max ack pending.
+ * is still acked only after its own frame's PubAck.
  */
 static void
 reader_batch(natsMsgList *list)
@@ -573,6 +555,17 @@ static bool
 reader_holding(void)
 {
 	return R.batch[0].held || R.batch[1].held;
+}
+
+static bool
+may_fetch(void)
+{
+	/* The memory's check counts every frame already stored: a held
+	 * batch is finished first (its frames counted) when one is due. */
+	if (reader_holding() && acked_due(&R.acked))
+		reader_finish();
+	acked_tick(&R.acked);
+	return true;
 }
 
 /* ---- set-up and the loop ---- */

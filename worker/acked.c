@@ -27,7 +27,7 @@ forget(struct acked *a)
 {
 	seqset_clear(&a->seqs);
 	a->ts_high = 0;
-	a->forgotten++;
+	a->epoch++;
 }
 
 /*
@@ -121,6 +121,7 @@ acked_check(struct acked *a)
 	if (now != a->reconnects) {
 		a->reconnects = now;
 		a->verified = false;
+		a->epoch++;
 	}
 	if (!a->verified)
 		a->verified = target_check(a);
@@ -131,6 +132,18 @@ bool
 acked_unchanged(const struct acked *a)
 {
 	return a->js != NULL && a->verified && conn_reconnects(a->nc) == a->reconnects;
+}
+
+uint64_t
+acked_epoch(const struct acked *a)
+{
+	return a->epoch;
+}
+
+bool
+acked_still(const struct acked *a, uint64_t epoch)
+{
+	return acked_unchanged(a) && a->epoch == epoch;
 }
 
 void

@@ -51,7 +51,7 @@ struct acked {
 	 * counted yet (acked_publishing .. acked_stored): the target is not
 	 * checked meanwhile, it could not tell their loss. */
 	int unstored;
-	uint64_t forgotten;     /* bumped each time the memory is forgotten */
+	uint64_t epoch;         /* bumped by a new connection and by forgetting */
 	int64_t floor_asked_ms;
 	int64_t said_ms;        /* the last line about messages handed over again */
 	uint64_t unsaid;
@@ -72,6 +72,11 @@ bool acked_check(struct acked *a);
 /* Still on the connection acked_check saw (false: what it marked is not
  * acked again, it is handed back). */
 bool acked_unchanged(const struct acked *a);
+/* For a worker that acks a batch after it marked it: the memory as it is
+ * now, and whether it is still the one that marked (trusted, on the same
+ * connection, nothing forgotten since). */
+uint64_t acked_epoch(const struct acked *a);
+bool acked_still(const struct acked *a, uint64_t epoch);
 
 /* A message acked (or terminated): its stream sequence and store time. */
 void acked_put(struct acked *a, uint64_t seq, int64_t ts_ns);

@@ -14,25 +14,12 @@ holding(const struct pull_loop *l)
 	return l->holding != NULL && l->holding();
 }
 
+/* The held batch, if any, finished. */
 static void
 finish(const struct pull_loop *l)
 {
-	if (holding(l))
+	if (l->finish != NULL)
 		l->finish();
-}
-
-/* worker_wait_open, with a held batch finished while the fence is closed
- * rather than kept through the quiesce: the closed fence refuses its acks
- * (worker/fence.h). *waited: the fence was found closed. */
-static bool
-wait_open(const struct pull_loop *l, bool *waited)
-{
-	while (worker_serving() && fence_is_quiesced(&W.fence)) {
-		finish(l);
-		*waited = true;
-		worker_nap(100);
-	}
-	return worker_serving();
 }
 
 void
@@ -42,6 +29,7 @@ pull_loop_run(const struct pull_loop *l)
 	natsMsgList list;
 	uint64_t reconnects = 0;
 	bool doubt = false, idle = false, resumed = false;
+	uint64_t epoch;
 	int64_t idle_checked = 0, last_msg = mono_ms();
 
 	while (worker_serving()) {
@@ -67,7 +55,16 @@ pull_loop_run(const struct pull_loop *l)
 	/* Counted on the connection setup bound to: after a credential
 	 * reload the puller held the destroyed one until then. */
 	reconnects = conn_reconnects(l->pull->nc);
-	while (wait_open(l, &resumed)) {
+	epoch = fence_ticket(&W.fence);
+	while (worker_wait_open()) {
+		/* A quiesce came (it starts the fence's next epoch): a batch held
+		 * across it is finished, the closed fence having refused its
+		 * acks (worker/fence.h). */
+		if (fence_ticket(&W.fence) != epoch) {
+			epoch = fence_ticket(&W.fence);
+			finish(l);
+			resumed = true;
+		}
 		/* After a reconnect or a failed fetch, before anything else:
 		 * what a lost node was carrying to us is asked back (the
 		 * reader's ack floor paces the fan-out's may_fetch). */

@@ -26,10 +26,11 @@ struct pull_loop {
 	bool (*may_fetch)(void);           /* NULL: always; false: return */
 	/* May keep the list's messages (moving them out of it) and finish
 	 * with them later: holding() says whether a batch is still in flight,
-	 * finish() ends it. Both NULL for a role that finishes each batch
-	 * within batch(). With one held, a fetch takes only what has come
-	 * already; what finds nothing, a recovery, a quiesce and a stop
-	 * finish it first. */
+	 * finish() ends it (nothing when none is). Both NULL for a role that
+	 * finishes each batch within batch(). With one held, a fetch takes
+	 * only what has come already; a fetch that finds nothing or fails, a
+	 * recovery and a stop finish it first, and a quiesce once the fence
+	 * opens again (its acks refused, its messages asked back). */
 	void (*batch)(natsMsgList *list);
 	void (*finish)(void);
 	bool (*holding)(void);

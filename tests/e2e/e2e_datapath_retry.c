@@ -124,12 +124,9 @@ inbox_holds(uint64_t seq)
 static jsConsumerInfo *
 reader_info(void)
 {
-	char stream[256];
-	jsConsumerInfo *ci = NULL;
-	jsErrCode jerr = 0;
+	jsConsumerInfo *ci = h_reader_info(&prov, &mesh);
 
-	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
-	assert_int_equal(js_GetConsumerInfo(&ci, prov.js, stream, "reader", NULL, &jerr), NATS_OK);
+	assert_non_null(ci);
 	return ci;
 }
 

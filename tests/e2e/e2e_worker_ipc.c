@@ -580,12 +580,9 @@ test_registry_holds_queued_admin_replies_across_a_reconnect(void **state)
 static void
 reader_acks(struct conn *c, uint64_t *floor, int64_t *pending)
 {
-	char stream[128];
-	jsConsumerInfo *ci = NULL;
-	jsErrCode jerr = 0;
+	jsConsumerInfo *ci = h_reader_info(c, &mesh);
 
-	snprintf(stream, sizeof(stream), "INBOX_%s", mesh.token);
-	assert_int_equal(js_GetConsumerInfo(&ci, c->js, stream, "reader", NULL, &jerr), NATS_OK);
+	assert_non_null(ci);
 	*floor = ci->AckFloor.Stream;
 	*pending = ci->NumAckPending + (int64_t)ci->NumPending;
 	jsConsumerInfo_Destroy(ci);

@@ -445,6 +445,9 @@ int h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char 
 	      bool retired, char *err, size_t errlen);
 /* Messages held by a stream now (state.msgs), or -1. */
 int64_t h_stream_msgs(struct conn *c, const char *stream);
+/* The daemon's `reader` consumer on INBOX_<s> as the broker has it now
+ * (the caller destroys it), or NULL. */
+jsConsumerInfo *h_reader_info(struct conn *c, struct mesh *m);
 
 /* KV helpers on bucket "cotal_<name>_<s>". */
 int h_kv_put(struct conn *c, struct mesh *m, const char *name, const char *key,

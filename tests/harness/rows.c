@@ -47,6 +47,19 @@ h_stream_msgs(struct conn *c, const char *stream)
 	return n;
 }
 
+jsConsumerInfo *
+h_reader_info(struct conn *c, struct mesh *m)
+{
+	char stream[256];
+	jsConsumerInfo *ci = NULL;
+	jsErrCode jerr = 0;
+
+	snprintf(stream, sizeof(stream), "INBOX_%s", m->token);
+	if (js_GetConsumerInfo(&ci, c->js, stream, "reader", NULL, &jerr) != NATS_OK)
+		return NULL;
+	return ci;
+}
+
 int
 h_member_put(struct conn *c, struct mesh *m, const struct agent *a, const char *channel,
 	     uint64_t join, uint64_t leave, uint64_t generation, char *err, size_t errlen)
