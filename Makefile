@@ -108,7 +108,7 @@ check-unit: build
 fuzz:
 	@CC=clang cmake -S . -B build-fuzz -DCOTAL_FUZZ=ON -DCOTAL_BROKER_DIR=$(BROKERS) >/dev/null
 	@cmake --build build-fuzz -j$(JOBS)
-	@for t in jwt creds nkeys ipc records ctlreq timers manifest registry; do \
+	@for t in jwt creds nkeys ipc records ctlreq timers manifest registry msgget; do \
 	    mkdir -p build-fuzz/corpus/$$t; \
 	    build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=60 build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done

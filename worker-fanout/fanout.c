@@ -34,6 +34,7 @@
 #include "worker/pullloop.h"
 #include "worker-fanout/lead.h"
 #include "lib/wire/records.h"
+#include "lib/wire/ctlreq.h"
 #include "lib/strmap.h"
 #include "lib/wire/tokens.h"
 #include "worker/worker.h"
@@ -336,19 +337,28 @@ match_name(const char *key, void *value, void *arg)
 	return 0;
 }
 
-/* Live channel: each @mention resolved against the presence roster
- * (exactly one live match), skipping the sender, to that alias's single live
- * ACL row, copied only if the row covers the channel. Presence and acl
- * mirrors locked. */
-static void
-route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets *t)
+/*
+ * Live channel: each @mention resolved against the presence roster (exactly
+ * one live match), skipping the sender, to that alias's single live ACL
+ * row, copied only if the row covers the channel. The aliases are matched
+ * with presence locked; their rows are held by the read-ACL index or read
+ * now (lib/wire/aclindex.h), after the batch's barrier. The lifecycles
+ * mentioned go to *out (malloc'd, *nout of them). 0, or -1 with err when
+ * the read ACLs cannot be read (the batch is retried).
+ */
+static int
+resolve_mentions(const struct chat_subject *cs, const json_t *msg, struct lifecycle **out,
+		 size_t *nout, char *err, size_t errlen)
 {
 	const char *names[MENTIONS_MAX];
-	size_t n = post_mentions(msg, names, MENTIONS_MAX);
-	char sender[PRINCIPAL_MAX + 1];
+	size_t n = post_mentions(msg, names, MENTIONS_MAX), nalias = 0;
+	char sender[PRINCIPAL_MAX + 1], aliases[MENTIONS_MAX][PRINCIPAL_MAX + 1];
 	struct lifecycle who;
 
+	*out = NULL;
+	*nout = 0;
 	principal_format(cs->owner, cs->actor, sender, sizeof(sender));
+	kvmirror_lock(&F.presence);
 	for (size_t i = 0; i < n; i++) {
 		bool seen = false;
 		for (size_t j = 0; j < i; j++)
@@ -359,14 +369,30 @@ route_mentions(const struct chat_subject *cs, const json_t *msg, struct targets 
 		strmap_each(&F.roster_live, match_name, &nm);
 		if (nm.count != 1 || strcmp(nm.key, sender) == 0)
 			continue;
-		const char *lc = NULL;
-		if (aclindex_alias_lives(&F.acl, nm.key, &lc, 1) != 1)
-			continue;
-		const struct acl_row *row = aclindex_get(&F.acl, lc);
-		if (row == NULL || !acl_covers(row, cs->channel) || lifecycle_parse(lc, &who) != 0)
-			continue;
-		targets_add(t, &who, 0, REASON_MENTION);
+		snprintf(aliases[nalias++], sizeof(aliases[0]), "%s", nm.key);
 	}
+	kvmirror_unlock(&F.presence);
+	for (size_t i = 0; i < nalias; i++) {
+		struct aclindex_alias a;
+		if (aclindex_alias(&F.acl, aliases[i], &a, err, errlen) != 0) {
+			free(*out);
+			*out = NULL;
+			*nout = 0;
+			return -1;
+		}
+		bool covered = a.nlive == 1 && acl_covers(&a.row, cs->channel) &&
+		    principal_parse(aliases[i], who.owner, sizeof(who.owner), who.actor,
+		    sizeof(who.actor)) == 0 && lifecycle_uid_valid(a.live[0]);
+		if (covered)
+			snprintf(who.uid, sizeof(who.uid), "%s", a.live[0]);
+		aclindex_alias_free(&a);
+		if (!covered)
+			continue;
+		if (*out == NULL && (*out = calloc(MENTIONS_MAX, sizeof(**out))) == NULL)
+			fatalx("out of memory");
+		(*out)[(*nout)++] = who;
+	}
+	return 0;
 }
 
 /* ---- one batch ---- */
@@ -380,6 +406,8 @@ struct post {
 	json_t *msg;           /* NULL: dropped */
 	enum delivery_class class;
 	bool again;            /* acked before: acked again, not copied (worker/acked.h) */
+	struct lifecycle *mentioned; /* a live channel's @mentions resolved (malloc'd) */
+	size_t nmentioned;
 };
 
 /* A post made ready for the batch's next message: the array is allocated
@@ -397,6 +425,8 @@ post_reset(struct post *p, natsMsg *m)
 	p->msg = NULL;
 	p->class = CLASS_DURABLE; /* as calloc left it: set once the barrier passed */
 	p->again = false;
+	p->mentioned = NULL;
+	p->nmentioned = 0;
 }
 
 /* Publish every entry of post i; false when the post cannot be copied at
@@ -562,7 +592,22 @@ fanout_batch(natsMsgList *list)
 		if (posts[i].msg != NULL)
 			posts[i].class = class_of(posts[i].cs.channel);
 	kvmirror_unlock(&F.channels);
-	bool mentions = batch_has_mentions(posts, list->Count);
+	for (int i = 0; i < list->Count; i++) {
+		struct post *p = &posts[i];
+		if (p->msg == NULL || p->again || p->class != CLASS_LIVE ||
+		    json_array_size(json_object_get(p->msg, "mentions")) == 0)
+			continue;
+		if (resolve_mentions(&p->cs, p->msg, &p->mentioned, &p->nmentioned, err,
+		    sizeof(err)) != 0) {
+			if (mono_ms() - last_barrier_log > DROP_LOG_EVERY_MS) {
+				log_warnx("cannot resolve the mentions of a batch of %d posts, retrying "
+				    "it: %s", list->Count, err);
+				last_barrier_log = mono_ms();
+			}
+			nak_all(list, ticket);
+			goto out;
+		}
+	}
 
 	/* Copy. */
 	if (!fence_begin(&W.fence, ticket))
@@ -578,12 +623,9 @@ fanout_batch(natsMsgList *list)
 			kvmirror_lock(&F.members);
 			route_durable(&p->cs, p->seq, &t);
 			kvmirror_unlock(&F.members);
-		} else if (mentions) {
-			kvmirror_lock(&F.presence);
-			kvmirror_lock(&F.acl.mirror);
-			route_mentions(&p->cs, p->msg, &t);
-			kvmirror_unlock(&F.acl.mirror);
-			kvmirror_unlock(&F.presence);
+		} else {
+			for (size_t k = 0; k < p->nmentioned; k++)
+				targets_add(&t, &p->mentioned[k], 0, REASON_MENTION);
 		}
 		if (!publish_post(i, p, &t)) {
 			json_decref(p->msg);
@@ -628,8 +670,10 @@ fanout_batch(natsMsgList *list)
 	acked_stored(&F.acked, F.pub.max_seq);
 	lead_copied(F.pub.max_seq, list->Count);
 out:
-	for (int i = 0; i < list->Count; i++)
+	for (int i = 0; i < list->Count; i++) {
 		json_decref(posts[i].msg);
+		free(posts[i].mentioned);
+	}
 	free(t.v);
 }
 
@@ -679,17 +723,17 @@ setup(char *err, size_t errlen)
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
 	/* The four mirrors load at once: the bind takes the longest load. */
 	if (kvmirror_start(&F.members, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, members_apply,
-	    members_reset, NULL, NULL, err, errlen) != 0)
+	    members_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_channels_%s", token);
 	if (kvmirror_start(&F.channels, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, configs_apply,
-	    configs_reset, NULL, NULL, err, errlen) != 0)
+	    configs_reset, NULL, err, errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_presence_%s", token);
 	if (kvmirror_start(&F.presence, W.nc, W.cfg.inbox_prefix, F.pub.js, bucket, presence_apply,
-	    presence_reset, NULL, NULL, err, errlen) != 0)
+	    presence_reset, NULL, err, errlen) != 0)
 		return -1;
-	if (aclindex_start(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, true, err,
+	if (aclindex_start(&F.acl, W.nc, W.cfg.inbox_prefix, F.pub.js, token, err,
 	    errlen) != 0)
 		return -1;
 	if (kvmirror_loaded(&F.members, err, errlen) != 0 ||

@@ -27,7 +27,7 @@ struct item {
 	char keybuf[DEDUP_KEY_MAX + 1];
 	bool parsed;
 	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
-	bool unmirrored;         /* its owner has no live row in the mirror: read it */
+	bool unheld;             /* the index holds no live row of its owner: read it */
 	enum verdict v;
 };
 

@@ -234,42 +234,47 @@ member_of(const struct item *it, char *key, size_t keylen)
 	return strmap_get(&R.rows, key);
 }
 
-/* Decide the entries whose owner has no live row in the mirror, each on
- * its row read now (lib/wire/aclindex.h); 0, or -1 with err when the ACL
- * bucket cannot be read (the batch is retried). */
+/* Decide the entries whose owner's row the index does not hold, each on
+ * its row read now, every owner once and all at once (lib/wire/aclindex.h);
+ * 0, or -1 with err when the ACL bucket cannot be read (the batch is
+ * retried). */
 static int
-check_unmirrored(struct item *items, int n, char *err, size_t errlen)
+check_unheld(struct item *items, int n, char *err, size_t errlen)
 {
 	char key[MEMBER_KEY_MAX + 1];
-	/* Each owner read once a batch: the rows read, by the first entry of
-	 * their owner (first[i]: the index of that entry, or -1). */
+	/* The owners to read (lcs), and for each entry the index of its
+	 * owner's row in read (first[i]; -1: held). */
+	const char **lcs = calloc((size_t)n, sizeof(*lcs));
 	struct acl_row *read = calloc((size_t)n, sizeof(*read));
-	int *first = calloc((size_t)n, sizeof(*first)), rc = 0;
+	int *first = calloc((size_t)n, sizeof(*first)), nread = 0, rc;
 
-	if (read == NULL || first == NULL)
+	if (lcs == NULL || read == NULL || first == NULL)
 		fatalx("out of memory");
-	for (int i = 0; i < n && rc == 0; i++) {
+	for (int i = 0; i < n; i++) {
 		struct item *it = &items[i];
 		first[i] = -1;
-		if (!it->unmirrored)
+		if (!it->unheld)
 			continue;
-		for (int j = 0; j < i && first[i] < 0; j++)
-			if (items[j].unmirrored && first[j] == j && strcmp(items[j].lc, it->lc) == 0)
+		for (int j = 0; j < nread && first[i] < 0; j++)
+			if (strcmp(lcs[j], it->lc) == 0)
 				first[i] = j;
 		if (first[i] < 0) {
-			first[i] = i;
-			if (aclindex_read(&R.acl, it->lc, &read[i], err, errlen) != 0) {
-				rc = -1;
-				break;
-			}
+			first[i] = nread;
+			lcs[nread++] = it->lc;
 		}
-		kvmirror_lock(&R.members);
-		it->v = reader_decide(&it->e, &read[first[i]], member_of(it, key, sizeof(key)),
-		    it->delivered);
-		kvmirror_unlock(&R.members);
 	}
-	for (int i = 0; i < n; i++)
-		acl_row_free(&read[i]);
+	rc = aclindex_read_many(&R.acl, lcs, (size_t)nread, read, err, errlen);
+	if (rc == 0) {
+		kvmirror_lock(&R.members);
+		for (int i = 0; i < n; i++)
+			if (items[i].unheld)
+				items[i].v = reader_decide(&items[i].e, &read[first[i]],
+				    member_of(&items[i], key, sizeof(key)), items[i].delivered);
+		kvmirror_unlock(&R.members);
+		for (int i = 0; i < nread; i++)
+			acl_row_free(&read[i]);
+	}
+	free(lcs);
 	free(read);
 	free(first);
 	return rc;
@@ -355,7 +360,7 @@ batch_publish(struct batch *b)
 	}
 
 	/* Check: every entry against the ACL and interval of now. */
-	int unmirrored = 0;
+	int unheld = 0;
 	kvmirror_lock(&R.acl.mirror);
 	kvmirror_lock(&R.members);
 	for (int i = 0; i < list->Count; i++) {
@@ -364,17 +369,18 @@ batch_publish(struct batch *b)
 			continue;
 		const struct acl_row *acl = aclindex_get(&R.acl, it->lc);
 		if (acl == NULL) {
-			it->unmirrored = true;
-			unmirrored++;
+			it->unheld = true;
+			unheld++;
 			continue;
 		}
 		it->v = reader_decide(&it->e, acl, member_of(it, key, sizeof(key)), it->delivered);
 	}
 	kvmirror_unlock(&R.members);
 	kvmirror_unlock(&R.acl.mirror);
-	/* The owners the mirror holds no live row of (retired, none, or
-	 * undecodable): their rows read exactly, then decided the same way. */
-	if (unmirrored > 0 && check_unmirrored(items, list->Count, err, sizeof(err)) != 0) {
+	/* The owners whose rows the index does not hold (met first, retired,
+	 * none, or undecodable): their rows read exactly, then decided the
+	 * same way. */
+	if (unheld > 0 && check_unheld(items, list->Count, err, sizeof(err)) != 0) {
 		retry_batch(items, list->Count, b->ticket, err);
 		return false;
 	}
@@ -615,13 +621,14 @@ setup(char *err, size_t errlen)
 	if (pull_bind(R.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
 	    errlen) != 0)
 		return -1;
-	/* Both mirrors load at once: the bind takes the longer load. */
-	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.js, token, false, err,
+	/* The read-ACL index loads nothing (its tail starts at once); the
+	 * members mirror loads. */
+	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.js, token, err,
 	    errlen) != 0)
 		return -1;
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
 	if (kvmirror_start(&R.members, W.nc, W.cfg.inbox_prefix, R.js, bucket, members_apply,
-	    members_reset, NULL, NULL, err, errlen) != 0 ||
+	    members_reset, NULL, err, errlen) != 0 ||
 	    kvmirror_loaded(&R.acl.mirror, err, errlen) != 0 ||
 	    kvmirror_loaded(&R.members, err, errlen) != 0)
 		return -1;

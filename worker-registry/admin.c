@@ -502,7 +502,7 @@ void
 admin_inventories(struct request **v, int n)
 {
 	static struct inventory inv[REG_QUEUE_MAX];
-	char err[512], principal[PRINCIPAL_MAX + 1], lc[LIFECYCLE_MAX + 1];
+	char err[512], principal[PRINCIPAL_MAX + 1];
 	uint64_t mark = 0;
 	int valid = 0;
 
@@ -527,21 +527,53 @@ admin_inventories(struct request **v, int n)
 				    "(%s); retry", err);
 		return;
 	}
+	/* Each inventory's row: held by the index, or read now, all at once. */
+	/* A narrowed or retired row refuses those writes by itself. */
+	static char lcs[REG_QUEUE_MAX][LIFECYCLE_MAX + 1];
+	static bool allows[REG_QUEUE_MAX];
+	const char *unheld[REG_QUEUE_MAX];
+	int nunheld = 0;
 	kvmirror_lock(&G.acl.mirror);
+	for (int i = 0; i < n; i++) {
+		allows[i] = false;
+		if (!inv[i].valid)
+			continue;
+		lifecycle_format(&inv[i].who, lcs[i], sizeof(lcs[i]));
+		const struct acl_row *row = aclindex_get(&G.acl, lcs[i]);
+		if (row != NULL)
+			allows[i] = row->state == ACL_LIVE && row->npatterns > 0;
+		else {
+			bool dup = false;
+			for (int j = 0; j < nunheld && !dup; j++)
+				dup = strcmp(unheld[j], lcs[i]) == 0;
+			if (!dup)
+				unheld[nunheld++] = lcs[i];
+		}
+	}
+	kvmirror_unlock(&G.acl.mirror);
+	static struct acl_row read[REG_QUEUE_MAX];
+	if (nunheld > 0 && aclindex_read_many(&G.acl, unheld, (size_t)nunheld, read, err,
+	    sizeof(err)) != 0) {
+		for (int i = 0; i < n; i++)
+			if (inv[i].valid)
+				reply_error(inv[i].r, "lifecycleMemberships: cannot read the read ACLs now "
+				    "(%s); retry", err);
+		return;
+	}
 	for (int i = 0; i < n; i++) {
 		if (!inv[i].valid)
 			continue;
-		lifecycle_format(&inv[i].who, lc, sizeof(lc));
-		const struct acl_row *row = aclindex_get(&G.acl, lc);
-		/* A narrowed or retired row refuses those writes by itself. */
-		bool allows = row != NULL && row->state == ACL_LIVE && row->npatterns > 0;
-		uint64_t m = gate_mark(lc, allows);
-		if (allows)
+		for (int j = 0; j < nunheld; j++)
+			if (strcmp(unheld[j], lcs[i]) == 0)
+				allows[i] = read[j].state == ACL_LIVE && read[j].npatterns > 0;
+		uint64_t m = gate_mark(lcs[i], allows[i]);
+		if (allows[i])
 			log_info("lifecycleMemberships: %s still allows reads: its durable joins and "
-			    "leaves are refused on this daemon from now on", lc);
+			    "leaves are refused on this daemon from now on", lcs[i]);
 		mark = m > mark ? m : mark;
 	}
-	kvmirror_unlock(&G.acl.mirror);
+	for (int j = 0; j < nunheld; j++)
+		acl_row_free(&read[j]);
 	gate_wait(mark);
 	if (kvmirror_barrier(&G.members, err, sizeof(err)) != 0) {
 		for (int i = 0; i < n; i++)

@@ -199,15 +199,15 @@ kv_open(char *err, size_t errlen)
 	strmap_init(&G.lc_channels);
 	/* The mirrors load at once: the bind takes the longest load. */
 	if (kvmirror_start(&G.members, W.nc, W.cfg.inbox_prefix, G.js, G.members_bucket,
-	    members_apply, members_reset, NULL, NULL, err, errlen) != 0)
+	    members_apply, members_reset, NULL, err, errlen) != 0)
 		return -1;
 	if (!(W.cfg.features_off & IPC_OFF_REGISTER)) {
 		if (kvmirror_start(&G.channels, W.nc, W.cfg.inbox_prefix, G.js, G.channels_bucket,
-		    channels_apply, channels_reset, NULL, NULL, err, errlen) != 0)
+		    channels_apply, channels_reset, NULL, err, errlen) != 0)
 			return -1;
 		G.channels_open = true;
 	}
-	if (aclindex_start(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, true, err,
+	if (aclindex_start(&G.acl, W.nc, W.cfg.inbox_prefix, G.js, G.token, err,
 	    errlen) != 0 || kvmirror_loaded(&G.members, err, errlen) != 0 ||
 	    (G.channels_open && kvmirror_loaded(&G.channels, err, errlen) != 0))
 		return -1;
@@ -256,53 +256,38 @@ static int
 acl_resolve(const char *op, const char *owner, const char *actor, char *uid, size_t uidlen,
 	    struct acl_row *row, char *why, size_t whylen)
 {
-	char alias[PRINCIPAL_MAX + 1], retired[UID_MAX + 1], err[512];
-	const char *lcs[2];
-	size_t plen, live;
+	char alias[PRINCIPAL_MAX + 1], err[512];
+	struct aclindex_alias a;
 	int rc = -1;
 
 	if (!principal_format(owner, actor, alias, sizeof(alias))) {
 		snprintf(why, whylen, "%s: not an alias: %s.%s", op, owner, actor);
 		return -1;
 	}
-	plen = strlen(alias) + 1; /* a lifecycle's uid follows "<o>.<a>." */
-	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0) {
+	/* What the alias's rows say: held since a read of them (and current
+	 * once the barrier passed), or read now (lib/wire/aclindex.h). */
+	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0 ||
+	    aclindex_alias(&G.acl, alias, &a, err, sizeof(err)) != 0) {
 		snprintf(why, whylen, "%s: cannot read the read ACLs now (%s); retry", op, err);
 		return -1;
 	}
-	kvmirror_lock(&G.acl.mirror);
-	live = aclindex_alias_lives(&G.acl, alias, lcs, 2);
-	if (live == 1) {
-		snprintf(uid, uidlen, "%s", lcs[0] + plen);
-		rc = acl_copy(aclindex_get(&G.acl, lcs[0]), row);
+	if (a.nlive == 1) {
+		snprintf(uid, uidlen, "%s", a.live[0]);
+		rc = acl_copy(&a.row, row);
 		if (rc != 0)
 			snprintf(why, whylen, "%s: out of memory", op);
-	} else if (live > 1) {
+	} else if (a.nlive > 1) {
 		snprintf(why, whylen, "%s: %s has %zu live read-ACL rows (%s and %s); refusing to "
-		    "guess the lifecycle", op, alias, live, lcs[0] + plen, lcs[1] + plen);
-		log_warnx("%s refused: %s has %zu live read-ACL rows (%s, %s)", op, alias, live,
-		    lcs[0] + plen, lcs[1] + plen);
-	}
-	kvmirror_unlock(&G.acl.mirror);
-	if (live > 0)
-		return rc;
-	/* No live row: a retired lifecycle of the alias, or none. The
-	 * mirror keeps no tombstone (lib/wire/aclindex.h): the alias's rows
-	 * are read from the bucket. */
-	switch (aclindex_alias_retired(&G.acl, owner, actor, retired, sizeof(retired), err,
-	    sizeof(err))) {
-	case 1:
+		    "guess the lifecycle", op, alias, a.nlive, a.live[0], a.live[1]);
+		log_warnx("%s refused: %s has %zu live read-ACL rows (%s, %s)", op, alias, a.nlive,
+		    a.live[0], a.live[1]);
+	} else if (a.retired)
 		snprintf(why, whylen, "%s: lifecycle %s.%s.%s is retired and never comes back", op,
-		    owner, actor, retired);
-		break;
-	case 0:
+		    owner, actor, a.retired_uid);
+	else
 		snprintf(why, whylen, "%s: no read ACL on record for %s.%s (not provisioned for "
 		    "durable delivery)", op, owner, actor);
-		break;
-	default:
-		snprintf(why, whylen, "%s: cannot read the read ACLs now (%s); retry", op, err);
-		break;
-	}
+	aclindex_alias_free(&a);
 	return rc;
 }
 
@@ -339,7 +324,7 @@ acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	/* No live row: retired, none or undecodable, read from the bucket. */
+	/* Not held: read from the bucket (a live row is held from then on). */
 	return r != NULL ? 0 : aclindex_read(&G.acl, lc, row, err, errlen);
 }
 

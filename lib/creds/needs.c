@@ -66,8 +66,8 @@ static const struct need table[] = {
 	/* An entry, and a member row, of a retired lifecycle are removed. */
 	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.DELETE.INBOX_<s>" },
 	{ D, F_READER, false, PUB, "$KV.cotal_members_<s>.>" },
-	/* An owner with no live ACL row in the mirror: its row read exactly
-	 * (the mirror keeps no tombstone: lib/wire/aclindex.h). */
+	/* An owner whose ACL row the index does not hold: its row read
+	 * exactly (the index loads nothing at start: lib/wire/aclindex.h). */
 	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_acl_<s>" },
 	KV_WATCH(F_READER, "cotal_members"),
 	KV_WATCH(F_READER, "cotal_acl"),

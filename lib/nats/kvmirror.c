@@ -48,47 +48,6 @@ stage_clear(struct kvmirror *m)
 	free(m->staged);
 	m->staged = NULL;
 	m->nstaged = m->capstaged = m->staged_bytes = 0;
-	m->staged_max_rev = 0;
-	free(m->stage_slots);
-	m->stage_slots = NULL;
-	m->stage_nslots = 0;
-}
-
-/* The index of a replay's staged keys (with keep): open addressing over
- * the staged array, 4 bytes a slot, so that an entry not kept can undo
- * the one staged for its key before it. */
-/* The slot of key: its own, or the empty one it would take. */
-static uint32_t *
-stage_slot(struct kvmirror *m, const char *key)
-{
-	size_t mask = m->stage_nslots - 1, i = strmap_hash(key) & mask;
-
-	while (m->stage_slots[i] != 0 && strcmp(m->staged[m->stage_slots[i] - 1].key, key) != 0)
-		i = (i + 1) & mask;
-	return &m->stage_slots[i];
-}
-
-/* 0, or -1 when out of memory: entry at of the stage indexed by its key. */
-static int
-stage_index(struct kvmirror *m, size_t at)
-{
-	if ((at + 1) * 2 > m->stage_nslots) {
-		size_t n = m->stage_nslots ? m->stage_nslots * 2 : 1024;
-		uint32_t *old = m->stage_slots, *slots = calloc(n, sizeof(*slots));
-		size_t oldn = m->stage_nslots;
-		if (slots == NULL || at >= UINT32_MAX) {
-			free(slots);
-			return -1;
-		}
-		m->stage_slots = slots;
-		m->stage_nslots = n;
-		for (size_t i = 0; i < oldn; i++)
-			if (old[i] != 0)
-				*stage_slot(m, m->staged[old[i] - 1].key) = old[i];
-		free(old);
-	}
-	*stage_slot(m, m->staged[at].key) = (uint32_t)(at + 1);
-	return 0;
 }
 
 /* The bytes a replay may hold aside; a test build may set fewer
@@ -104,28 +63,6 @@ stage_max(void)
 	return KVMIRROR_STAGE_MAX;
 }
 
-/* A put the owner does not keep, met in a replay: a delete of an entry
- * staged for its key, else nothing at all. */
-static void
-stage_unkept(struct kvmirror *m, const char *key)
-{
-	uint32_t at = m->stage_nslots ? *stage_slot(m, key) : 0;
-	struct kvmirror_staged *st;
-
-	if (at == 0)
-		return;
-	st = &m->staged[at - 1];
-	if (st->value != NULL)
-		m->staged_bytes -= st->len + 1;
-	if (st->origin != NULL)
-		m->staged_bytes -= strlen(st->origin) + 1;
-	free(st->value);
-	free(st->origin);
-	st->value = NULL;
-	st->origin = NULL;
-	st->len = 0;
-}
-
 /* 0, or -1 with why when the replay would pass KVMIRROR_STAGE_MAX or
  * memory runs out. */
 static int
@@ -135,8 +72,6 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	    (e->origin ? strlen(e->origin) + 1 : 0) + sizeof(*m->staged);
 	struct kvmirror_staged *st;
 
-	if (m->keep != NULL)
-		need += 4 * sizeof(*m->stage_slots); /* the index is at most half full */
 	if (m->staged_bytes + need > stage_max()) {
 		snprintf(why, whylen, "the replay of %.180s passes %zu bytes", m->bucket,
 		    stage_max());
@@ -170,12 +105,6 @@ stage_add(struct kvmirror *m, const struct kvw_entry *e, char *why, size_t whyle
 	st->len = e->len;
 	st->revision = e->revision;
 	st->created_ms = e->created_ms;
-	if (m->keep != NULL && stage_index(m, m->nstaged) != 0) {
-		free(st->key);
-		free(st->value);
-		free(st->origin);
-		goto oom;
-	}
 	m->nstaged++;
 	m->staged_bytes += need;
 	return 0;
@@ -183,6 +112,8 @@ oom:
 	snprintf(why, whylen, "out of memory holding the replay of %.180s", m->bucket);
 	return -1;
 }
+
+static int last_seq(struct kvmirror *m, uint64_t *out, char *err, size_t errlen);
 
 static natsConnection *
 natsConn_of(struct kvmirror *m)
@@ -199,11 +130,31 @@ start_watch(struct kvmirror *m)
 	char why[sizeof(m->error)];
 	int rc;
 
+	uint64_t from = 0;
+
 	stage_clear(m);
 	pthread_mutex_lock(&m->mu);
 	m->loaded = false;
 	pthread_mutex_unlock(&m->mu);
-	rc = kvwatch_start(&w, m->nc, m->inbox_prefix, m->bucket, why, sizeof(why));
+	if (m->tail) {
+		/* A tail starts after the bucket's last sequence: the first
+		 * one at the sequence its start read, a rebuilt one at the one
+		 * read now (the owner forgets what it held: it may have missed
+		 * writes meanwhile). */
+		uint64_t last = m->start_last;
+		if (m->ever_loaded && last_seq(m, &last, why, sizeof(why)) != 0) {
+			pthread_mutex_lock(&m->mu);
+			snprintf(m->error, sizeof(m->error), "%s", why);
+			pthread_mutex_unlock(&m->mu);
+			return -1;
+		}
+		from = last + 1;
+		pthread_mutex_lock(&m->mu);
+		if (m->rebuild_floor < last)
+			m->rebuild_floor = last;
+		pthread_mutex_unlock(&m->mu);
+	}
+	rc = kvwatch_start_at(&w, m->nc, m->inbox_prefix, m->bucket, ">", from, why, sizeof(why));
 	pthread_mutex_lock(&m->mu);
 	if (rc != 0) {
 		snprintf(m->error, sizeof(m->error), "%s", why);
@@ -255,7 +206,7 @@ watch_thread(void *arg)
 			 * of a mirror it closed before (a retried bind) or of a
 			 * load cut short. */
 			pthread_mutex_lock(&m->mu);
-			if (!m->ever_loaded) {
+			if (!m->ever_loaded || m->tail) {
 				replaying = false;
 				m->reset(m->arg);
 			}
@@ -268,15 +219,6 @@ watch_thread(void *arg)
 		if (ev == KVW_ENTRY)
 			atomic_store(&m->progress_ms, mono_ms());
 		if (ev == KVW_ENTRY && replaying) {
-			if (e.revision > m->staged_max_rev)
-				m->staged_max_rev = e.revision;
-			/* With keep, a delete after the reset needs nothing staged
-			 * but the undoing of its key's staged entry, as an entry
-			 * not kept. */
-			if (m->keep != NULL && (e.value == NULL || !m->keep(m->arg, &e))) {
-				stage_unkept(m, e.key);
-				continue;
-			}
 			if (stage_add(m, &e, why, sizeof(why)) == 0)
 				continue;
 			ev = KVW_LOST; /* watched again after a pause */
@@ -313,9 +255,6 @@ watch_thread(void *arg)
 				if (st->revision > m->applied)
 					m->applied = st->revision;
 			}
-			/* What the owner did not keep is applied too: as nothing. */
-			if (replaying && m->staged_max_rev > m->applied)
-				m->applied = m->staged_max_rev;
 			replaying = false;
 			m->loaded = true;
 			m->ever_loaded = true;
@@ -556,13 +495,16 @@ out:
 	return rc;
 }
 
+static int start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+		 const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
+		 bool tail, void *arg, char *err, size_t errlen);
+
 int
 kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 	      const char *bucket, kvmirror_apply_fn apply,
 	      kvmirror_reset_fn reset, void *arg, char *err, size_t errlen)
 {
-	if (kvmirror_start(m, nc, inbox_prefix, js, bucket, apply, reset, NULL, arg, err,
-	    errlen) != 0)
+	if (kvmirror_start(m, nc, inbox_prefix, js, bucket, apply, reset, arg, err, errlen) != 0)
 		return -1;
 	return kvmirror_loaded(m, err, errlen);
 }
@@ -576,14 +518,30 @@ kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen)
 int
 kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 	       const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
-	       kvmirror_keep_fn keep, void *arg, char *err, size_t errlen)
+	       void *arg, char *err, size_t errlen)
+{
+	return start(m, nc, inbox_prefix, js, bucket, apply, reset, false, arg, err, errlen);
+}
+
+int
+kvmirror_start_tail(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix,
+		    jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+		    kvmirror_reset_fn reset, void *arg, char *err, size_t errlen)
+{
+	return start(m, nc, inbox_prefix, js, bucket, apply, reset, true, arg, err, errlen);
+}
+
+static int
+start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+      const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
+      bool tail, void *arg, char *err, size_t errlen)
 {
 	char why[512];
 	natsStatus s;
 	uint64_t last;
 
 	memset(m, 0, sizeof(*m));
-	m->keep = keep;
+	m->tail = tail;
 	if (strlen(bucket) >= sizeof(m->bucket)) {
 		snprintf(err, errlen, "bucket name too long");
 		return -1;

@@ -46,14 +46,6 @@ struct kvmirror_staged;
 typedef void (*kvmirror_apply_fn)(void *arg, const struct kvw_entry *e);
 /* Forget everything: a rebuilt watch delivers the whole bucket again. */
 typedef void (*kvmirror_reset_fn)(void *arg);
-/* Does the owner keep this put at all? An entry it does not keep is, to
- * the owner, the key's delete: a replay holds nothing of it aside (one
- * that replaces an entry staged for its key stages the delete instead),
- * and a later update is applied as given (apply must treat it as the
- * key's delete). Issue 39: a space's read-ACL tombstones cost no worker
- * memory, however many there are. */
-typedef bool (*kvmirror_keep_fn)(void *arg, const struct kvw_entry *e);
-
 struct kvmirror {
 	char bucket[KVMIRROR_BUCKET_MAX];
 	char stream[KVMIRROR_BUCKET_MAX + 4];
@@ -63,7 +55,7 @@ struct kvmirror {
 	kvStore *kv;
 	kvmirror_apply_fn apply;
 	kvmirror_reset_fn reset;
-	kvmirror_keep_fn keep;   /* NULL: every entry */
+	bool tail;               /* writes from the start on only (kvmirror_start_tail) */
 	void *arg;
 
 	pthread_t thread;
@@ -80,9 +72,6 @@ struct kvmirror {
 	/* The replay of the watch being loaded (the watch thread's own). */
 	struct kvmirror_staged *staged;
 	size_t nstaged, capstaged, staged_bytes;
-	uint32_t *stage_slots;     /* with keep: each staged key's last index + 1, by hash */
-	size_t stage_nslots;       /* a power of 2, at least twice the staged entries */
-	uint64_t staged_max_rev;   /* the replay's highest revision, kept or not */
 	bool stop;
 	uint64_t start_last;  /* the bucket's last sequence when the mirror started */
 	char error[256];      /* why the watch is down, for the barrier's caller */
@@ -94,13 +83,24 @@ struct kvmirror {
  * first load (kvmirror_loaded). A worker with several mirrors starts each
  * before it waits for any, so that they load at once (issue 39: a start
  * takes the longest load, not their sum); nothing reads the owner's state
- * between the two. keep: the owner's filter (kvmirror_keep_fn), or NULL for
- * every entry. 0, or -1 with err; after a failure, close the mirror.
- * kvmirror_open is the two in one, with no filter.
+ * between the two. 0, or -1 with err; after a failure, close the mirror.
+ * kvmirror_open is the two in one.
  */
 int kvmirror_start(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 		   const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset,
-		   kvmirror_keep_fn keep, void *arg, char *err, size_t errlen);
+		   void *arg, char *err, size_t errlen);
+/*
+ * A tail of the bucket, not a mirror: no state is loaded, the owner is given
+ * every write made after the start (and reset, having forgotten everything,
+ * whenever the watch is rebuilt: it may have missed writes). For an owner
+ * that reads the rows it needs when it meets them and keeps only those
+ * (lib/wire/aclindex.h): the barrier works as for a mirror, so a row the
+ * owner holds is current once it passes. kvmirror_loaded returns once the
+ * tail is watching.
+ */
+int kvmirror_start_tail(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix,
+			jsCtx *js, const char *bucket, kvmirror_apply_fn apply,
+			kvmirror_reset_fn reset, void *arg, char *err, size_t errlen);
 int kvmirror_loaded(struct kvmirror *m, char *err, size_t errlen);
 int kvmirror_open(struct kvmirror *m, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
 		  const char *bucket, kvmirror_apply_fn apply, kvmirror_reset_fn reset, void *arg,

@@ -80,6 +80,13 @@ int
 kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 		   const char *bucket, const char *keys, char *err, size_t errlen)
 {
+	return kvwatch_start_at(out, nc, inbox_prefix, bucket, keys, 0, err, errlen);
+}
+
+int
+kvwatch_start_at(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
+		 const char *bucket, const char *keys, uint64_t from, char *err, size_t errlen)
+{
 	char tok[64], deliver[SUBJ_MAX], subj[SUBJ_MAX * 3], filter[SUBJ_MAX], why[512];
 	struct kvwatch *w;
 	natsMsg *reply = NULL;
@@ -124,11 +131,16 @@ kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_p
 	 * and what waits in the watch's queue stays bounded. */
 	req = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:I, s:I, s:b}}",
 	    "stream_name", w->stream, "config", "name", w->name, "deliver_subject", deliver,
-	    "deliver_policy", "last_per_subject", "ack_policy", "none", "replay_policy", "instant",
+	    "deliver_policy", from > 0 ? "by_start_sequence" : "last_per_subject",
+	    "ack_policy", "none", "replay_policy", "instant",
 	    "filter_subject", filter, "mem_storage", 1, "num_replicas", 1,
 	    "inactive_threshold", (json_int_t)INACTIVE_NS,
 	    "idle_heartbeat", (json_int_t)KVWATCH_HEARTBEAT_MS * 1000000, "flow_control",
 	    atomic_load(&flow_control));
+	/* A tail: every write from that sequence on, none of the state before. */
+	if (req != NULL && from > 0)
+		json_object_set_new(json_object_get(req, "config"), "opt_start_seq",
+		    json_integer((json_int_t)from));
 	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		goto out;

@@ -57,6 +57,13 @@ int kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_pr
  * one alias's rows): the watch delivers only those. */
 int kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 		       const char *bucket, const char *keys, char *err, size_t errlen);
+/* A tail of the keys matching keys (">": all): every write from stream
+ * sequence from on, in order, and nothing of the state before it (from 0:
+ * kvwatch_start_keys). KVW_LOADED comes once the writes made before the
+ * watch's creation are delivered. */
+int kvwatch_start_at(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
+		     const char *bucket, const char *keys, uint64_t from, char *err,
+		     size_t errlen);
 enum kvw_event kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err,
 			    size_t errlen);
 /* Wake and end a kvwatch_next in another thread (it returns KVW_LOST). */

@@ -245,7 +245,6 @@ test_a_rebuild_never_shows_part_of_the_bucket(void **state)
 
 #define ACL_LIVE_ROWS 300
 #define ACL_TOMBS 6000
-#define ACL_STAGE_MAX "200000" /* bytes: the live rows fit, the tombstones would not */
 #define ACL_TOMB "{\"allowSubscribe\":[],\"retired\":true}"
 #define ACL_ROW "{\"allowSubscribe\":[\"general\"]}"
 
@@ -270,84 +269,138 @@ acl_write(const char *acl, const char *actor, int from, int to, const char *valu
 	assert_int_equal(js_PublishAsyncComplete(prov.js, NULL), NATS_OK);
 }
 
-/* The index's live rows are exactly the bucket's live rows. */
+/* Read every lifecycle of actor from..to at once: each is state. */
 static void
-expect_live(struct aclindex *x, int live_from, int live_to)
+expect_read(struct aclindex *x, const char *actor, int from, int to, enum acl_state state)
+{
+	char keys[ACL_LIVE_ROWS][128], err[512];
+	const char *lcs[ACL_LIVE_ROWS];
+	struct acl_row rows[ACL_LIVE_ROWS];
+	int n = to - from;
+
+	assert_true(n > 0 && n <= ACL_LIVE_ROWS);
+	for (int i = 0; i < n; i++) {
+		acl_key(keys[i], sizeof(keys[i]), actor, from + i);
+		lcs[i] = keys[i];
+	}
+	if (aclindex_read_many(x, lcs, (size_t)n, rows, err, sizeof(err)) != 0)
+		fail_msg("reading %d rows: %s", n, err);
+	for (int i = 0; i < n; i++) {
+		if (rows[i].state != state)
+			fail_msg("%s read as state %d, not %d", lcs[i], rows[i].state, state);
+		acl_row_free(&rows[i]);
+	}
+}
+
+/* How many of actor's lifecycles from..to the index holds a live row of,
+ * after a barrier. */
+static int
+held_of(struct aclindex *x, const char *actor, int from, int to)
 {
 	char key[128], err[512];
+	int n = 0;
 
 	assert_int_equal(kvmirror_barrier(&x->mirror, err, sizeof(err)), 0);
 	kvmirror_lock(&x->mirror);
-	assert_int_equal(x->rows.count, (size_t)(live_to - live_from));
-	for (int i = live_from; i < live_to; i++) {
-		acl_key(key, sizeof(key), "live", i);
-		if (aclindex_get(x, key) == NULL)
-			fail_msg("the live row %s is not in the index", key);
+	for (int i = from; i < to; i++) {
+		acl_key(key, sizeof(key), actor, i);
+		n += aclindex_get(x, key) != NULL;
 	}
 	kvmirror_unlock(&x->mirror);
+	return n;
 }
 
 /*
- * A space's history does not stop its workers: ACL_TOMBS tombstones, many
- * times what a replay may hold aside in this test (COTAL_TEST_STAGE_MAX),
- * beside ACL_LIVE_ROWS live rows. The index opens, holds the live rows
- * only, through rebuilds while live rows are retired; a lifecycle with no
- * live row is read exactly: retired, or none.
+ * A space's history costs a worker nothing: ACL_TOMBS tombstones beside
+ * ACL_LIVE_ROWS live rows. The index opens holding nothing and reading
+ * nothing (its tail starts after the bucket's last row); a row is read when
+ * met, exactly (live, retired, none), and held until a write after it;
+ * a rebuilt tail forgets what was held. An alias's rows are read the same
+ * way and held until one of them is written.
  */
 static void
-test_tombstones_cost_no_memory_and_never_stop_a_replay(void **state)
+test_tombstones_cost_nothing_and_rows_are_read_when_met(void **state)
 {
 	static struct aclindex x;
 	char acl[256], inbox[128], err[512], key[128];
+	struct aclindex_alias a;
 	struct acl_row r;
 
 	(void)state;
 	snprintf(acl, sizeof(acl), "cotal_acl_%s", mesh.token);
 	acl_write(acl, "tomb", 0, ACL_TOMBS, ACL_TOMB);
 	acl_write(acl, "live", 0, ACL_LIVE_ROWS, ACL_ROW);
-	setenv("COTAL_TEST_STAGE_MAX", ACL_STAGE_MAX, 1);
 	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
 	int64_t t0 = mono_ms();
-	if (aclindex_open(&x, dlv.nc, inbox, dlv.js, mesh.token, true, err, sizeof(err)) != 0)
-		fail_msg("the index of %d live rows and %d tombstones did not open within a "
-		    "replay bound of %s bytes: %s", ACL_LIVE_ROWS, ACL_TOMBS, ACL_STAGE_MAX, err);
+	if (aclindex_open(&x, dlv.nc, inbox, dlv.js, mesh.token, err, sizeof(err)) != 0)
+		fail_msg("the index of a bucket of %d live rows and %d tombstones did not open: %s",
+		    ACL_LIVE_ROWS, ACL_TOMBS, err);
 	printf("• the index of %d live rows and %d tombstones opened in %lld ms\n", ACL_LIVE_ROWS,
 	    ACL_TOMBS, (long long)(mono_ms() - t0));
-	expect_live(&x, 0, ACL_LIVE_ROWS);
+	assert_int_equal(x.rows.count + x.old.count + x.tombs.count, 0);
+	assert_int_equal(x.reads, 0);
+
+	/* Met: read at once, each exactly, the live ones held. */
+	expect_read(&x, "live", 0, ACL_LIVE_ROWS, ACL_LIVE);
+	assert_int_equal(x.reads, ACL_LIVE_ROWS);
+	assert_int_equal(held_of(&x, "live", 0, ACL_LIVE_ROWS), ACL_LIVE_ROWS);
+	expect_read(&x, "tomb", 100, 150, ACL_RETIRED);
+	assert_int_equal(x.tombs.count, 50);
+	expect_read(&x, "nobody", 0, 10, ACL_UNKNOWN);
+	assert_int_equal(x.tombs.count, 50); /* no row is not a retirement */
+
+	/* Retired through the tail: no longer held, read as retired. */
+	acl_write(acl, "live", 0, 50, ACL_TOMB);
+	assert_int_equal(held_of(&x, "live", 0, ACL_LIVE_ROWS), ACL_LIVE_ROWS - 50);
+	assert_int_equal(held_of(&x, "live", 0, 50), 0);
+	expect_read(&x, "live", 0, 50, ACL_RETIRED);
+	/* Narrowed: the held row goes, the read one is the narrow one. */
+	acl_write(acl, "live", 60, 61, "{\"allowSubscribe\":[\"ops\"]}");
+	assert_int_equal(held_of(&x, "live", 60, 61), 0);
+	acl_key(key, sizeof(key), "live", 60);
+	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
+	assert_true(r.state == ACL_LIVE && acl_covers(&r, "ops") && !acl_covers(&r, "general"));
+	acl_row_free(&r);
+	kvmirror_lock(&x.mirror);
+	assert_true(acl_covers(aclindex_get(&x, key), "ops"));
+	kvmirror_unlock(&x.mirror);
+
+	/* A rebuilt tail may have missed writes: everything is forgotten. */
+	rebuild(&x.mirror);
+	assert_int_equal(held_of(&x, "live", 0, ACL_LIVE_ROWS), 0);
 	assert_int_equal(x.tombs.count, 0);
+	expect_read(&x, "live", 50, ACL_LIVE_ROWS, ACL_LIVE);
+	assert_int_equal(held_of(&x, "live", 0, ACL_LIVE_ROWS), ACL_LIVE_ROWS - 50);
 
-	/* Live rows retired while the watch is rebuilt: each replay holds
-	 * the rows live at its time only. */
-	for (int r2 = 0; r2 < 3; r2++) {
-		acl_write(acl, "live", r2 * 50, (r2 + 1) * 50, ACL_TOMB);
-		rebuild(&x.mirror);
-		expect_live(&x, (r2 + 1) * 50, ACL_LIVE_ROWS);
-	}
-	/* And through the watch alone. */
-	acl_write(acl, "live", 150, 160, ACL_TOMB);
-	expect_live(&x, 160, ACL_LIVE_ROWS);
-
-	/* A lifecycle met with no live row: read, exactly. */
-	acl_key(key, sizeof(key), "tomb", 17);
-	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.state, ACL_RETIRED);
-	acl_row_free(&r);
-	assert_int_equal(x.tombs.count, 1);
-	acl_key(key, sizeof(key), "live", 3); /* retired in the first round */
-	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.state, ACL_RETIRED);
-	acl_row_free(&r);
-	acl_key(key, sizeof(key), "nobody", 1);
-	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.state, ACL_UNKNOWN); /* no row: not a retirement */
-	acl_row_free(&r);
-	assert_int_equal(x.tombs.count, 2);
-	/* A live row read this way (it was not in the index yet) is live. */
-	acl_key(key, sizeof(key), "live", 200);
-	assert_int_equal(aclindex_read(&x, key, &r, err, sizeof(err)), 0);
-	assert_int_equal(r.state, ACL_LIVE);
-	acl_row_free(&r);
-	unsetenv("COTAL_TEST_STAGE_MAX");
+	/* An alias's rows: its single live lifecycle with its row, a retired
+	 * one, or none; held until one of them is written. */
+	assert_int_equal(aclindex_alias(&x, "local.live70", &a, err, sizeof(err)), 0);
+	assert_int_equal(a.nlive, 1);
+	acl_key(key, sizeof(key), "live", 70);
+	assert_string_equal(a.live[0], key + strlen("local.live70."));
+	assert_true(acl_covers(&a.row, "general"));
+	aclindex_alias_free(&a);
+	uint64_t alias_reads = x.alias_reads;
+	assert_int_equal(aclindex_alias(&x, "local.live70", &a, err, sizeof(err)), 0);
+	assert_int_equal(x.alias_reads, alias_reads); /* held */
+	aclindex_alias_free(&a);
+	assert_int_equal(aclindex_alias(&x, "local.tomb7", &a, err, sizeof(err)), 0);
+	assert_true(a.nlive == 0 && a.retired);
+	acl_key(key, sizeof(key), "tomb", 7);
+	assert_string_equal(a.retired_uid, key + strlen("local.tomb7."));
+	aclindex_alias_free(&a);
+	assert_int_equal(aclindex_alias(&x, "local.nobody1", &a, err, sizeof(err)), 0);
+	assert_true(a.nlive == 0 && !a.retired);
+	aclindex_alias_free(&a);
+	/* A second live lifecycle of local.live70 (the manager's mistake). */
+	snprintf(key, sizeof(key), "$KV.%s.local.live70.zzzzzzzzzzzzzzzzzzzzzzzzzz", acl);
+	assert_int_equal(js_Publish(NULL, prov.js, key, ACL_ROW, (int)strlen(ACL_ROW), NULL, NULL),
+	    NATS_OK);
+	assert_int_equal(kvmirror_barrier(&x.mirror, err, sizeof(err)), 0);
+	assert_int_equal(aclindex_alias(&x, "local.live70", &a, err, sizeof(err)), 0);
+	assert_int_equal(a.nlive, 2);
+	assert_int_equal(x.alias_reads, alias_reads + 3);
+	aclindex_alias_free(&a);
 	aclindex_close(&x);
 }
 
@@ -462,7 +515,7 @@ test_mirrors_started_together_load_together(void **state)
 	pthread_mutex_init(&ha.mu, NULL);
 	pthread_cond_init(&ha.cv, NULL);
 	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
-	if (kvmirror_start(&a, dlv.nc, inbox, dlv.js, bucket, held_apply, held_reset, NULL, &ha, err,
+	if (kvmirror_start(&a, dlv.nc, inbox, dlv.js, bucket, held_apply, held_reset, &ha, err,
 	    sizeof(err)) != 0)
 		fail_msg("kvmirror_start %s: %s", bucket, err);
 	/* a's load is under way and held at its first entry. */
@@ -478,7 +531,7 @@ test_mirrors_started_together_load_together(void **state)
 	bool held = ha.held;
 	pthread_mutex_unlock(&ha.mu);
 	int started = held ? kvmirror_start(&b, dlv.nc, inbox, dlv.js, cbucket, owner_apply,
-	    owner_reset, NULL, &ob, err, sizeof(err)) : -1;
+	    owner_reset, &ob, err, sizeof(err)) : -1;
 	/* Let a's load go whatever happened: its watch thread holds a's lock. */
 	pthread_mutex_lock(&ha.mu);
 	ha.go = true;
@@ -507,7 +560,7 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_rebuild_never_shows_part_of_the_bucket),
-		cmocka_unit_test(test_tombstones_cost_no_memory_and_never_stop_a_replay),
+		cmocka_unit_test(test_tombstones_cost_nothing_and_rows_are_read_when_met),
 		cmocka_unit_test(test_a_bucket_whose_tail_expired_opens_with_one_load),
 		cmocka_unit_test(test_mirrors_started_together_load_together),
 	};
