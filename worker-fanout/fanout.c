@@ -577,7 +577,7 @@ fanout_batch(natsMsgList *list)
 
 	/* The barrier: a join or a class flip committed before this batch was
 	 * fetched is seen by it. */
-	struct kvmirror *mirrors[] = { &F.members, &F.channels, &F.presence, &F.acl.mirror };
+	struct kvmirror *mirrors[] = { &F.members, &F.channels, &F.presence, &F.acl.rows.tail };
 	if (kvmirror_barrier_all(mirrors, batch_has_mentions(posts, list->Count) ? 4 : 2, err,
 	    sizeof(err)) != 0) {
 		if (mono_ms() - last_barrier_log > DROP_LOG_EVERY_MS) {
@@ -739,7 +739,7 @@ setup(char *err, size_t errlen)
 	if (kvmirror_loaded(&F.members, err, errlen) != 0 ||
 	    kvmirror_loaded(&F.channels, err, errlen) != 0 ||
 	    kvmirror_loaded(&F.presence, err, errlen) != 0 ||
-	    kvmirror_loaded(&F.acl.mirror, err, errlen) != 0)
+	    kvmirror_loaded(&F.acl.rows.tail, err, errlen) != 0)
 		return -1;
 	snprintf(F.bound, sizeof(F.bound), "%s durable fanout", F.stream);
 	lead_open(F.pub.js, F.inbox);

@@ -31,7 +31,7 @@ item_reset(struct item *it, natsMsg *m)
 	it->view.msg = NULL;
 	it->view.channel[0] = '\0';
 	it->key = NULL;
-	it->parsed = it->again = it->unheld = false;
+	it->parsed = it->again = it->unheld = it->has_member = false;
 	it->v = V_RETRY;
 }
 

@@ -27,7 +27,8 @@ struct item {
 	char keybuf[DEDUP_KEY_MAX + 1];
 	bool parsed;
 	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
-	bool unheld;             /* the index holds no live row of its owner: read it */
+	bool unheld;             /* its owner's ACL row or member row is not held: read them */
+	bool has_member;         /* its member row exists (a retired owner's is removed) */
 	enum verdict v;
 };
 

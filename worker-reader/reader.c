@@ -25,6 +25,7 @@
 
 #include "lib/wire/aclindex.h"
 #include "lib/clock.h"
+#include "lib/nats/kvheld.h"
 #include "lib/nats/kvmirror.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/log.h"
@@ -48,6 +49,7 @@
  * PULL_REQUEST_MAX, lib/nats/pull.h), until the ack wait runs out; its
  * successor keeps the rest to go on with. */
 #define READER_BATCH (READER_MAX_ACK_PENDING / 4)
+#define READER_MEMBERS_HELD 262144   /* member rows held at once (two generations) */
 #define BAD_LOG_EVERY_MS 10000
 
 /* Counters (ipc.c names them). */
@@ -71,8 +73,7 @@ struct reader {
 	jsCtx *js;              /* the first batch's context: every other JetStream call */
 	struct puller pull;
 	struct aclindex acl;
-	struct kvmirror members;
-	struct strmap rows;     /* member key -> struct member_row */
+	struct kvheld members;  /* member key -> struct member_row, or the key's absence */
 	struct acked acked;     /* entries acked or terminated, by INBOX sequence */
 	char dlv[SPACE_TOKEN_MAX + 8];      /* DLV_<s> */
 	char bound[SPACE_TOKEN_MAX + 32];
@@ -80,29 +81,33 @@ struct reader {
 
 static struct reader R;
 
-/* ---- mirrors ---- */
+/* ---- member rows, held as met (lib/nats/kvheld.h) ---- */
 
-static void
-members_apply(void *arg, const struct kvw_entry *e)
+/* A key with no row (never written, deleted): held too, so that an entry of
+ * a lifecycle that is not a member is not read again at every batch. */
+static struct member_row no_row;
+
+static void *
+member_decode(const char *key, const char *value, size_t len)
 {
-	static struct member_row parsed; /* the watch thread's, one at a time */
+	struct member_row parsed;
 	struct member_row *row;
 
-	(void)arg;
-	free(strmap_del(&R.rows, e->key));
-	if (!member_row_watched(e->key, e->value, e->len, &parsed, true))
-		return; /* a row that does not decode authorizes nothing */
+	if (value == NULL)
+		return &no_row;
+	/* A row that does not decode authorizes nothing: read again when met. */
+	if (!member_row_watched(key, value, len, &parsed, true))
+		return NULL;
 	if ((row = member_row_compact(&parsed)) == NULL)
 		fatalx("out of memory");
-	if (strmap_put(&R.rows, e->key, row, NULL) != 0)
-		fatalx("out of memory");
+	return row;
 }
 
 static void
-members_reset(void *arg)
+member_free(void *obj)
 {
-	(void)arg;
-	strmap_clear(&R.rows, free);
+	if (obj != &no_row)
+		free(obj);
 }
 
 /* ---- effects ---- */
@@ -165,12 +170,11 @@ retry_or_give_up(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered, co
 static void
 remove_retired(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered,
 	       const struct entry *e, const struct lifecycle *who, const char *lc,
-	       uint64_t ticket)
+	       bool has_row, uint64_t ticket)
 {
 	char key[MEMBER_KEY_MAX + 1], why[512], txt[1024];
 	jsErrCode jerr = 0;
 	natsStatus s;
-	bool has_row = false;
 
 	s = js_DeleteMsg(R.js, R.stream, seq, NULL, &jerr);
 	if (s != NATS_OK && jerr != JSNoMessageFoundErr) {
@@ -182,11 +186,8 @@ remove_retired(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered,
 		fence_done(&W.fence);
 		return;
 	}
-	if (e->reason == REASON_DURABLE && member_key_format(e->channel, who, key, sizeof(key))) {
-		kvmirror_lock(&R.members);
-		has_row = strmap_get(&R.rows, key) != NULL;
-		kvmirror_unlock(&R.members);
-	}
+	has_row = has_row && e->reason == REASON_DURABLE &&
+	    member_key_format(e->channel, who, key, sizeof(key));
 	if (!fence_begin(&W.fence, ticket))
 		return;
 	pull_ack(&R.pull, m);
@@ -196,7 +197,7 @@ remove_retired(natsMsg *m, uint64_t seq, int64_t ts_ns, uint64_t delivered,
 	if (has_row) {
 		/* Left by a daemon that died between writing the row and its
 		 * post-write ACL read; until it goes every post is copied here. */
-		s = kvStore_Delete(R.members.kv, key);
+		s = kvStore_Delete(R.members.tail.kv, key);
 		if (s != NATS_OK) {
 			conn_strerror(s, why, sizeof(why));
 			log_warnx("could not remove member row %s of retired lifecycle %s: %s "
@@ -225,58 +226,91 @@ mark_again(struct item *items, int n)
 	acked_say(&R.acked, "entries", &b);
 }
 
-/* The entry's member row, with the members mirror locked; NULL: none. */
+/* The entry's member row held, with the members locked: the row, &no_row
+ * for none, or NULL when it is not held (read it). */
 static const struct member_row *
-member_of(const struct item *it, char *key, size_t keylen)
+member_held(const struct item *it)
 {
-	if (!member_key_format(it->e.channel, &it->who, key, keylen))
-		return NULL;
-	return strmap_get(&R.rows, key);
+	char key[MEMBER_KEY_MAX + 1];
+
+	if (!member_key_format(it->e.channel, &it->who, key, sizeof(key)))
+		return &no_row;
+	return kvheld_get(&R.members, key);
 }
 
-/* Decide the entries whose owner's row the index does not hold, each on
- * its row read now, every owner once and all at once (lib/wire/aclindex.h);
- * 0, or -1 with err when the ACL bucket cannot be read (the batch is
- * retried). */
+/* Decide an entry on its owner's ACL row and member row (&no_row: none). */
+static void
+decide(struct item *it, const struct acl_row *acl, const struct member_row *row)
+{
+	it->has_member = row != &no_row;
+	it->v = reader_decide(&it->e, acl, row == &no_row ? NULL : row, it->delivered);
+}
+
+/* The index of s in v[0..*n), added when it is not there. */
+static int
+key_at(const char **v, int *n, const char *s)
+{
+	for (int j = 0; j < *n; j++)
+		if (strcmp(v[j], s) == 0)
+			return j;
+	v[*n] = s;
+	return (*n)++;
+}
+
+/*
+ * Decide the entries whose owner's ACL row or member row is not held, each
+ * on its rows read now: every row once and all at once (lib/wire/aclindex.h,
+ * lib/nats/kvheld.h). What was held at the first look is read again too: it
+ * may have gone meanwhile. 0, or -1 with err when a bucket cannot be read
+ * (the batch is retried).
+ */
 static int
 check_unheld(struct item *items, int n, char *err, size_t errlen)
 {
-	char key[MEMBER_KEY_MAX + 1];
-	/* The owners to read (lcs), and for each entry the index of its
-	 * owner's row in read (first[i]; -1: held). */
+	/* The rows to read, and for each entry the index of its own in them. */
 	const char **lcs = calloc((size_t)n, sizeof(*lcs));
-	struct acl_row *read = calloc((size_t)n, sizeof(*read));
-	int *first = calloc((size_t)n, sizeof(*first)), nread = 0, rc;
+	const char **keys = calloc((size_t)n, sizeof(*keys));
+	char (*kbuf)[MEMBER_KEY_MAX + 1] = calloc((size_t)n, sizeof(*kbuf));
+	struct acl_row *acls = calloc((size_t)n, sizeof(*acls));
+	void **rows = calloc((size_t)n, sizeof(*rows));
+	int *acl_of = calloc((size_t)n, sizeof(*acl_of)), *row_of = calloc((size_t)n,
+	    sizeof(*row_of));
+	int nlcs = 0, nkeys = 0, rc;
 
-	if (lcs == NULL || read == NULL || first == NULL)
+	if (lcs == NULL || keys == NULL || kbuf == NULL || acls == NULL || rows == NULL ||
+	    acl_of == NULL || row_of == NULL)
 		fatalx("out of memory");
 	for (int i = 0; i < n; i++) {
 		struct item *it = &items[i];
-		first[i] = -1;
 		if (!it->unheld)
 			continue;
-		for (int j = 0; j < nread && first[i] < 0; j++)
-			if (strcmp(lcs[j], it->lc) == 0)
-				first[i] = j;
-		if (first[i] < 0) {
-			first[i] = nread;
-			lcs[nread++] = it->lc;
-		}
+		acl_of[i] = key_at(lcs, &nlcs, it->lc);
+		row_of[i] = -1;
+		if (member_key_format(it->e.channel, &it->who, kbuf[i], sizeof(kbuf[i])))
+			row_of[i] = key_at(keys, &nkeys, kbuf[i]);
 	}
-	rc = aclindex_read_many(&R.acl, lcs, (size_t)nread, read, err, errlen);
+	rc = aclindex_read_many(&R.acl, lcs, (size_t)nlcs, acls, err, errlen);
+	if (rc == 0 && (rc = kvheld_read_many(&R.members, keys, (size_t)nkeys, rows, err,
+	    errlen)) != 0)
+		for (int j = 0; j < nlcs; j++)
+			acl_row_free(&acls[j]);
 	if (rc == 0) {
-		kvmirror_lock(&R.members);
 		for (int i = 0; i < n; i++)
 			if (items[i].unheld)
-				items[i].v = reader_decide(&items[i].e, &read[first[i]],
-				    member_of(&items[i], key, sizeof(key)), items[i].delivered);
-		kvmirror_unlock(&R.members);
-		for (int i = 0; i < nread; i++)
-			acl_row_free(&read[i]);
+				decide(&items[i], &acls[acl_of[i]], row_of[i] < 0 || rows[row_of[i]] ==
+				    NULL ? &no_row : rows[row_of[i]]);
+		for (int j = 0; j < nlcs; j++)
+			acl_row_free(&acls[j]);
+		for (int j = 0; j < nkeys; j++)
+			member_free(rows[j]);
 	}
 	free(lcs);
-	free(read);
-	free(first);
+	free(keys);
+	free(kbuf);
+	free(acls);
+	free(rows);
+	free(acl_of);
+	free(row_of);
 	return rc;
 }
 
@@ -321,7 +355,7 @@ batch_publish(struct batch *b)
 {
 	natsMsgList *list = &b->list;
 	struct item *items = b->items;
-	char why[WHY_MAX], err[512], key[MEMBER_KEY_MAX + 1];
+	char why[WHY_MAX], err[512];
 
 	if (list->Count > READER_BATCH)
 		fatalx("a batch of %d entries, more than the %d asked for", list->Count,
@@ -353,7 +387,7 @@ batch_publish(struct batch *b)
 
 	/* The barrier: an ACL narrowed or a leave committed before this batch
 	 * was fetched is seen by it. */
-	struct kvmirror *mirrors[] = { &R.acl.mirror, &R.members };
+	struct kvmirror *mirrors[] = { &R.acl.rows.tail, &R.members.tail };
 	if (kvmirror_barrier_all(mirrors, 2, err, sizeof(err)) != 0) {
 		retry_batch(items, list->Count, b->ticket, err);
 		return false;
@@ -361,25 +395,26 @@ batch_publish(struct batch *b)
 
 	/* Check: every entry against the ACL and interval of now. */
 	int unheld = 0;
-	kvmirror_lock(&R.acl.mirror);
-	kvmirror_lock(&R.members);
+	kvheld_lock(&R.acl.rows);
+	kvheld_lock(&R.members);
 	for (int i = 0; i < list->Count; i++) {
 		struct item *it = &items[i];
 		if (!it->parsed || it->again)
 			continue;
 		const struct acl_row *acl = aclindex_get(&R.acl, it->lc);
-		if (acl == NULL) {
+		const struct member_row *row = member_held(it);
+		if (acl == NULL || row == NULL) {
 			it->unheld = true;
 			unheld++;
 			continue;
 		}
-		it->v = reader_decide(&it->e, acl, member_of(it, key, sizeof(key)), it->delivered);
+		decide(it, acl, row);
 	}
-	kvmirror_unlock(&R.members);
-	kvmirror_unlock(&R.acl.mirror);
-	/* The owners whose rows the index does not hold (met first, retired,
-	 * none, or undecodable): their rows read exactly, then decided the
-	 * same way. */
+	kvheld_unlock(&R.members);
+	kvheld_unlock(&R.acl.rows);
+	/* The entries whose rows are not held (an owner met first, retired,
+	 * with no row or an undecodable one): their rows read exactly, then
+	 * decided the same way. */
 	if (unheld > 0 && check_unheld(items, list->Count, err, sizeof(err)) != 0) {
 		retry_batch(items, list->Count, b->ticket, err);
 		return false;
@@ -516,7 +551,7 @@ batch_finish(struct batch *b)
 	for (int i = 0; i < list->Count; i++)
 		if (items[i].parsed && !items[i].again && items[i].v == V_RETIRED)
 			remove_retired(items[i].m, items[i].seq, items[i].ts_ns, items[i].delivered,
-			    &items[i].e, &items[i].who, items[i].lc, b->ticket);
+			    &items[i].e, &items[i].who, items[i].lc, items[i].has_member, b->ticket);
 out:
 	batch_release(b);
 }
@@ -580,9 +615,8 @@ static void
 teardown(void)
 {
 	acked_close(&R.acked);
-	kvmirror_close(&R.members);
+	kvheld_close(&R.members);
 	aclindex_close(&R.acl);
-	members_reset(NULL);
 	pull_close(&R.pull);
 	for (int i = 0; i < 2; i++) {
 		batch_release(&R.batch[i]); /* none is held past the loop: nothing acked */
@@ -621,16 +655,14 @@ setup(char *err, size_t errlen)
 	if (pull_bind(R.js, W.nc, W.cfg.inbox_prefix, R.stream, &cc, &R.pull, err,
 	    errlen) != 0)
 		return -1;
-	/* The read-ACL index loads nothing (its tail starts at once); the
-	 * members mirror loads. */
-	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.js, token, err,
-	    errlen) != 0)
-		return -1;
+	/* Nothing loads: the read-ACL rows and the member rows are read when
+	 * met and held (issue 39); their tails start at once. */
 	snprintf(bucket, sizeof(bucket), "cotal_members_%s", token);
-	if (kvmirror_start(&R.members, W.nc, W.cfg.inbox_prefix, R.js, bucket, members_apply,
-	    members_reset, NULL, err, errlen) != 0 ||
-	    kvmirror_loaded(&R.acl.mirror, err, errlen) != 0 ||
-	    kvmirror_loaded(&R.members, err, errlen) != 0)
+	if (aclindex_start(&R.acl, W.nc, W.cfg.inbox_prefix, R.js, token, err, errlen) != 0 ||
+	    kvheld_start(&R.members, W.nc, W.cfg.inbox_prefix, R.js, bucket, READER_MEMBERS_HELD,
+	    member_decode, member_free, NULL, NULL, NULL, err, errlen) != 0 ||
+	    kvmirror_loaded(&R.acl.rows.tail, err, errlen) != 0 ||
+	    kvmirror_loaded(&R.members.tail, err, errlen) != 0)
 		return -1;
 	snprintf(R.dlv, sizeof(R.dlv), "DLV_%s", token);
 	/* Without DLV's stream info (an optional grant) it cannot tell that
@@ -651,7 +683,6 @@ reader_run(void)
 		.pull = &R.pull, .batch_max = READER_BATCH, .bound = R.bound,
 	};
 
-	strmap_init(&R.rows);
 	for (int i = 0; i < 2; i++)
 		if ((R.batch[i].items = calloc(READER_BATCH, sizeof(*R.batch[i].items))) == NULL)
 			fatalx("out of memory");

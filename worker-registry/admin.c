@@ -520,7 +520,7 @@ admin_inventories(struct request **v, int n)
 	if (valid == 0)
 		return;
 	worker_count(C_INVENTORIES, (uint64_t)valid);
-	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0) {
+	if (kvmirror_barrier(&G.acl.rows.tail, err, sizeof(err)) != 0) {
 		for (int i = 0; i < n; i++)
 			if (inv[i].valid)
 				reply_error(inv[i].r, "lifecycleMemberships: cannot read the read ACLs now "
@@ -533,7 +533,7 @@ admin_inventories(struct request **v, int n)
 	static bool allows[REG_QUEUE_MAX];
 	const char *unheld[REG_QUEUE_MAX];
 	int nunheld = 0;
-	kvmirror_lock(&G.acl.mirror);
+	kvmirror_lock(&G.acl.rows.tail);
 	for (int i = 0; i < n; i++) {
 		allows[i] = false;
 		if (!inv[i].valid)
@@ -550,7 +550,7 @@ admin_inventories(struct request **v, int n)
 				unheld[nunheld++] = lcs[i];
 		}
 	}
-	kvmirror_unlock(&G.acl.mirror);
+	kvmirror_unlock(&G.acl.rows.tail);
 	static struct acl_row read[REG_QUEUE_MAX];
 	if (nunheld > 0 && aclindex_read_many(&G.acl, unheld, (size_t)nunheld, read, err,
 	    sizeof(err)) != 0) {

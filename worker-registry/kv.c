@@ -211,7 +211,7 @@ kv_open(char *err, size_t errlen)
 	    errlen) != 0 || kvmirror_loaded(&G.members, err, errlen) != 0 ||
 	    (G.channels_open && kvmirror_loaded(&G.channels, err, errlen) != 0))
 		return -1;
-	return kvmirror_loaded(&G.acl.mirror, err, errlen);
+	return kvmirror_loaded(&G.acl.rows.tail, err, errlen);
 }
 
 void
@@ -227,25 +227,6 @@ kv_close(void)
 }
 
 /* ---- read ACLs ---- */
-
-static int
-acl_copy(const struct acl_row *from, struct acl_row *to)
-{
-	memset(to, 0, sizeof(*to));
-	to->state = from->state;
-	if (from->npatterns == 0)
-		return 0;
-	if ((to->patterns = calloc(from->npatterns, sizeof(char *))) == NULL)
-		return -1;
-	for (size_t i = 0; i < from->npatterns; i++) {
-		if ((to->patterns[i] = strdup(from->patterns[i])) == NULL) {
-			acl_row_free(to);
-			return -1;
-		}
-		to->npatterns = i + 1;
-	}
-	return 0;
-}
 
 /*
  * The caller's single live read-ACL row (WIRE.md §4: an alias resolves to
@@ -266,14 +247,14 @@ acl_resolve(const char *op, const char *owner, const char *actor, char *uid, siz
 	}
 	/* What the alias's rows say: held since a read of them (and current
 	 * once the barrier passed), or read now (lib/wire/aclindex.h). */
-	if (kvmirror_barrier(&G.acl.mirror, err, sizeof(err)) != 0 ||
+	if (kvmirror_barrier(&G.acl.rows.tail, err, sizeof(err)) != 0 ||
 	    aclindex_alias(&G.acl, alias, &a, err, sizeof(err)) != 0) {
 		snprintf(why, whylen, "%s: cannot read the read ACLs now (%s); retry", op, err);
 		return -1;
 	}
 	if (a.nlive == 1) {
 		snprintf(uid, uidlen, "%s", a.live[0]);
-		rc = acl_copy(&a.row, row);
+		rc = acl_row_copy(&a.row, row);
 		if (rc != 0)
 			snprintf(why, whylen, "%s: out of memory", op);
 	} else if (a.nlive > 1) {
@@ -314,12 +295,12 @@ acl_fresh(const char *lc, struct acl_row *row, char *err, size_t errlen)
 	int rc;
 
 	memset(row, 0, sizeof(*row));
-	if (kvmirror_barrier(&G.acl.mirror, err, errlen) != 0)
+	if (kvmirror_barrier(&G.acl.rows.tail, err, errlen) != 0)
 		return -1;
-	kvmirror_lock(&G.acl.mirror);
+	kvmirror_lock(&G.acl.rows.tail);
 	r = aclindex_get(&G.acl, lc);
-	rc = r != NULL ? acl_copy(r, row) : 0;
-	kvmirror_unlock(&G.acl.mirror);
+	rc = r != NULL ? acl_row_copy(r, row) : 0;
+	kvmirror_unlock(&G.acl.rows.tail);
 	if (rc != 0) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

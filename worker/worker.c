@@ -331,6 +331,10 @@ worker_bound(void)
 
 	if (atomic_exchange(&sent, true))
 		return;
+	/* The mirrors' first loads freed what the watches queued (up to the
+	 * broker's 32 MiB window each) and what a load's parsing used: give
+	 * it back rather than keep it as the worker's resident size. */
+	malloc_trim(0);
 	if (worker_send(IPC_READY, NULL, 0) != 0)
 		fatal("ipc: send READY");
 }

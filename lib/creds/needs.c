@@ -69,6 +69,8 @@ static const struct need table[] = {
 	/* An owner whose ACL row the index does not hold: its row read
 	 * exactly (the index loads nothing at start: lib/wire/aclindex.h). */
 	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_acl_<s>" },
+	/* Its member rows likewise: read when met, held (lib/nats/kvheld.h). */
+	{ D, F_READER, false, PUB, "$JS.API.STREAM.MSG.GET.KV_cotal_members_<s>" },
 	KV_WATCH(F_READER, "cotal_members"),
 	KV_WATCH(F_READER, "cotal_acl"),
 	/* An entry handed over again after its ack is acked without a second

@@ -376,6 +376,25 @@ acl_row_free(struct acl_row *r)
 	memset(r, 0, sizeof(*r));
 }
 
+int
+acl_row_copy(const struct acl_row *from, struct acl_row *to)
+{
+	memset(to, 0, sizeof(*to));
+	to->state = from->state;
+	if (from->npatterns == 0)
+		return 0;
+	if ((to->patterns = calloc(from->npatterns, sizeof(char *))) == NULL)
+		return -1;
+	for (size_t i = 0; i < from->npatterns; i++) {
+		if ((to->patterns[i] = strdup(from->patterns[i])) == NULL) {
+			acl_row_free(to);
+			return -1;
+		}
+		to->npatterns = i + 1;
+	}
+	return 0;
+}
+
 bool
 channel_pattern_match(const char *pattern, const char *channel)
 {

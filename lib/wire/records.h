@@ -106,6 +106,8 @@ struct acl_row {
  * ACL_UNKNOWN. Free with acl_row_free. */
 void acl_row_parse(const char *data, size_t len, struct acl_row *out);
 void acl_row_free(struct acl_row *r);
+/* A deep copy of from into to: 0, or -1 when out of memory (to empty). */
+int acl_row_copy(const struct acl_row *from, struct acl_row *to);
 /* Does a live row's allowSubscribe cover the concrete channel? */
 bool acl_covers(const struct acl_row *r, const char *channel);
 /* NATS subject matching of a channel against one pattern. */

@@ -1,0 +1,282 @@
+/* The rows of a bucket a worker met, held exactly (see kvheld.h). */
+#include "lib/nats/kvheld.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/nats/kvcas.h"
+#include "lib/nats/kvwatch.h"
+#include "lib/nats/msgget.h"
+
+/* A row held, with the stream sequence it was written at. */
+struct kvheld_obj {
+	void *obj;
+	uint64_t rev;
+};
+
+static void
+obj_free(struct kvheld *h, struct kvheld_obj *o)
+{
+	if (o == NULL)
+		return;
+	h->free_obj(o->obj);
+	free(o);
+}
+
+static void
+clear(struct kvheld *h, struct strmap *m)
+{
+	struct strmap_node *n;
+
+	for (size_t i = 0; i < m->nslots; i++)
+		for (n = m->slots[i]; n != NULL; n = n->next)
+			obj_free(h, n->value);
+	strmap_clear(m, NULL);
+}
+
+void
+kvheld_init(struct kvheld *h, size_t max, kvheld_decode_fn decode, kvheld_free_fn free_obj,
+	    kvheld_write_fn on_write, kvheld_reset_fn on_reset, void *arg)
+{
+	strmap_init(&h->cur);
+	strmap_init(&h->old);
+	strmap_init(&h->asking);
+	h->max = max < 2 ? 2 : max;
+	h->decode = decode;
+	h->free_obj = free_obj;
+	h->on_write = on_write;
+	h->on_reset = on_reset;
+	h->arg = arg;
+	h->reads = h->turns = 0;
+}
+
+void
+kvheld_free(struct kvheld *h)
+{
+	clear(h, &h->cur);
+	clear(h, &h->old);
+	strmap_clear(&h->asking, free);
+}
+
+int
+kvheld_start(struct kvheld *h, natsConnection *nc, const char *inbox_prefix, jsCtx *js,
+	     const char *bucket, size_t max, kvheld_decode_fn decode, kvheld_free_fn free_obj,
+	     kvheld_write_fn on_write, kvheld_reset_fn on_reset, void *arg, char *err,
+	     size_t errlen)
+{
+	kvheld_init(h, max, decode, free_obj, on_write, on_reset, arg);
+	return kvmirror_start_tail(&h->tail, nc, inbox_prefix, js, bucket, kvheld_apply,
+	    kvheld_reset, h, err, errlen);
+}
+
+void
+kvheld_close(struct kvheld *h)
+{
+	kvmirror_close(&h->tail);
+	kvheld_free(h);
+}
+
+void
+kvheld_lock(struct kvheld *h)
+{
+	kvmirror_lock(&h->tail);
+}
+
+void
+kvheld_unlock(struct kvheld *h)
+{
+	kvmirror_unlock(&h->tail);
+}
+
+/* The held row of key and the generation holding it. */
+static struct kvheld_obj *
+held(struct kvheld *h, const char *key, struct strmap **in)
+{
+	struct kvheld_obj *o;
+
+	if ((o = strmap_get(&h->cur, key)) != NULL) {
+		*in = &h->cur;
+		return o;
+	}
+	*in = &h->old;
+	return strmap_get(&h->old, key);
+}
+
+void *
+kvheld_get(struct kvheld *h, const char *key)
+{
+	struct kvheld_obj *o = strmap_get(&h->cur, key);
+
+	if (o == NULL && (o = strmap_get(&h->old, key)) != NULL) {
+		/* Used again: it moves to the newer generation (no turn here:
+		 * a caller may hold rows got before, under the same lock). */
+		strmap_del(&h->old, key);
+		if (strmap_put(&h->cur, key, o, NULL) != 0) {
+			obj_free(h, o);
+			return NULL;
+		}
+	}
+	return o != NULL ? o->obj : NULL;
+}
+
+void
+kvheld_changed(struct kvheld *h, const char *key)
+{
+	struct kvheld_ask *a = strmap_get(&h->asking, key);
+
+	if (a != NULL)
+		a->changed = true;
+}
+
+void
+kvheld_apply(void *arg, const struct kvw_entry *e)
+{
+	struct kvheld *h = arg;
+	struct kvheld_obj *o;
+	struct strmap *in;
+
+	kvheld_changed(h, e->key);
+	/* A held row goes at a write after the one it was read at; one the
+	 * read already saw (the tail is behind the bucket) changes nothing. */
+	if ((o = held(h, e->key, &in)) != NULL && e->revision > o->rev)
+		obj_free(h, strmap_del(in, e->key));
+	if (h->on_write != NULL)
+		h->on_write(h->arg, e);
+}
+
+void
+kvheld_reset(void *arg)
+{
+	struct kvheld *h = arg;
+	struct strmap_node *n;
+
+	/* The tail was rebuilt: writes may have passed unseen. */
+	clear(h, &h->cur);
+	clear(h, &h->old);
+	for (size_t i = 0; i < h->asking.nslots; i++)
+		for (n = h->asking.slots[i]; n != NULL; n = n->next)
+			((struct kvheld_ask *)n->value)->changed = true;
+	if (h->on_reset != NULL)
+		h->on_reset(h->arg);
+}
+
+int
+kvheld_read_begin(struct kvheld *h, const char *key)
+{
+	struct kvheld_ask *a = strmap_get(&h->asking, key);
+
+	if (a != NULL) {
+		/* Two reads of one key at once: neither is held. */
+		a->readers++;
+		a->changed = true;
+		return 0;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return -1;
+	a->readers = 1;
+	if (strmap_put(&h->asking, key, a, NULL) != 0) {
+		free(a);
+		return -1;
+	}
+	return 0;
+}
+
+bool
+kvheld_read_end(struct kvheld *h, const char *key)
+{
+	struct kvheld_ask *a = strmap_get(&h->asking, key);
+	bool clean;
+
+	if (a == NULL)
+		return false;
+	clean = !a->changed && a->readers == 1;
+	if (--a->readers == 0)
+		free(strmap_del(&h->asking, key));
+	return clean;
+}
+
+void
+kvheld_read_done(struct kvheld *h, const char *key, const char *value, size_t len, uint64_t rev)
+{
+	struct kvheld_obj *o, *prev;
+	struct strmap *in;
+	void *obj;
+
+	if (!kvheld_read_end(h, key) || (obj = h->decode(key, value, len)) == NULL)
+		return;
+	if ((prev = held(h, key, &in)) != NULL) {
+		if (prev->rev >= rev) {
+			h->free_obj(obj);
+			return;
+		}
+		obj_free(h, strmap_del(in, key));
+	}
+	if (h->cur.count >= h->max / 2) {
+		clear(h, &h->old);
+		h->old = h->cur;
+		strmap_init(&h->cur);
+		h->turns++;
+	}
+	if ((o = malloc(sizeof(*o))) == NULL) {
+		h->free_obj(obj);
+		return; /* out of memory: held nothing, read again when met */
+	}
+	o->obj = obj;
+	o->rev = rev;
+	if (strmap_put(&h->cur, key, o, NULL) != 0)
+		obj_free(h, o);
+}
+
+int
+kvheld_read_many(struct kvheld *h, const char *const *keys, size_t n, void **out, char *err,
+		 size_t errlen)
+{
+	struct msgget_result *got = calloc(n ? n : 1, sizeof(*got));
+	int rc = 0;
+
+	if (got == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	memset(out, 0, n * sizeof(*out));
+	kvheld_lock(h);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (kvheld_read_begin(h, keys[i]) != 0) {
+			for (size_t j = 0; j < i; j++)
+				kvheld_read_end(h, keys[j]);
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+		}
+	kvheld_unlock(h);
+	if (rc != 0) {
+		free(got);
+		return -1;
+	}
+	if (n > 0 && msgget_last_many(h->tail.nc, h->tail.inbox_prefix, h->tail.bucket, keys, n,
+	    got, KVHELD_READ_MS, err, errlen) != 0)
+		rc = -1;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (got[i].rc < 0 && got[i].rc != KVCAS_TOO_LARGE) {
+			snprintf(err, errlen, "%s", got[i].err);
+			rc = -1;
+		}
+	kvheld_lock(h);
+	for (size_t i = 0; i < n; i++) {
+		if (rc != 0) {
+			kvheld_read_end(h, keys[i]);
+			continue;
+		}
+		/* A value too large to be a row is one that does not decode: it
+		 * will not next time either. */
+		const char *v = got[i].rc == 1 ? got[i].value : NULL;
+		out[i] = h->decode(keys[i], v, got[i].len);
+		kvheld_read_done(h, keys[i], v, got[i].len, got[i].rev);
+	}
+	h->reads += rc == 0 ? n : 0;
+	kvheld_unlock(h);
+	for (size_t i = 0; i < n; i++)
+		msgget_result_free(&got[i]);
+	free(got);
+	return rc;
+}
