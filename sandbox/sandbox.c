@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -122,6 +123,13 @@ sandbox_rlimits(char *err, size_t errlen)
 		{ RLIMIT_NOFILE, "RLIMIT_NOFILE", SANDBOX_MAX_OPEN_FILES },
 	};
 
+	struct stat st;
+
+	/* Said before the limit makes it fatal, while it can still be said. */
+	if (fstat(STDERR_FILENO, &st) == 0 && S_ISREG(st.st_mode))
+		return refuse(err, errlen, "rlimits: its log (standard error) is a regular file, "
+		    "and with RLIMIT_FSIZE 0 the first line written to it would kill the worker "
+		    "(SIGXFSZ): a worker logs to its supervisor's pipe");
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
 		struct rlimit rl = { limits[i].limit, limits[i].limit };
 

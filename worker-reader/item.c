@@ -32,6 +32,8 @@ item_reset(struct item *it, natsMsg *m)
 	it->view.channel[0] = '\0';
 	it->key = NULL;
 	it->parsed = it->again = it->unheld = it->has_member = false;
+	free(it->member);
+	it->member = NULL;
 	it->v = V_RETRY;
 }
 

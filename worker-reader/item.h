@@ -29,6 +29,8 @@ struct item {
 	bool again;              /* acked before: acked again, no frame (worker/acked.h) */
 	bool unheld;             /* its owner's ACL row or member row is not held: read them */
 	bool has_member;         /* its member row exists (a retired owner's is removed) */
+	struct member_row *member; /* unheld: its member row as held at the first look
+				    * (malloc'd; &no_row's copy is none), NULL: read it */
 	enum verdict v;
 };
 

@@ -50,6 +50,7 @@
  * successor keeps the rest to go on with. */
 #define READER_BATCH (READER_MAX_ACK_PENDING / 4)
 #define READER_MEMBERS_HELD 262144   /* member rows held at once (two generations) */
+#define READER_LOAD_MIN 32           /* a batch's keys of one channel and owner read by one watch */
 #define BAD_LOG_EVERY_MS 10000
 
 /* Counters (ipc.c names them). */
@@ -258,6 +259,73 @@ key_at(const char **v, int *n, const char *s)
 }
 
 /*
+ * The member rows of keys[0..n), read now into rows: the keys of one
+ * channel and owner that are READER_LOAD_MIN or more (a post to a large
+ * channel) with one watch of that channel's rows of that owner, the others
+ * one by one, at once (lib/nats/kvheld.h). 0, or -1 with err.
+ */
+static int
+member_rows(const char **keys, int n, void **rows, char *err, size_t errlen)
+{
+	char pattern[MEMBER_KEY_MAX + 8];
+	const char **group = calloc((size_t)n + 1, sizeof(*group));
+	const char **rest = calloc((size_t)n + 1, sizeof(*rest));
+	int *gi = calloc((size_t)n + 1, sizeof(*gi)), *ri = calloc((size_t)n + 1, sizeof(*ri));
+	bool *done = calloc((size_t)n + 1, sizeof(*done));
+	void **got = calloc((size_t)n + 1, sizeof(*got));
+	int rc = 0, nrest = 0;
+
+	if (group == NULL || rest == NULL || gi == NULL || ri == NULL || done == NULL ||
+	    got == NULL)
+		fatalx("out of memory");
+	for (int j = 0; j < n && rc == 0; j++) {
+		const char *slash = strrchr(keys[j], '/'), *dot;
+		int ng = 0;
+		if (done[j] || slash == NULL || (dot = strchr(slash, '.')) == NULL)
+			continue;
+		/* <channel>/<owner>.*.*: the rows of the key's channel and owner. */
+		snprintf(pattern, sizeof(pattern), "%.*s.*.*", (int)(dot - keys[j]), keys[j]);
+		for (int k = j; k < n; k++)
+			if (!done[k] && strncmp(keys[k], keys[j], (size_t)(dot - keys[j]) + 1) == 0)
+				gi[ng] = k, group[ng++] = keys[k];
+		if (ng < READER_LOAD_MIN)
+			continue;
+		/* A channel whose rows of that owner are too many to hold is
+		 * read key by key (1). */
+		if ((rc = kvheld_load(&R.members, pattern, group, (size_t)ng, got, err, errlen)) == 1) {
+			rc = 0;
+			continue;
+		}
+		if (rc != 0)
+			break;
+		for (int k = 0; k < ng; k++) {
+			rows[gi[k]] = got[k];
+			done[gi[k]] = true;
+		}
+	}
+	for (int j = 0; j < n && rc == 0; j++)
+		if (!done[j])
+			ri[nrest] = j, rest[nrest++] = keys[j];
+	if (rc == 0 && nrest > 0 && (rc = kvheld_read_many(&R.members, rest, (size_t)nrest, got,
+	    err, errlen)) == 0)
+		for (int k = 0; k < nrest; k++)
+			rows[ri[k]] = got[k];
+	if (rc != 0)
+		for (int j = 0; j < n; j++)
+			if (done[j]) {
+				member_free(rows[j]);
+				rows[j] = NULL;
+			}
+	free(group);
+	free(rest);
+	free(gi);
+	free(ri);
+	free(done);
+	free(got);
+	return rc;
+}
+
+/*
  * Decide the entries whose owner's ACL row or member row is not held, each
  * on its rows read now: every row once and all at once (lib/wire/aclindex.h,
  * lib/nats/kvheld.h). What was held at the first look is read again too: it
@@ -286,19 +354,25 @@ check_unheld(struct item *items, int n, char *err, size_t errlen)
 			continue;
 		acl_of[i] = key_at(lcs, &nlcs, it->lc);
 		row_of[i] = -1;
-		if (member_key_format(it->e.channel, &it->who, kbuf[i], sizeof(kbuf[i])))
+		if (it->member == NULL &&
+		    member_key_format(it->e.channel, &it->who, kbuf[i], sizeof(kbuf[i])))
 			row_of[i] = key_at(keys, &nkeys, kbuf[i]);
 	}
 	rc = aclindex_read_many(&R.acl, lcs, (size_t)nlcs, acls, err, errlen);
-	if (rc == 0 && (rc = kvheld_read_many(&R.members, keys, (size_t)nkeys, rows, err,
-	    errlen)) != 0)
+	if (rc == 0 && (rc = member_rows(keys, nkeys, rows, err, errlen)) != 0)
 		for (int j = 0; j < nlcs; j++)
 			acl_row_free(&acls[j]);
 	if (rc == 0) {
-		for (int i = 0; i < n; i++)
-			if (items[i].unheld)
-				decide(&items[i], &acls[acl_of[i]], row_of[i] < 0 || rows[row_of[i]] ==
-				    NULL ? &no_row : rows[row_of[i]]);
+		for (int i = 0; i < n; i++) {
+			struct item *it = &items[i];
+			if (!it->unheld)
+				continue;
+			if (it->member != NULL)
+				decide(it, &acls[acl_of[i]], it->has_member ? it->member : &no_row);
+			else
+				decide(it, &acls[acl_of[i]], row_of[i] < 0 || rows[row_of[i]] == NULL ?
+				    &no_row : rows[row_of[i]]);
+		}
 		for (int j = 0; j < nlcs; j++)
 			acl_row_free(&acls[j]);
 		for (int j = 0; j < nkeys; j++)
@@ -336,8 +410,11 @@ retry_batch(struct item *items, int n, uint64_t ticket, const char *err)
 static void
 batch_release(struct batch *b)
 {
-	for (int i = 0; i < b->list.Count; i++)
+	for (int i = 0; i < b->list.Count; i++) {
 		entry_free(&b->items[i].e);
+		free(b->items[i].member);
+		b->items[i].member = NULL;
+	}
 	if (b->list.Msgs != NULL)
 		natsMsgList_Destroy(&b->list);
 	memset(&b->list, 0, sizeof(b->list));
@@ -404,6 +481,13 @@ batch_publish(struct batch *b)
 		const struct acl_row *acl = aclindex_get(&R.acl, it->lc);
 		const struct member_row *row = member_held(it);
 		if (acl == NULL || row == NULL) {
+			/* A member row held is kept for check_unheld: not read again. */
+			if (row == &no_row)
+				it->has_member = false, it->member = member_row_compact(&no_row);
+			else if (row != NULL)
+				it->has_member = true, it->member = member_row_compact(row);
+			if (row != NULL && it->member == NULL)
+				fatalx("out of memory");
 			it->unheld = true;
 			unheld++;
 			continue;

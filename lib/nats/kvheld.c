@@ -5,9 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/clock.h"
 #include "lib/nats/kvcas.h"
 #include "lib/nats/kvwatch.h"
 #include "lib/nats/msgget.h"
+#include "lib/subject.h"
 
 /* A row held, with the stream sequence it was written at. */
 struct kvheld_obj {
@@ -42,13 +44,14 @@ kvheld_init(struct kvheld *h, size_t max, kvheld_decode_fn decode, kvheld_free_f
 	strmap_init(&h->cur);
 	strmap_init(&h->old);
 	strmap_init(&h->asking);
+	strmap_init(&h->loading);
 	h->max = max < 2 ? 2 : max;
 	h->decode = decode;
 	h->free_obj = free_obj;
 	h->on_write = on_write;
 	h->on_reset = on_reset;
 	h->arg = arg;
-	h->reads = h->turns = 0;
+	h->reads = h->turns = h->loads = 0;
 }
 
 void
@@ -57,6 +60,7 @@ kvheld_free(struct kvheld *h)
 	clear(h, &h->cur);
 	clear(h, &h->old);
 	strmap_clear(&h->asking, free);
+	strmap_clear(&h->loading, free);
 }
 
 int
@@ -137,6 +141,11 @@ kvheld_apply(void *arg, const struct kvw_entry *e)
 	struct strmap *in;
 
 	kvheld_changed(h, e->key);
+	if (h->loading.count > 0)
+		for (size_t i = 0; i < h->loading.nslots; i++)
+			for (struct strmap_node *n = h->loading.slots[i]; n != NULL; n = n->next)
+				if (subject_match(n->key, e->key))
+					((struct kvheld_ask *)n->value)->changed = true;
 	/* A held row goes at a write after the one it was read at; one the
 	 * read already saw (the tail is behind the bucket) changes nothing. */
 	if ((o = held(h, e->key, &in)) != NULL && e->revision > o->rev)
@@ -156,6 +165,9 @@ kvheld_reset(void *arg)
 	clear(h, &h->old);
 	for (size_t i = 0; i < h->asking.nslots; i++)
 		for (n = h->asking.slots[i]; n != NULL; n = n->next)
+			((struct kvheld_ask *)n->value)->changed = true;
+	for (size_t i = 0; i < h->loading.nslots; i++)
+		for (n = h->loading.slots[i]; n != NULL; n = n->next)
 			((struct kvheld_ask *)n->value)->changed = true;
 	if (h->on_reset != NULL)
 		h->on_reset(h->arg);
@@ -196,14 +208,17 @@ kvheld_read_end(struct kvheld *h, const char *key)
 	return clean;
 }
 
-void
-kvheld_read_done(struct kvheld *h, const char *key, const char *value, size_t len, uint64_t rev)
+/* Hold what key's row, written at rev, decodes to (newer than what is
+ * held of it); the older generation is dropped when the newer holds half
+ * the bound. */
+static void
+hold(struct kvheld *h, const char *key, const char *value, size_t len, uint64_t rev)
 {
 	struct kvheld_obj *o, *prev;
 	struct strmap *in;
 	void *obj;
 
-	if (!kvheld_read_end(h, key) || (obj = h->decode(key, value, len)) == NULL)
+	if ((obj = h->decode(key, value, len)) == NULL)
 		return;
 	if ((prev = held(h, key, &in)) != NULL) {
 		if (prev->rev >= rev) {
@@ -226,6 +241,13 @@ kvheld_read_done(struct kvheld *h, const char *key, const char *value, size_t le
 	o->rev = rev;
 	if (strmap_put(&h->cur, key, o, NULL) != 0)
 		obj_free(h, o);
+}
+
+void
+kvheld_read_done(struct kvheld *h, const char *key, const char *value, size_t len, uint64_t rev)
+{
+	if (kvheld_read_end(h, key))
+		hold(h, key, value, len, rev);
 }
 
 int
@@ -278,5 +300,123 @@ kvheld_read_many(struct kvheld *h, const char *const *keys, size_t n, void **out
 	for (size_t i = 0; i < n; i++)
 		msgget_result_free(&got[i]);
 	free(got);
+	return rc;
+}
+
+/* A load's rows, kept aside until the watch has given them all: held at
+ * once then, or not at all when a write raced the load. */
+struct loaded {
+	char *key, *value;
+	size_t len;
+	uint64_t rev;
+};
+
+int
+kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size_t n,
+	    void **out, char *err, size_t errlen)
+{
+	struct kvheld_ask *ask;
+	struct kvwatch *w = NULL;
+	struct kvw_entry e;
+	struct strmap at;    /* want's keys -> index + 1 */
+	struct loaded *rows = NULL;
+	size_t nrows = 0, cap = 0;
+	char why[512];
+	int rc = 0;
+
+	memset(out, 0, n * sizeof(*out));
+	strmap_init(&at);
+	for (size_t i = 0; i < n; i++)
+		if (strmap_put(&at, want[i], (void *)(i + 1), NULL) != 0) {
+			strmap_clear(&at, NULL);
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+	kvheld_lock(h);
+	if ((ask = strmap_get(&h->loading, pattern)) != NULL) {
+		ask->readers++;
+		ask->changed = true; /* two loads of one pattern at once: neither is held */
+	} else if ((ask = calloc(1, sizeof(*ask))) == NULL ||
+	    strmap_put(&h->loading, pattern, ask, NULL) != 0) {
+		free(ask);
+		ask = NULL;
+	} else
+		ask->readers = 1;
+	kvheld_unlock(h);
+	if (ask == NULL) {
+		strmap_clear(&at, NULL);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (kvwatch_start_keys(&w, h->tail.nc, h->tail.inbox_prefix, h->tail.bucket, pattern, err,
+	    errlen) != 0)
+		rc = -1;
+	else if (kvwatch_pending(w) > h->max / 4)
+		rc = 1; /* more than it could hold: read the keys wanted instead */
+	for (int64_t until = mono_ms() + KVHELD_READ_MS; rc == 0 && kvwatch_pending(w) > 0;) {
+		int64_t left = until - mono_ms();
+		enum kvw_event ev = left > 0 ? kvwatch_next(w, (int)left, &e, why, sizeof(why)) :
+		    KVW_TIMEOUT;
+		if (ev == KVW_LOADED)
+			break;
+		if (ev == KVW_TIMEOUT && left > 0)
+			continue; /* a heartbeat, or a failover looked at */
+		if (ev != KVW_ENTRY) {
+			snprintf(err, errlen, "the rows %.200s of %s: %s", pattern, h->tail.bucket,
+			    ev == KVW_TIMEOUT ? "not all in within 5 s" : why);
+			rc = -1;
+			break;
+		}
+		size_t i = (size_t)strmap_get(&at, e.key);
+		if (i > 0 && out[i - 1] == NULL)
+			out[i - 1] = h->decode(e.key, e.value, e.len);
+		if (nrows == cap) {
+			cap = cap ? cap * 2 : 64;
+			struct loaded *v = realloc(rows, cap * sizeof(*v));
+			if (v == NULL) {
+				snprintf(err, errlen, "out of memory");
+				rc = -1;
+				break;
+			}
+			rows = v;
+		}
+		rows[nrows].key = strdup(e.key);
+		rows[nrows].value = e.value != NULL ? strndup(e.value, e.len) : NULL;
+		rows[nrows].len = e.len;
+		rows[nrows].rev = e.revision;
+		if (rows[nrows].key == NULL || (e.value != NULL && rows[nrows].value == NULL)) {
+			free(rows[nrows].key);
+			free(rows[nrows].value);
+			snprintf(err, errlen, "out of memory");
+			rc = -1;
+			break;
+		}
+		nrows++;
+	}
+	kvwatch_destroy(w);
+	/* A key the watch did not give has no row. */
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (out[i] == NULL)
+			out[i] = h->decode(want[i], NULL, 0);
+	kvheld_lock(h);
+	bool clean = !ask->changed && ask->readers == 1;
+	if (--ask->readers == 0)
+		free(strmap_del(&h->loading, pattern));
+	for (size_t i = 0; i < nrows; i++) {
+		if (rc == 0 && clean)
+			hold(h, rows[i].key, rows[i].value, rows[i].len, rows[i].rev);
+		free(rows[i].key);
+		free(rows[i].value);
+	}
+	h->loads++;
+	kvheld_unlock(h);
+	free(rows);
+	strmap_clear(&at, NULL);
+	if (rc != 0)
+		for (size_t i = 0; i < n; i++) {
+			if (out[i] != NULL)
+				h->free_obj(out[i]);
+			out[i] = NULL;
+		}
 	return rc;
 }

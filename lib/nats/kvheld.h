@@ -47,7 +47,9 @@ struct kvheld {
 	kvheld_write_fn on_write;
 	kvheld_reset_fn on_reset;
 	void *arg;
+	struct strmap loading;  /* patterns being loaded (kvheld_load) -> struct kvheld_ask */
 	uint64_t reads;         /* keys read from the bucket */
+	uint64_t loads;         /* patterns loaded from the bucket */
 	uint64_t turns;         /* times the older generation was dropped */
 };
 
@@ -75,6 +77,19 @@ void *kvheld_get(struct kvheld *h, const char *key);
  * nothing), and held when it may be. 0, or -1 with err and nothing in out. */
 int kvheld_read_many(struct kvheld *h, const char *const *keys, size_t n, void **out, char *err,
 		     size_t errlen);
+
+/*
+ * Read every row whose key matches pattern (a watch of them alone: one
+ * consumer for what would be as many reads as rows, for the keys of one
+ * membership channel and owner, "<channel>/<owner>.*.*"), without the lock:
+ * out[i] what the bucket says of want[i] (each matching pattern), decoded
+ * (the caller's). Every row the watch gives is held when it may be (no write
+ * of a key matching pattern, no reset, meanwhile). 0; 1 when the rows
+ * matching are more than a quarter of what it may hold (nothing read: read
+ * the keys wanted instead); -1 with err. Nothing in out but with 0.
+ */
+int kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size_t n,
+		void **out, char *err, size_t errlen);
 
 /* The steps, for the owner's own reads and for unit tests; with the lock
  * held. kvheld_init sets up a kvheld with no tail (the unit tests'). */

@@ -298,6 +298,12 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 	return KVW_ENTRY;
 }
 
+uint64_t
+kvwatch_pending(const struct kvwatch *w)
+{
+	return w->pending;
+}
+
 void
 kvwatch_stop(struct kvwatch *w)
 {

@@ -64,6 +64,8 @@ int kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inb
 int kvwatch_start_at(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 		     const char *bucket, const char *keys, uint64_t from, char *err,
 		     size_t errlen);
+/* The entries the watch had to deliver at its creation. */
+uint64_t kvwatch_pending(const struct kvwatch *w);
 enum kvw_event kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err,
 			    size_t errlen);
 /* Wake and end a kvwatch_next in another thread (it returns KVW_LOST). */

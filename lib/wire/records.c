@@ -16,6 +16,7 @@
 #include "lib/wire/records_int.h"
 #include "lib/log.h"
 #include "lib/refuse.h"
+#include "lib/subject.h"
 
 /* After "<prefix>.<kind>." return the rest of subject, or NULL. */
 static const char *
@@ -398,22 +399,7 @@ acl_row_copy(const struct acl_row *from, struct acl_row *to)
 bool
 channel_pattern_match(const char *pattern, const char *channel)
 {
-	const char *p = pattern, *c = channel;
-
-	for (;;) {
-		size_t pl = strcspn(p, "."), cl = strcspn(c, ".");
-
-		if (pl == 1 && p[0] == '>' && p[1] == '\0')
-			return cl > 0; /* '>' needs at least one token */
-		if (!(pl == 1 && p[0] == '*') && (pl != cl || strncmp(p, c, pl) != 0))
-			return false;
-		if (cl == 0)
-			return false;
-		p += pl, c += cl;
-		if (*p == '\0' || *c == '\0')
-			return *p == '\0' && *c == '\0';
-		p++, c++;
-	}
+	return subject_match(pattern, channel);
 }
 
 bool

@@ -31,6 +31,7 @@
 #include "lib/nats/kvwatch.h"
 #include "lib/creds/perms.h"
 #include "lib/strmap.h"
+#include "lib/nats/kvheld.h"
 #include "lib/wire/aclindex.h"
 #include "tests/harness/harness.h"
 
@@ -418,6 +419,95 @@ test_tombstones_cost_nothing_and_rows_are_read_when_met(void **state)
 	aclindex_close(&x);
 }
 
+static void *
+str_decode(const char *key, const char *value, size_t len)
+{
+	(void)key;
+	return value != NULL ? strndup(value, len) : NULL;
+}
+
+/*
+ * The rows of one channel and owner read by one watch (kvheld_load: a post
+ * to a large channel reads its members' rows this way, not one by one):
+ * each wanted key gets its value, or none when deleted or never written;
+ * every row the watch gave is held, no other key's; a pattern with more
+ * rows than a quarter of what the owner may hold is refused (1), nothing
+ * read.
+ */
+static void
+test_a_channel_rows_are_loaded_by_one_watch(void **state)
+{
+	static struct kvheld h, small;
+	kvStore *kv = NULL;
+	char inbox[128], err[512], key[64], val[64], keys[250][64];
+	const char *want[250];
+	void *out[250];
+
+	(void)state;
+	assert_int_equal(js_KeyValue(&kv, prov.js, bucket), NATS_OK);
+	for (int i = 0; i < 300; i++) {
+		snprintf(key, sizeof(key), "load/local.a%d.x", i);
+		snprintf(val, sizeof(val), "v%d", i);
+		put_row(kv, key, val);
+	}
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "load/u_other.a%d.x", i); /* another owner */
+		put_row(kv, key, "other");
+		snprintf(key, sizeof(key), "loadx/local.a%d.x", i);  /* another channel */
+		put_row(kv, key, "other");
+	}
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "load/local.a%d.x", i);
+		assert_int_equal(kvStore_Delete(kv, key), NATS_OK);
+	}
+	assert_int_equal(jwt_reply_inbox(dlv.creds.jwt, inbox, sizeof(inbox), err, sizeof(err)), 0);
+	if (kvheld_start(&h, dlv.nc, inbox, dlv.js, bucket, 4096, str_decode, free, NULL, NULL,
+	    NULL, err, sizeof(err)) != 0 || kvmirror_loaded(&h.tail, err, sizeof(err)) != 0)
+		fail_msg("kvheld_start: %s", err);
+	/* 240 present, 5 deleted, 5 never written. */
+	for (int i = 0; i < 250; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "load/local.a%d.x", i < 245 ? i + 5 : 1000 + i);
+		want[i] = keys[i];
+	}
+	if (kvheld_load(&h, "load/local.*.*", want, 250, out, err, sizeof(err)) != 0)
+		fail_msg("kvheld_load: %s", err);
+	for (int i = 0; i < 250; i++) {
+		if (i < 5 || i >= 245) {
+			assert_null(out[i]);
+			continue;
+		}
+		snprintf(val, sizeof(val), "v%d", i + 5);
+		assert_non_null(out[i]);
+		assert_string_equal(out[i], val);
+		free(out[i]);
+	}
+	/* Held: every live row of the channel and owner, nothing else. */
+	kvheld_lock(&h);
+	assert_int_equal(h.cur.count + h.old.count, 290);
+	assert_string_equal(kvheld_get(&h, "load/local.a299.x"), "v299");
+	assert_null(kvheld_get(&h, "load/u_other.a1.x"));
+	assert_null(kvheld_get(&h, "loadx/local.a1.x"));
+	kvheld_unlock(&h);
+	assert_int_equal(h.reads, 0);
+	assert_int_equal(h.loads, 1);
+	/* A write after the load drops the row, through the tail. */
+	put_row(kv, "load/local.a299.x", "w");
+	assert_int_equal(kvmirror_barrier(&h.tail, err, sizeof(err)), 0);
+	kvheld_lock(&h);
+	assert_null(kvheld_get(&h, "load/local.a299.x"));
+	kvheld_unlock(&h);
+	kvheld_close(&h);
+
+	/* Too many rows for what it may hold: nothing read. */
+	if (kvheld_start(&small, dlv.nc, inbox, dlv.js, bucket, 400, str_decode, free, NULL, NULL,
+	    NULL, err, sizeof(err)) != 0 || kvmirror_loaded(&small.tail, err, sizeof(err)) != 0)
+		fail_msg("kvheld_start: %s", err);
+	assert_int_equal(kvheld_load(&small, "load/local.*.*", want, 250, out, err, sizeof(err)), 1);
+	assert_int_equal(small.cur.count + small.old.count, 0);
+	kvheld_close(&small);
+	kvStore_Destroy(kv);
+}
+
 /*
  * A bucket whose last entries are gone (presence rows past the bucket's 6 s
  * max age, WIRE.md) opens with one load. The mirror read the bucket's last
@@ -575,6 +665,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_rebuild_never_shows_part_of_the_bucket),
 		cmocka_unit_test(test_tombstones_cost_nothing_and_rows_are_read_when_met),
+		cmocka_unit_test(test_a_channel_rows_are_loaded_by_one_watch),
 		cmocka_unit_test(test_a_bucket_whose_tail_expired_opens_with_one_load),
 		cmocka_unit_test(test_mirrors_started_together_load_together),
 	};

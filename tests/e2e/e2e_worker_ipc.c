@@ -7,6 +7,7 @@
  * users' JWTs, whose nonces are signed here too, and the lease), and keeps
  * the admin requests it holds across a RECONNECT.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -123,8 +124,29 @@ send_registry_extras(struct fake *f)
 	assert_int_equal(ipc_send(f->ch, IPC_LEASE, &l, sizeof(l)), 0);
 }
 
-/* Spawn `cotal-deliveryd --worker <role>` on the two channels; env, when
- * not NULL, is one more NAME=VALUE for its environment. */
+/* The worker's log, relayed to ours until it closes (the supervisor's
+ * relay: a worker's standard error is a pipe, never a file, since its
+ * RLIMIT_FSIZE 0 makes a write to a file fatal). */
+static void *
+relay_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0 && write(STDERR_FILENO, buf, (size_t)n) < 0)
+			break;
+	close(fd);
+	return NULL;
+}
+
+/* A worker's standard error instead of the relay, when >= 0. */
+static int worker_log_fd = -1;
+
+/* Spawn `cotal-deliveryd --worker <role>` on the two channels, its standard
+ * error a pipe relayed to ours (or worker_log_fd); env, when not NULL, is one more NAME=VALUE
+ * for its environment. */
 static void
 spawn_worker(struct fake *f, const char *role, const char *env)
 {
@@ -146,14 +168,18 @@ spawn_worker(struct fake *f, const char *role, const char *env)
 		envp[0] = (char *)env;
 	memcpy(envp + (env != NULL), environ, n * sizeof(*envp));
 
+	int logp[2];
+	pthread_t relay;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chp), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sgp), 0);
+	assert_int_equal(pipe2(logp, O_CLOEXEC), 0);
 	memset(f, 0, offsetof(struct fake, buf));
 	f->pid = fork();
 	assert_true(f->pid >= 0);
 	if (f->pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		int a = fcntl(chp[1], F_DUPFD, 16), b = fcntl(sgp[1], F_DUPFD, 16);
+		dup2(worker_log_fd >= 0 ? worker_log_fd : logp[1], 2);
 		dup2(a, 3);
 		dup2(b, 4);
 		closefrom(5);
@@ -163,6 +189,9 @@ spawn_worker(struct fake *f, const char *role, const char *env)
 	free(envp);
 	close(chp[1]);
 	close(sgp[1]);
+	close(logp[1]);
+	assert_int_equal(pthread_create(&relay, NULL, relay_main, (void *)(intptr_t)logp[0]), 0);
+	pthread_detach(relay);
 	f->ch = chp[0];
 	f->sign = sgp[0];
 
@@ -429,6 +458,44 @@ test_worker_speaks_the_protocol(void **state)
 	assert_true(f.signed_nonces > before);
 
 	stop_worker(&f, 3000);
+}
+
+/*
+ * A worker whose standard error is a regular file (a fake supervisor's, or
+ * a hand-made start with its output redirected) refuses before its sandbox
+ * and says why: with RLIMIT_FSIZE 0 its first line written there would
+ * have killed it with SIGXFSZ, saying nothing (a test run with its output
+ * in a file saw every worker die before its first line).
+ */
+static void
+test_a_worker_logging_to_a_file_refuses_and_says_why(void **state)
+{
+	struct fake f;
+	char path[H_PATH_MAX], buf[4096];
+	int st;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/worker-stderr.log", mesh.dir);
+	worker_log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(worker_log_fd >= 0);
+	spawn_worker(&f, "fanout", NULL);
+	close(worker_log_fd);
+	worker_log_fd = -1;
+	st = wait_exit(&f, 10000);
+	if (st == -1 || WIFSIGNALED(st))
+		fail_msg("the worker did not stop by itself (%s %d)", st == -1 ? "still running" :
+		    "killed by signal", st == -1 ? 0 : WTERMSIG(st));
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	if (strstr(buf, "its log (standard error) is a regular file") == NULL)
+		fail_msg("the worker did not say why it stopped: %s", buf);
+	close(f.ch);
+	close(f.sign);
 }
 
 /* "a peer that speaks garbage is compromised or broken": the worker exits. */
@@ -746,6 +813,7 @@ main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_worker_speaks_the_protocol),
+		cmocka_unit_test(test_a_worker_logging_to_a_file_refuses_and_says_why),
 		cmocka_unit_test(test_worker_stops_on_garbage),
 		cmocka_unit_test(test_worker_exits_when_the_channel_closes),
 		cmocka_unit_test(test_registry_holds_queued_admin_replies_across_a_reconnect),

@@ -207,6 +207,31 @@ test_held_rows_are_bounded(void **state)
 	kvheld_free(&h);
 }
 
+/* A load under way (kvheld_load) is raced by a write of a key its pattern
+ * matches, or a reset; not by another key's write. */
+static void
+test_a_load_is_raced_by_a_matching_write(void **state)
+{
+	struct kvheld h;
+	struct kvheld_ask *a = calloc(1, sizeof(*a));
+
+	(void)state;
+	init(&h, 16);
+	assert_non_null(a);
+	a->readers = 1;
+	assert_int_equal(strmap_put(&h.loading, "general/local.*.*", a, NULL), 0);
+	write_of(&h, "general/u_x.alice.uid", "v", 1);   /* another owner */
+	write_of(&h, "general.x/local.alice.uid", "v", 2); /* another channel */
+	write_of(&h, "general/local.alice", "v", 3);     /* too few tokens */
+	assert_false(a->changed);
+	write_of(&h, K, "v", 4);
+	assert_true(a->changed);
+	a->changed = false;
+	kvheld_reset(&h);
+	assert_true(a->changed);
+	kvheld_free(&h);
+}
+
 int
 main(void)
 {
@@ -215,6 +240,7 @@ main(void)
 		cmocka_unit_test(test_a_later_write_drops_a_held_row),
 		cmocka_unit_test(test_a_raced_read_is_not_held),
 		cmocka_unit_test(test_held_rows_are_bounded),
+		cmocka_unit_test(test_a_load_is_raced_by_a_matching_write),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
