@@ -1,5 +1,6 @@
 # bench/scale's figures against live lifecycles (issue 39): the daemon's
-# total RSS and its time to ready, this build ("after") and --before's.
+# total RSS and its time to ready, this build ("after") and --before's; the
+# sizes with tombstones only (a size without any is a table row, not a point).
 #   gnuplot -e "csv='build/bench-scale.csv'; out='docs/scale.svg'" bench/scale.gnuplot
 if (!exists("csv")) csv = 'build/bench-scale.csv'
 if (!exists("out")) out = 'docs/scale.svg'
@@ -11,9 +12,9 @@ set grid
 set xlabel "live lifecycles"
 set format x "%.0s%c"
 set ylabel "RSS, supervisor and workers (MB)"
-plot "< grep '^after' ".csv using 2:10 with linespoints title "this build", \
-     "< grep '^before' ".csv using 2:10 with linespoints title "before"
+plot "< awk '$1==\"after\" && $3>0' ".csv using 2:10 with linespoints title "this build", \
+     "< awk '$1==\"before\" && $3>0' ".csv using 2:10 with linespoints title "before"
 set ylabel "ready after start (s)"
-plot "< grep '^after' ".csv using 2:4 with linespoints title "this build", \
-     "< grep '^before' ".csv using 2:4 with linespoints title "before"
+plot "< awk '$1==\"after\" && $3>0' ".csv using 2:4 with linespoints title "this build", \
+     "< awk '$1==\"before\" && $3>0' ".csv using 2:4 with linespoints title "before"
 unset multiplot
