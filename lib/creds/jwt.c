@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "lib/creds/jwt.h"
+#include "lib/base64.h"
 #include "lib/refuse.h"
 #include "lib/creds/nkeys.h"
 
@@ -61,22 +62,6 @@ b64url_encode(const uint8_t *in, size_t n, char *out, size_t outlen)
 	return o;
 }
 
-static int
-b64url_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
-}
-
 /*
  * Strict: no padding, no length a padding-free encoder cannot produce,
  * and zero unused bits, so a signed token has exactly one spelling.
@@ -94,7 +79,7 @@ b64url_decode(const char *in, size_t n, uint8_t *out, size_t outlen)
 	if (outlen < need)
 		return -1;
 	for (i = 0; i < n; i++) {
-		if ((v = b64url_value((unsigned char)in[i])) < 0)
+		if ((v = base64_digit((unsigned char)in[i], true)) < 0)
 			return -1;
 		acc = (acc << 6 | (uint32_t)v) & 0x3fff;
 		bits += 6;

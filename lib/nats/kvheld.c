@@ -354,16 +354,11 @@ kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size
 	else if (kvwatch_pending(w) > h->max / 4)
 		rc = 1; /* more than it could hold: read the keys wanted instead */
 	for (int64_t until = mono_ms() + KVHELD_READ_MS; rc == 0 && kvwatch_pending(w) > 0;) {
-		int64_t left = until - mono_ms();
-		enum kvw_event ev = left > 0 ? kvwatch_next(w, (int)left, &e, why, sizeof(why)) :
-		    KVW_TIMEOUT;
+		enum kvw_event ev = kvwatch_next_by(w, until, &e, why, sizeof(why));
 		if (ev == KVW_LOADED)
 			break;
-		if (ev == KVW_TIMEOUT && left > 0)
-			continue; /* a heartbeat, or a failover looked at */
 		if (ev != KVW_ENTRY) {
-			snprintf(err, errlen, "the rows %.200s of %s: %s", pattern, h->tail.bucket,
-			    ev == KVW_TIMEOUT ? "not all in within 5 s" : why);
+			snprintf(err, errlen, "the rows %.200s of %s: %s", pattern, h->tail.bucket, why);
 			rc = -1;
 			break;
 		}

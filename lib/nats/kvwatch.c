@@ -298,6 +298,22 @@ kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err, 
 	return KVW_ENTRY;
 }
 
+enum kvw_event
+kvwatch_next_by(struct kvwatch *w, int64_t until_ms, struct kvw_entry *e, char *err,
+		size_t errlen)
+{
+	for (;;) {
+		int64_t left = until_ms - mono_ms();
+		if (left <= 0) {
+			snprintf(err, errlen, "%s: not all in within the time given", w->stream);
+			return KVW_LOST;
+		}
+		enum kvw_event ev = kvwatch_next(w, (int)left, e, err, errlen);
+		if (ev != KVW_TIMEOUT)
+			return ev; /* else a heartbeat, or a failover looked at */
+	}
+}
+
 uint64_t
 kvwatch_pending(const struct kvwatch *w)
 {

@@ -68,6 +68,11 @@ int kvwatch_start_at(struct kvwatch **out, natsConnection *nc, const char *inbox
 uint64_t kvwatch_pending(const struct kvwatch *w);
 enum kvw_event kvwatch_next(struct kvwatch *w, int timeout_ms, struct kvw_entry *e, char *err,
 			    size_t errlen);
+/* The next entry of a watch read to its end by until_ms (mono_ms):
+ * KVW_ENTRY, KVW_LOADED once everything is in, or KVW_LOST with err (the
+ * watch ended, or it was not all in by then). */
+enum kvw_event kvwatch_next_by(struct kvwatch *w, int64_t until_ms, struct kvw_entry *e,
+			       char *err, size_t errlen);
 /* Wake and end a kvwatch_next in another thread (it returns KVW_LOST). */
 void kvwatch_stop(struct kvwatch *w);
 /* Delete the consumer (best effort) and free. */

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "lib/base64.h"
 #include "lib/clock.h"
 #include "lib/nats/natsconn.h"
 
@@ -36,22 +37,11 @@ fail(struct msgget_result *out, const char *bucket, const char *key, const char 
 	vsnprintf(out->err + at, sizeof(out->err) - (size_t)at, fmt, ap);
 	va_end(ap);
 }
-
 /* The value of c in the standard base64 alphabet, or -1. */
 static int
-b64_value(unsigned char c)
+digit(char c)
 {
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
+	return base64_digit((unsigned char)c, false);
 }
 
 /* The length n bytes of padded standard base64 decode to (Go's
@@ -81,9 +71,9 @@ b64_decode(const char *s, size_t n, unsigned char *out)
 
 	for (size_t i = 0; i < n; i += 4) {
 		bool last = i + 4 == n;
-		int a = b64_value((unsigned char)s[i]), b = b64_value((unsigned char)s[i + 1]);
-		int c = s[i + 2] == '=' && last && s[i + 3] == '=' ? -2 : b64_value((unsigned char)s[i + 2]);
-		int d = s[i + 3] == '=' && last ? -2 : b64_value((unsigned char)s[i + 3]);
+		int a = digit(s[i]), b = digit(s[i + 1]);
+		int c = s[i + 2] == '=' && last && s[i + 3] == '=' ? -2 : digit(s[i + 2]);
+		int d = s[i + 3] == '=' && last ? -2 : digit(s[i + 3]);
 		if (a < 0 || b < 0 || c == -1 || d == -1)
 			return false;
 		uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)(c < 0 ? 0 : c) << 6 |

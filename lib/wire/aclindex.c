@@ -243,13 +243,9 @@ alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char
 	    x->rows.tail.bucket, keys, err, errlen) != 0)
 		return -1;
 	for (int64_t until = mono_ms() + ACLINDEX_READ_MS;;) {
-		int64_t left = until - mono_ms();
-		enum kvw_event ev = left > 0 ? kvwatch_next(w, (int)left, &e, why, sizeof(why)) :
-		    KVW_TIMEOUT;
+		enum kvw_event ev = kvwatch_next_by(w, until, &e, why, sizeof(why));
 		if (ev == KVW_LOADED)
 			break;
-		if (ev == KVW_TIMEOUT && left > 0)
-			continue; /* a heartbeat, or a failover looked at */
 		if (ev == KVW_ENTRY) {
 			struct acl_row r;
 			const char *u = e.key + strlen(keys) - 1;
@@ -271,8 +267,7 @@ alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char
 			acl_row_free(&r);
 			continue;
 		}
-		snprintf(err, errlen, "the read-ACL rows of %s: %s", alias,
-		    ev == KVW_TIMEOUT ? "not all in within 5 s" : why);
+		snprintf(err, errlen, "the read-ACL rows of %s: %s", alias, why);
 		rc = -1;
 		break;
 	}
