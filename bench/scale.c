@@ -2,7 +2,7 @@
  * bench/scale: one space at many lifecycles (issue 39, "Measure"). For each
  * size (L live lifecycles, T tombstones) on a fresh broker:
  *   - the rows, written by this client (not the daemon's cost): each live
- *     lifecycle a read-ACL row and one membership row (CHANNEL_MEMBERS per
+ *     lifecycle a read-ACL row and one membership row (H_SPACE_CHANNEL_MEMBERS per
  *     channel); the first BIG of them also members of channel "big"; T
  *     read-ACL tombstones ("retired": true) of other lifecycles;
  *   - then, for each daemon binary given (this build's, and --before
@@ -38,7 +38,6 @@
 #include "tests/harness/harness.h"
 
 #define SIZES_MAX 8
-#define CHANNEL_MEMBERS 1000
 #define READY_WAIT_MS 300000
 #define COPY_WAIT_MS 120000
 #define SETTLE_MS 3000
@@ -67,51 +66,15 @@ stream_last_seq(struct conn *c, const char *stream)
 }
 
 /* One row, published without waiting for its acknowledgement. */
-static void
-put(struct conn *c, const char *subj, const char *body, int len)
-{
-	if (js_PublishAsync(c->js, subj, body, len, NULL) != NATS_OK)
-		die("publish", subj);
-}
-
-/* The rows of a size; the poster's own ACL row is the CLI's. */
+/* The rows of a size (the poster's own ACL row is the CLI's). */
 static void
 write_rows(struct mesh *m, struct conn *c, int live, int tombs, int big)
 {
-	char subj[512], body[1024], ch[64];
-	int64_t now = wall_ms();
-	jsPubOptions po;
+	char err[512];
 	int64_t t0 = mono_ms();
 
-	for (int i = 0; i < live; i++) {
-		snprintf(ch, sizeof(ch), "ch%d", i / CHANNEL_MEMBERS);
-		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.a%d.%026d", m->token, i, i);
-		put(c, subj, body, snprintf(body, sizeof(body), "{\"allowSubscribe\":[\"%s\"%s],"
-		    "\"revision\":1,\"updatedAt\":%" PRId64 "}", ch, i < big ? ",\"big\"" : "",
-		    now));
-		for (int k = 0; k < (i < big ? 2 : 1); k++) {
-			const char *chan = k == 0 ? ch : "big";
-			snprintf(subj, sizeof(subj), "$KV.cotal_members_%s.%s/local.a%d.%026d",
-			    m->token, chan, i, i);
-			put(c, subj, body, snprintf(body, sizeof(body), "{\"channel\":\"%s\","
-			    "\"owner\":\"local.a%d\",\"lifecycleUid\":\"%026d\",\"state\":"
-			    "\"durable-active\",\"joinCursor\":0,\"generation\":1,\"activated\":true,"
-			    "\"writerIdentity\":\"bench\",\"updatedAt\":%" PRId64 "}", chan, i, i, now));
-		}
-	}
-	for (int i = 0; i < tombs; i++) {
-		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.t%d.%026d", m->token, i, i);
-		put(c, subj, body, snprintf(body, sizeof(body), "{\"allowSubscribe\":[],"
-		    "\"revision\":9,\"updatedAt\":%" PRId64 ",\"retired\":true,\"retiredAt\":%" PRId64
-		    "}", now, now));
-	}
-	jsPubOptions_Init(&po);
-	po.MaxWait = 600000;
-	if (js_PublishAsyncComplete(c->js, &po) != NATS_OK)
-		die("rows", "acknowledgements missing");
-	natsMsgList failed = { 0 };
-	if (js_PublishAsyncGetPendingList(&failed, c->js) == NATS_OK && failed.Count > 0)
-		die("rows", "the broker refused some (a bucket full?)");
+	if (h_space_rows(c, m, live, tombs, 0, big, err, sizeof(err)) != 0)
+		die("rows", err);
 	fprintf(stderr, "• %d live lifecycles and %d tombstones written in %.1f s\n", live, tombs,
 	    (double)(mono_ms() - t0) / 1000);
 }

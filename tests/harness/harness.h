@@ -427,6 +427,19 @@ size_t h_texts_count(const char *texts);
 
 /* ---- the data path's rows and streams (rows.c, issue 4) ---- */
 
+#define H_SPACE_CHANNEL_MEMBERS 1000
+/*
+ * A space at scale (issue 39), written without waiting for each row's
+ * acknowledgement: live lifecycles local.a<i>.<i in 26 digits>, each a
+ * read-ACL row allowing channel ch<i / H_SPACE_CHANNEL_MEMBERS> and that
+ * channel's membership row (the first big of them also of channel "big"),
+ * and tombs retired lifecycles local.t<i>.<i in 26 digits> from tombs_from
+ * on (read-ACL tombstones). 0, or -1 with err (a row refused: a bucket
+ * full?).
+ */
+int h_space_rows(struct conn *c, struct mesh *m, int live, int tombs, int tombs_from, int big,
+		 char *err, size_t errlen);
+
 /* CHAT_<s>'s last sequence (the joinCursor of a join made now). */
 int h_chat_last_seq(struct conn *c, struct mesh *m, uint64_t *seq);
 /* The same of stream <kind>_<s> ("INBOX", "DLV"). */
@@ -445,6 +458,8 @@ int h_acl_put(struct conn *c, struct mesh *m, const struct agent *a, const char 
 	      bool retired, char *err, size_t errlen);
 /* Messages held by a stream now (state.msgs), or -1. */
 int64_t h_stream_msgs(struct conn *c, const char *stream);
+/* The messages stream holds on one subject, or -1 when it cannot be read. */
+int64_t h_stream_subject_msgs(struct conn *c, const char *stream, const char *subject);
 /* The daemon's `reader` consumer on INBOX_<s> as the broker has it now
  * (the caller destroys it), or NULL. */
 jsConsumerInfo *h_reader_info(struct conn *c, struct mesh *m);

@@ -5,6 +5,7 @@
  */
 #include "tests/harness/harness.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,4 +179,77 @@ h_kv_get(struct conn *c, struct mesh *m, const char *name, const char *key, char
 	kvEntry_Destroy(e);
 	kvStore_Destroy(kv);
 	return val;
+}
+
+int
+h_space_rows(struct conn *c, struct mesh *m, int live, int tombs, int tombs_from, int big,
+	     char *err, size_t errlen)
+{
+	char subj[512], body[1024], ch[64];
+	int64_t now = wall_ms();
+	natsMsgList failed = { 0 };
+	jsPubOptions po;
+	int n;
+
+	for (int i = 0; i < live; i++) {
+		snprintf(ch, sizeof(ch), "ch%d", i / H_SPACE_CHANNEL_MEMBERS);
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.a%d.%026d", m->token, i, i);
+		n = snprintf(body, sizeof(body), "{\"allowSubscribe\":[\"%s\"%s],\"revision\":1,"
+		    "\"updatedAt\":%" PRId64 "}", ch, i < big ? ",\"big\"" : "", now);
+		if (js_PublishAsync(c->js, subj, body, n, NULL) != NATS_OK)
+			goto refused;
+		for (int k = 0; k < (i < big ? 2 : 1); k++) {
+			const char *chan = k == 0 ? ch : "big";
+			snprintf(subj, sizeof(subj), "$KV.cotal_members_%s.%s/local.a%d.%026d",
+			    m->token, chan, i, i);
+			n = snprintf(body, sizeof(body), "{\"channel\":\"%s\",\"owner\":"
+			    "\"local.a%d\",\"lifecycleUid\":\"%026d\",\"state\":\"durable-active\","
+			    "\"joinCursor\":0,\"generation\":1,\"activated\":true,\"writerIdentity\":"
+			    "\"test\",\"updatedAt\":%" PRId64 "}", chan, i, i, now);
+			if (js_PublishAsync(c->js, subj, body, n, NULL) != NATS_OK)
+				goto refused;
+		}
+	}
+	for (int i = tombs_from; i < tombs_from + tombs; i++) {
+		snprintf(subj, sizeof(subj), "$KV.cotal_acl_%s.local.t%d.%026d", m->token, i, i);
+		n = snprintf(body, sizeof(body), "{\"allowSubscribe\":[],\"revision\":9,"
+		    "\"updatedAt\":%" PRId64 ",\"retired\":true,\"retiredAt\":%" PRId64 "}", now,
+		    now);
+		if (js_PublishAsync(c->js, subj, body, n, NULL) != NATS_OK)
+			goto refused;
+	}
+	jsPubOptions_Init(&po);
+	po.MaxWait = 600000;
+	if (js_PublishAsyncComplete(c->js, &po) != NATS_OK) {
+		snprintf(err, errlen, "the rows' acknowledgements are missing");
+		return -1;
+	}
+	if (js_PublishAsyncGetPendingList(&failed, c->js) == NATS_OK && failed.Count > 0) {
+		snprintf(err, errlen, "the broker refused %d rows (a bucket full?)", failed.Count);
+		natsMsgList_Destroy(&failed);
+		return -1;
+	}
+	return 0;
+refused:
+	snprintf(err, errlen, "cannot publish %s", subj);
+	return -1;
+}
+
+int64_t
+h_stream_subject_msgs(struct conn *c, const char *stream, const char *subject)
+{
+	jsStreamInfo *si = NULL;
+	jsErrCode jerr = 0;
+	jsOptions o;
+	int64_t n = 0;
+
+	jsOptions_Init(&o);
+	o.Stream.Info.SubjectsFilter = subject;
+	if (js_GetStreamInfo(&si, c->js, stream, &o, &jerr) != NATS_OK)
+		return -1;
+	for (int i = 0; si->State.Subjects != NULL && i < si->State.Subjects->Count; i++)
+		if (strcmp(si->State.Subjects->List[i].Subject, subject) == 0)
+			n = (int64_t)si->State.Subjects->List[i].Msgs;
+	jsStreamInfo_Destroy(si);
+	return n;
 }
