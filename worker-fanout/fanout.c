@@ -491,11 +491,14 @@ publish_post(int i, struct post *p, const struct targets *t)
 	return true;
 }
 
+/* Whether a post of the batch @mentions anyone: asked before the barrier,
+ * when no post's class is known yet (a durable channel's mentions are not
+ * resolved, but the barrier cannot tell). */
 static bool
 batch_has_mentions(const struct post *posts, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (posts[i].msg != NULL && posts[i].class == CLASS_LIVE &&
+		if (posts[i].msg != NULL &&
 		    json_array_size(json_object_get(posts[i].msg, "mentions")) > 0)
 			return true;
 	return false;

@@ -272,28 +272,32 @@ member_rows(const char **keys, int n, void **rows, char *err, size_t errlen)
 	const char **rest = calloc((size_t)n + 1, sizeof(*rest));
 	int *gi = calloc((size_t)n + 1, sizeof(*gi)), *ri = calloc((size_t)n + 1, sizeof(*ri));
 	bool *done = calloc((size_t)n + 1, sizeof(*done));
+	bool *bykey = calloc((size_t)n + 1, sizeof(*bykey));
 	void **got = calloc((size_t)n + 1, sizeof(*got));
 	int rc = 0, nrest = 0;
 
 	if (group == NULL || rest == NULL || gi == NULL || ri == NULL || done == NULL ||
-	    got == NULL)
+	    bykey == NULL || got == NULL)
 		fatalx("out of memory");
 	for (int j = 0; j < n && rc == 0; j++) {
 		const char *slash = strrchr(keys[j], '/'), *dot;
 		int ng = 0;
-		if (done[j] || slash == NULL || (dot = strchr(slash, '.')) == NULL)
+		if (done[j] || bykey[j] || slash == NULL || (dot = strchr(slash, '.')) == NULL)
 			continue;
 		/* <channel>/<owner>.*.*: the rows of the key's channel and owner. */
 		snprintf(pattern, sizeof(pattern), "%.*s.*.*", (int)(dot - keys[j]), keys[j]);
 		for (int k = j; k < n; k++)
-			if (!done[k] && strncmp(keys[k], keys[j], (size_t)(dot - keys[j]) + 1) == 0)
+			if (!done[k] && !bykey[k] &&
+			    strncmp(keys[k], keys[j], (size_t)(dot - keys[j]) + 1) == 0)
 				gi[ng] = k, group[ng++] = keys[k];
 		if (ng < READER_LOAD_MIN)
 			continue;
-		/* A channel whose rows of that owner are too many to hold is
-		 * read key by key (1). */
+		/* Rows too many to hold, or a watch behind the leader: the
+		 * group's keys are read key by key (1), not grouped again. */
 		if ((rc = kvheld_load(&R.members, pattern, group, (size_t)ng, got, err, errlen)) == 1) {
 			rc = 0;
+			for (int k = 0; k < ng; k++)
+				bykey[gi[k]] = true;
 			continue;
 		}
 		if (rc != 0)
@@ -321,6 +325,7 @@ member_rows(const char **keys, int n, void **rows, char *err, size_t errlen)
 	free(gi);
 	free(ri);
 	free(done);
+	free(bykey);
 	free(got);
 	return rc;
 }
@@ -328,8 +333,9 @@ member_rows(const char **keys, int n, void **rows, char *err, size_t errlen)
 /*
  * Decide the entries whose owner's ACL row or member row is not held, each
  * on its rows read now: every row once and all at once (lib/wire/aclindex.h,
- * lib/nats/kvheld.h). What was held at the first look is read again too: it
- * may have gone meanwhile. 0, or -1 with err when a bucket cannot be read
+ * lib/nats/kvheld.h). A member row held at the first look was copied with
+ * the entry and is not read again; an ACL row held then is looked up again
+ * (aclindex_read_many reads it only when it has gone meanwhile). 0, or -1 with err when a bucket cannot be read
  * (the batch is retried).
  */
 static int

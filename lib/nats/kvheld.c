@@ -1,6 +1,7 @@
 /* The rows of a bucket a worker met, held exactly (see kvheld.h). */
 #include "lib/nats/kvheld.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "lib/clock.h"
 #include "lib/nats/kvcas.h"
 #include "lib/nats/kvwatch.h"
+#include "lib/nats/natsconn.h"
 #include "lib/nats/msgget.h"
 #include "lib/subject.h"
 
@@ -310,6 +312,48 @@ kvheld_read_many(struct kvheld *h, const char *const *keys, size_t n, void **out
 	return rc;
 }
 
+int
+kvheld_newer(struct kvmirror *tail, const char *pattern, uint64_t after, char *err,
+	     size_t errlen)
+{
+	char api[KVMIRROR_BUCKET_MAX + 40], filter[KVMIRROR_BUCKET_MAX + KVWATCH_KEYS_MAX + 8];
+	natsMsg *reply = NULL;
+	json_t *req, *doc = NULL, *e;
+	char *body = NULL;
+	natsStatus s;
+	int rc = -1;
+
+	snprintf(api, sizeof(api), "$JS.API.STREAM.MSG.GET.%s", tail->stream);
+	snprintf(filter, sizeof(filter), "$KV.%s.%s", tail->bucket, pattern);
+	req = json_pack("{s:I, s:s}", "seq", (json_int_t)after + 1, "next_by_subj", filter);
+	if (req == NULL || (body = json_dumps(req, JSON_COMPACT)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	s = natsConnection_RequestString(&reply, tail->nc, api, body, KVHELD_READ_MS);
+	if (s != NATS_OK) {
+		conn_strerror(s, err, errlen);
+		goto out;
+	}
+	doc = json_loadb(natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply), 0, NULL);
+	if (json_is_object(json_object_get(doc, "message")))
+		rc = 1;
+	else if (json_integer_value(json_object_get(e = json_object_get(doc, "error"),
+	    "err_code")) == 10037)
+		rc = 0; /* no message found */
+	else
+		snprintf(err, errlen, "%s after %llu: %s", filter, (unsigned long long)after,
+		    e != NULL && json_is_string(json_object_get(e, "description")) ?
+		    json_string_value(json_object_get(e, "description")) : "no answer the broker "
+		    "should give");
+out:
+	json_decref(req);
+	json_decref(doc);
+	free(body);
+	natsMsg_Destroy(reply);
+	return rc;
+}
+
 /* A load's rows, kept aside until the watch has given them all: held at
  * once then, or not at all when a write raced the load. */
 struct loaded {
@@ -328,10 +372,13 @@ kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size
 	struct strmap at;    /* want's keys -> index + 1 */
 	struct loaded *rows = NULL;
 	size_t nrows = 0, cap = 0;
+	uint64_t newest = 0; /* the highest sequence the watch gave */
 	char why[512];
 	int rc = 0;
 
 	memset(out, 0, n * sizeof(*out));
+	if (strlen(pattern) > KVWATCH_KEYS_MAX)
+		return 1; /* too long a filter for a watch: read the keys wanted */
 	strmap_init(&at);
 	for (size_t i = 0; i < n; i++)
 		if (strmap_put(&at, want[i], (void *)(i + 1), NULL) != 0) {
@@ -369,6 +416,8 @@ kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size
 			rc = -1;
 			break;
 		}
+		if (e.revision > newest)
+			newest = e.revision;
 		size_t i = (size_t)strmap_get(&at, e.key);
 		if (i > 0 && out[i - 1] == NULL)
 			out[i - 1] = h->decode(e.key, e.value, e.len);
@@ -383,7 +432,11 @@ kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size
 			rows = v;
 		}
 		rows[nrows].key = strdup(e.key);
-		rows[nrows].value = e.value != NULL ? strndup(e.value, e.len) : NULL;
+		rows[nrows].value = e.value != NULL ? malloc(e.len + 1) : NULL;
+		if (rows[nrows].value != NULL) {
+			memcpy(rows[nrows].value, e.value, e.len); /* a value may hold a NUL */
+			rows[nrows].value[e.len] = '\0';
+		}
 		rows[nrows].len = e.len;
 		rows[nrows].rev = e.revision;
 		if (rows[nrows].key == NULL || (e.value != NULL && rows[nrows].value == NULL)) {
@@ -396,6 +449,17 @@ kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size
 		nrows++;
 	}
 	kvwatch_destroy(w);
+	/* The watch's consumer may sit on a replica behind the stream's leader
+	 * (a clustered stream places a one-replica consumer on any of its
+	 * peers): what it gave is the bucket as of that replica. The leader
+	 * says whether a row matching came after the newest it gave; if one
+	 * did (missed, or written meanwhile), nothing of it is used: the keys
+	 * wanted are read from the leader instead (1). */
+	if (rc == 0) {
+		int newer = kvheld_newer(&h->tail, pattern, newest, err, errlen);
+		if (newer != 0)
+			rc = newer < 0 ? -1 : 1;
+	}
 	/* A key the watch did not give has no row. */
 	for (size_t i = 0; rc == 0 && i < n; i++)
 		if (out[i] == NULL)
@@ -410,7 +474,7 @@ kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size
 		free(rows[i].key);
 		free(rows[i].value);
 	}
-	h->loads++;
+	h->loads += rc == 0;
 	kvheld_unlock(h);
 	free(rows);
 	strmap_clear(&at, NULL);

@@ -5,7 +5,8 @@
  * the first time it is needed (STREAM.MSG.GET, the stream leader's answer,
  * many keys at once: lib/nats/msgget.h), and what it decodes to is held up
  * to a bound, in two generations (a row used again moves to the newer; the
- * older is dropped when the newer holds half the bound).
+ * older is dropped when the newer holds half the bound at an insert, so the
+ * two may pass the bound by the rows one lock's holder used meanwhile).
  *
  * Exact: a tail of the bucket (kvmirror_start_tail: every write after the
  * start) drops a held row at a write after the one it was read at, by the
@@ -85,11 +86,23 @@ int kvheld_read_many(struct kvheld *h, const char *const *keys, size_t n, void *
  * out[i] what the bucket says of want[i] (each matching pattern), decoded
  * (the caller's). Every row the watch gives is held when it may be (no write
  * of a key matching pattern, no reset, meanwhile). 0; 1 when the rows
- * matching are more than a quarter of what it may hold (nothing read: read
- * the keys wanted instead); -1 with err. Nothing in out but with 0.
+ * matching are more than a quarter of what it may hold, the pattern is too
+ * long for a watch, or the leader holds a row matching newer than the
+ * watch gave (kvheld_newer): nothing used, read the keys wanted instead;
+ * -1 with err. Nothing in out but with 0.
  */
 int kvheld_load(struct kvheld *h, const char *pattern, const char *const *want, size_t n,
 		void **out, char *err, size_t errlen);
+
+/*
+ * Whether the bucket of tail (its stream's leader: STREAM.MSG.GET with
+ * next_by_subj) holds a row matching pattern written after sequence after:
+ * 1, 0 when none, -1 with err. What a watch of the rows gave is the bucket as
+ * of the replica its consumer sits on, which may be behind the leader; with
+ * nothing newer, it is the bucket as it is.
+ */
+int kvheld_newer(struct kvmirror *tail, const char *pattern, uint64_t after, char *err,
+		 size_t errlen);
 
 /* The steps, for the owner's own reads and for unit tests; with the lock
  * held. kvheld_init sets up a kvheld with no tail (the unit tests'). */

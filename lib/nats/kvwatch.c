@@ -87,7 +87,7 @@ int
 kvwatch_start_at(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 		 const char *bucket, const char *keys, uint64_t from, char *err, size_t errlen)
 {
-	char tok[64], deliver[SUBJ_MAX], subj[SUBJ_MAX * 3], filter[SUBJ_MAX], why[512];
+	char tok[64], deliver[SUBJ_MAX], subj[SUBJ_MAX * 5], filter[SUBJ_MAX * 2], why[512];
 	struct kvwatch *w;
 	natsMsg *reply = NULL;
 	json_t *req = NULL, *doc = NULL;
@@ -96,6 +96,12 @@ kvwatch_start_at(struct kvwatch **out, natsConnection *nc, const char *inbox_pre
 	int rc = -1;
 
 	*out = NULL;
+	/* A filter cut short would watch other keys, or none. */
+	if (strlen(keys) > KVWATCH_KEYS_MAX || strlen(bucket) > SUBJ_MAX - 16) {
+		snprintf(err, errlen, "watch %.64s: the keys %.64s… are longer than %d bytes", bucket,
+		    keys, KVWATCH_KEYS_MAX);
+		return -1;
+	}
 	if ((w = calloc(1, sizeof(*w))) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;

@@ -53,6 +53,8 @@ enum kvw_event {
  * broker's words (a permission violation names the subject). */
 int kvwatch_start(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,
 		  const char *bucket, char *err, size_t errlen);
+#define KVWATCH_KEYS_MAX 256 /* a pattern of keys a watch may take */
+
 /* The same for the keys matching a pattern of the bucket's keys ("<o>.<a>.*":
  * one alias's rows): the watch delivers only those. */
 int kvwatch_start_keys(struct kvwatch **out, natsConnection *nc, const char *inbox_prefix,

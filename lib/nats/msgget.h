@@ -26,7 +26,8 @@
 #define MSGGET_REPLY_MAX (2 * 1024 * 1024) /* an answer read, at most (a value of
 					    * KVCAS_VALUE_MAX in base64 fits) */
 #define MSGGET_BUCKET_MAX 256             /* a bucket's name, in bytes */
-#define MSGGET_KEY_MAX 1024               /* a key, in bytes */
+#define MSGGET_KEY_MAX 8192               /* a key, in bytes (a membership row's: a channel
+					    * of up to 4096 bytes and a lifecycle) */
 
 struct msgget_result {
 	/*

@@ -228,7 +228,8 @@ aclindex_read(struct aclindex *x, const char *lifecycle, struct acl_row *out, ch
 	return aclindex_read_many(x, &lifecycle, 1, out, err, errlen);
 }
 
-/* The alias's rows read from the bucket (a watch of <alias>.* alone). */
+/* The alias's rows read from the bucket (a watch of <alias>.* alone): 0, 1
+ * when the leader holds a newer one than the watch gave, -1 with err. */
 static int
 alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char *err,
 	   size_t errlen)
@@ -236,8 +237,10 @@ alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char
 	char keys[PRINCIPAL_MAX + 4], why[512];
 	struct kvwatch *w = NULL;
 	struct kvw_entry e;
+	uint64_t newest = 0;
 	int rc = 0;
 
+	memset(a, 0, sizeof(*a));
 	snprintf(keys, sizeof(keys), "%s.*", alias);
 	if (kvwatch_start_keys(&w, x->rows.tail.nc, x->rows.tail.inbox_prefix,
 	    x->rows.tail.bucket, keys, err, errlen) != 0)
@@ -249,6 +252,8 @@ alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char
 		if (ev == KVW_ENTRY) {
 			struct acl_row r;
 			const char *u = e.key + strlen(keys) - 1;
+			if (e.revision > newest)
+				newest = e.revision;
 			if (e.value == NULL || !lifecycle_uid_valid(u))
 				continue;
 			acl_row_parse(e.value, e.len, &r);
@@ -272,6 +277,13 @@ alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char
 		break;
 	}
 	kvwatch_destroy(w);
+	/* The watch's consumer may sit on a replica behind the leader
+	 * (kvheld_newer): a row of the alias newer than it gave is read again. */
+	if (rc == 0) {
+		int newer = kvheld_newer(&x->rows.tail, keys, newest, err, errlen);
+		if (newer != 0)
+			rc = newer < 0 ? -1 : 1;
+	}
 	return rc;
 }
 
@@ -303,7 +315,16 @@ aclindex_alias(struct aclindex *x, const char *alias, struct aclindex_alias *out
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	rc = alias_read(x, alias, out, err, errlen);
+	/* Read again while the leader holds a newer row than the watch gave (a
+	 * write meanwhile, or a replica behind): three times, then "retry". */
+	for (int tries = 0; (rc = alias_read(x, alias, out, err, errlen)) == 1; tries++) {
+		aclindex_alias_free(out);
+		if (tries == 2) {
+			snprintf(err, errlen, "the read-ACL rows of %s keep changing", alias);
+			rc = -1;
+			break;
+		}
+	}
 	kvheld_lock(&x->rows);
 	x->alias_reads++;
 	if (rc == 0)

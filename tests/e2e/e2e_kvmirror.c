@@ -490,8 +490,14 @@ test_a_channel_rows_are_loaded_by_one_watch(void **state)
 	kvheld_unlock(&h);
 	assert_int_equal(h.reads, 0);
 	assert_int_equal(h.loads, 1);
-	/* A write after the load drops the row, through the tail. */
-	put_row(kv, "load/local.a299.x", "w");
+	/* The leader tells whether a row matching came after a sequence (what
+	 * a watch on a replica behind it would have missed). */
+	uint64_t rev = 0;
+	assert_int_equal(kvStore_PutString(&rev, kv, "load/local.a299.x", "w"), NATS_OK);
+	assert_int_equal(kvheld_newer(&h.tail, "load/local.*.*", rev - 1, err, sizeof(err)), 1);
+	assert_int_equal(kvheld_newer(&h.tail, "load/local.*.*", rev, err, sizeof(err)), 0);
+	assert_int_equal(kvheld_newer(&h.tail, "load/u_other.*.*", rev - 1, err, sizeof(err)), 0);
+	/* That write drops the row held, through the tail. */
 	assert_int_equal(kvmirror_barrier(&h.tail, err, sizeof(err)), 0);
 	kvheld_lock(&h);
 	assert_null(kvheld_get(&h, "load/local.a299.x"));
