@@ -117,19 +117,7 @@ schedule(const char *tid, const char *id, int gen, int64_t deadline, const char 
 static int64_t
 count_on(const char *subj)
 {
-	jsStreamInfo *si = NULL;
-	jsErrCode jerr = 0;
-	jsOptions o;
-	int64_t n = 0;
-
-	jsOptions_Init(&o);
-	o.Stream.Info.SubjectsFilter = subj;
-	if (js_GetStreamInfo(&si, prov.js, ept, &o, &jerr) != NATS_OK)
-		return -1;
-	if (si->State.Subjects != NULL && si->State.Subjects->Count == 1)
-		n = (int64_t)si->State.Subjects->List[0].Msgs;
-	jsStreamInfo_Destroy(si);
-	return n;
+	return h_stream_subject_msgs(&prov, ept, subj);
 }
 
 /* The last message on subj, waiting up to ms for one; NULL when none. */
