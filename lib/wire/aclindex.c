@@ -245,7 +245,7 @@ alias_read(struct aclindex *x, const char *alias, struct aclindex_alias *a, char
 	if (kvwatch_start_keys(&w, x->rows.tail.nc, x->rows.tail.inbox_prefix,
 	    x->rows.tail.bucket, keys, err, errlen) != 0)
 		return -1;
-	for (int64_t until = mono_ms() + ACLINDEX_READ_MS;;) {
+	for (int64_t until = mono_ms() + KVHELD_READ_MS;;) {
 		enum kvw_event ev = kvwatch_next_by(w, until, &e, why, sizeof(why));
 		if (ev == KVW_LOADED)
 			break;

@@ -26,7 +26,6 @@
 #define ACLINDEX_ROWS_MAX 262144  /* rows held at once, live or retired (two generations) */
 #define ACLINDEX_ALIASES_MAX 16384 /* aliases held at once */
 #define ACLINDEX_ALIAS_LIVES 2    /* an alias's live lifecycles named (more are counted) */
-#define ACLINDEX_READ_MS 5000     /* an alias's rows are all in within this */
 
 struct aclindex {
 	struct kvheld rows;     /* lifecycle -> struct acl_row, live or retired (kvheld.h) */
